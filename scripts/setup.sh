@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs drift's build dependencies (Debian packages only) and builds it into build/.
+# Works on a fresh Debian bookworm machine as root; as a normal user it uses sudo when needed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(g++ cmake make pkg-config python3 libcli11-dev nlohmann-json3-dev libspdlog-dev libhwy-dev
+          doctest-dev librandom123-dev libopenblas-dev libmpfr-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+build_type="${DRIFT_BUILD_TYPE:-Release}"
+cmake -S . -B build -DCMAKE_BUILD_TYPE="$build_type" >/dev/null
+cmake --build build -j"$(nproc)"
+echo "setup: built build/drift ($(./build/drift --version))"

@@ -1,0 +1,77 @@
+// Marks functions that must compile unchanged for the CPU and for CUDA device code.
+// Everything in arith/ that touches a single number is written with these: no std:: calls that
+// device code lacks, no globals, no exceptions.
+#pragma once
+
+#if defined(__CUDACC__)
+#define DRIFT_HD __host__ __device__ __forceinline__
+#else
+#define DRIFT_HD inline
+#endif
+
+#include <cstdint>
+
+namespace drift {
+
+// Bit casts between doubles/floats and their encodings (memcpy is the portable spelling; both
+// g++ and nvcc turn it into a register move).
+DRIFT_HD uint64_t bits_of(double x) {
+  uint64_t u;
+  __builtin_memcpy(&u, &x, sizeof u);
+  return u;
+}
+DRIFT_HD double double_of(uint64_t u) {
+  double x;
+  __builtin_memcpy(&x, &u, sizeof x);
+  return x;
+}
+DRIFT_HD uint32_t bits_of(float x) {
+  uint32_t u;
+  __builtin_memcpy(&u, &x, sizeof u);
+  return u;
+}
+DRIFT_HD float float_of(uint32_t u) {
+  float x;
+  __builtin_memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+// Index of the highest set bit (x != 0).
+DRIFT_HD int top_bit(uint64_t x) {
+#if defined(__CUDA_ARCH__)
+  return 63 - __clzll(static_cast<long long>(x));
+#else
+  return 63 - __builtin_clzll(x);
+#endif
+}
+
+// 2^e as a double, for -1074 <= e <= 1023, built from bits (exact; no libm).
+DRIFT_HD double pow2(int e) {
+  if (e >= -1022) return double_of(static_cast<uint64_t>(e + 1023) << 52);
+  return double_of(uint64_t{1} << (e + 1074));
+}
+
+DRIFT_HD bool is_nan(double x) { return (bits_of(x) & 0x7fffffffffffffffull) > 0x7ff0000000000000ull; }
+DRIFT_HD bool is_inf(double x) { return (bits_of(x) & 0x7fffffffffffffffull) == 0x7ff0000000000000ull; }
+DRIFT_HD bool sign_bit(double x) { return (bits_of(x) >> 63) != 0; }
+DRIFT_HD double abs_of(double x) { return double_of(bits_of(x) & 0x7fffffffffffffffull); }
+DRIFT_HD double quiet_nan() { return double_of(0x7ff8000000000000ull); }
+DRIFT_HD double infinity(bool neg) { return double_of(neg ? 0xfff0000000000000ull : 0x7ff0000000000000ull); }
+DRIFT_HD double signed_zero(bool neg) { return double_of(neg ? 0x8000000000000000ull : 0); }
+
+// Splits a finite non-zero double into (exponent of leading bit, 53-bit significand, its top bit).
+DRIFT_HD void unpack_double(double x, int* e, uint64_t* sig, int* top) {
+  const uint64_t u = bits_of(x) & 0x7fffffffffffffffull;
+  const int field = static_cast<int>(u >> 52);
+  if (field != 0) {
+    *sig = (u & 0xfffffffffffffull) | (uint64_t{1} << 52);
+    *top = 52;
+    *e = field - 1023;
+  } else {
+    *sig = u;
+    *top = top_bit(u);
+    *e = *top - 1074;
+  }
+}
+
+}  // namespace drift

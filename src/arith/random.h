@@ -1,0 +1,36 @@
+// Counter-based random bits: Philox4x32-10 (Random123), keyed by (seed, stream) and indexed by
+// element. A draw depends only on (seed, stream, index), never on threads or evaluation order,
+// and the same header compiles for CUDA device code.
+#pragma once
+
+#include <Random123/philox.h>
+
+#include "arith/hostdevice.h"
+
+namespace drift {
+
+// Four 32-bit words for the block of indices [4*block, 4*block+4).
+DRIFT_HD r123::Philox4x32::ctr_type philox_block(uint64_t seed, uint64_t stream, uint64_t block) {
+  r123::Philox4x32 gen;
+  const r123::Philox4x32::key_type key = {{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}};
+  const r123::Philox4x32::ctr_type ctr = {{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                                           static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32)}};
+  return gen(ctr, key);
+}
+
+// The random word of element `index` of stream `stream`.
+DRIFT_HD uint32_t random_u32(uint64_t seed, uint64_t stream, uint64_t index) {
+  return philox_block(seed, stream, index >> 2).v[index & 3];
+}
+
+// Fills out[0..n) with the words of indices first..first+n (4 per Philox call).
+inline void random_fill(uint64_t seed, uint64_t stream, uint64_t first, uint32_t* out, uint64_t n) {
+  uint64_t i = 0;
+  while (i < n) {
+    const uint64_t idx = first + i;
+    const auto block = philox_block(seed, stream, idx >> 2);
+    for (uint64_t w = idx & 3; w < 4 && i < n; ++w, ++i) out[i] = block.v[w];
+  }
+}
+
+}  // namespace drift

@@ -1,0 +1,168 @@
+// drift arith: one correctly rounded operation per input line, for scripts and for checking the
+// rounding core against independent implementations (scripts/oracle.py, TestFloat vectors).
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "arith/catalogue.h"
+#include "arith/codec.h"
+#include "arith/ops.h"
+#include "arith/random.h"
+#include "cli/commands.h"
+#include "cli/format_text.h"
+
+namespace drift::cli {
+namespace {
+
+struct ArithOptions {
+  std::string op = "add";
+  std::string format = "fp32";
+  std::string out_format;
+  std::string in_format = "fp32";
+  std::string rounding = "rne";
+  std::string overflow = "saturate";
+  std::string subnormals = "keep";
+  int sr_bits = 24;
+  uint64_t seed = 0;
+  bool decimal = false;
+  std::string print = "hex";
+};
+
+Format require_format(const std::string& name, const char* option) {
+  auto f = find_format(name);
+  if (!f) throw InputError(std::string(option) + ": unknown format '" + name + "' (see `drift formats`)");
+  return *f;
+}
+
+int operand_count(const std::string& op) {
+  if (op == "cast") return 1;
+  if (op == "fma") return 3;
+  return 2;
+}
+
+// One operand token: a hex bit pattern of `f` (or a decimal number, rounded to f with rne).
+double parse_operand(const std::string& tok, const Format& f, bool decimal, size_t line) {
+  const std::string where = "line " + std::to_string(line) + ": operand '" + tok + "'";
+  if (decimal) {
+    char* end = nullptr;
+    const double v = std::strtod(tok.c_str(), &end);
+    if (end == tok.c_str() || *end != '\0') throw InputError(where + " is not a decimal number");
+    RoundSpec nearest;
+    nearest.overflow = Overflow::ieee;
+    return round_to(v, f, nearest);
+  }
+  std::string hex = tok;
+  if (hex.size() > 2 && hex[0] == '0' && (hex[1] == 'x' || hex[1] == 'X')) hex = hex.substr(2);
+  if (hex.empty() || hex.size() > 16 || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+    throw InputError(where + " is not a hexadecimal bit pattern");
+  const uint64_t code = std::stoull(hex, nullptr, 16);
+  if (f.bits < 64 && (code >> f.bits) != 0)
+    throw InputError(where + " has more than " + std::to_string(f.bits) + " bits");
+  return decode(code, f);
+}
+
+// Subnormal operands read as zero under a flush mode.
+double flush_input(double v, const Format& f, const RoundSpec& spec) {
+  if (flushes(f, spec) && f.kind == Kind::floating && v != 0 && abs_of(v) < f.min_normal) return signed_zero(sign_bit(v));
+  return v;
+}
+
+std::string render(double v, const Format& f, const std::string& print) {
+  if (print == "decimal") return shortest(v);
+  uint64_t code;
+  if (!encode(v, f, &code)) return is_nan(v) ? "nan" : "unencodable";
+  const int digits = (f.bits + 3) / 4;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%0*llx", digits, static_cast<unsigned long long>(code));
+  return buf;
+}
+
+void run_arith(const ArithOptions& o) {
+  const Format in_fmt = require_format(o.op == "cast" ? o.in_format : o.format, o.op == "cast" ? "--in-format" : "--format");
+  const Format op_fmt = require_format(o.format, "--format");
+  const Format out_fmt = require_format(o.out_format.empty() ? o.format : o.out_format, "--out-format");
+  RoundSpec spec;
+  auto r = parse_rounding(o.rounding);
+  if (!r) throw InputError("--rounding: expected rne|rna|rtz|rup|rdn|rto|sr, got '" + o.rounding + "'");
+  spec.mode = *r;
+  auto ov = parse_overflow(o.overflow);
+  if (!ov) throw InputError("--overflow: expected saturate|ieee, got '" + o.overflow + "'");
+  spec.overflow = *ov;
+  auto sub = parse_subnormals(o.subnormals);
+  if (!sub) throw InputError("--subnormals: expected keep|flush, got '" + o.subnormals + "'");
+  spec.subnormals = *sub;
+  if (o.sr_bits < 1 || o.sr_bits > 32) throw InputError("--sr-bits: expected 1..32, got " + std::to_string(o.sr_bits));
+  spec.sr_bits = o.sr_bits;
+  if (o.print != "hex" && o.print != "decimal") throw InputError("--print: expected hex|decimal, got '" + o.print + "'");
+  if (o.op == "fma" && !exact_products_in_double(op_fmt))
+    throw InputError("--op fma: formats with more than 25 mantissa bits are not supported (exact product needs more than double-double)");
+
+  const int nops = operand_count(o.op);
+  std::vector<std::string> out;
+  std::string line;
+  size_t lineno = 0;
+  uint64_t index = 0;
+  while (std::getline(std::cin, line)) {
+    ++lineno;
+    std::istringstream fields(line);
+    std::vector<std::string> toks;
+    std::string t;
+    while (static_cast<int>(toks.size()) < nops && fields >> t) toks.push_back(t);
+    if (toks.empty()) continue;  // blank lines are skipped
+    if (static_cast<int>(toks.size()) < nops)
+      throw InputError("line " + std::to_string(lineno) + ": expected " + std::to_string(nops) + " operand(s), got " +
+                       std::to_string(toks.size()));
+    double v[3];
+    for (int i = 0; i < nops; ++i) v[i] = flush_input(parse_operand(toks[i], in_fmt, o.decimal, lineno), in_fmt, spec);
+    const uint32_t rnd = random_u32(o.seed, 0, index++);
+    double result;
+    if (o.op == "add") result = op_add(v[0], v[1], out_fmt, spec, rnd);
+    else if (o.op == "sub") result = op_add(v[0], -v[1], out_fmt, spec, rnd);
+    else if (o.op == "mul") result = op_mul(v[0], v[1], out_fmt, spec, rnd);
+    else if (o.op == "fma") result = op_fma(v[0], v[1], v[2], out_fmt, spec, rnd);
+    else result = round_to(v[0], out_fmt, spec, rnd);
+    out.push_back(render(result, out_fmt, o.print));
+  }
+  // Nothing is written until every line has been read and computed: a bad line loses nothing.
+  std::string all;
+  for (const auto& s : out) {
+    all += s;
+    all += '\n';
+  }
+  std::fwrite(all.data(), 1, all.size(), stdout);
+}
+
+}  // namespace
+
+void add_arith_command(CLI::App& app) {
+  auto o = std::make_shared<ArithOptions>();
+  auto* cmd = app.add_subcommand(
+      "arith",
+      "Apply one correctly rounded operation to each stdin line (operands as hex bit patterns; "
+      "fields after the operands are ignored, so TestFloat-style lines can be piped in)");
+  cmd->add_option("--op", o->op, "add | sub | mul | fma (a*b+c, one rounding) | cast")
+      ->check(CLI::IsMember({"add", "sub", "mul", "fma", "cast"}))
+      ->capture_default_str();
+  cmd->add_option("--format", o->format, "Format of the operands (and of the result unless --out-format)")
+      ->capture_default_str();
+  cmd->add_option("--out-format", o->out_format, "Format the exact result is rounded to (default: --format)");
+  cmd->add_option("--in-format", o->in_format, "For --op cast: format of the input bit patterns")->capture_default_str();
+  cmd->add_option("--rounding", o->rounding, "rne | rna | rtz | rup | rdn | rto | sr")->capture_default_str();
+  cmd->add_option("--overflow", o->overflow, "saturate (clamp to +-max) | ieee (inf, or NaN where no inf)")
+      ->capture_default_str();
+  cmd->add_option("--subnormals", o->subnormals,
+                  "keep | flush (subnormal results become signed zero, subnormal operands read as zero)")
+      ->capture_default_str();
+  cmd->add_option("--sr-bits", o->sr_bits, "Stochastic rounding: random bits added to the discarded bits (1..32)")
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of the counter-based generator (line i uses element i of stream 0)")
+      ->capture_default_str();
+  cmd->add_flag("--decimal", o->decimal, "Operands are decimal numbers (each first rounded to its format with rne)");
+  cmd->add_option("--print", o->print, "hex (bit pattern of the result format) | decimal")->capture_default_str();
+  cmd->callback([o] { run_arith(*o); });
+}
+
+}  // namespace drift::cli

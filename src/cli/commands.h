@@ -1,0 +1,22 @@
+// Each `drift <command>` lives in its own file and registers itself here.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace drift::cli {
+
+void add_formats_command(CLI::App& app);
+void add_arith_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+
+// Exit codes shared by every command.
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitBadInput = 2;
+
+// Thrown by commands for bad user input; main prints the message and exits 2.
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace drift::cli

@@ -1,0 +1,28 @@
+// drift: a bit-exact simulator of low-precision training arithmetic. Entry point: builds the
+// command tree; each command lives in its own cmd_*.cpp.
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"drift: bit-exact low-precision arithmetic and training simulator"};
+  app.set_version_flag("--version", std::string("drift ") + DRIFT_VERSION);
+  app.require_subcommand(1);
+  drift::cli::add_formats_command(app);
+  drift::cli::add_arith_command(app);
+  drift::cli::add_bench_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : drift::cli::kExitBadInput;
+  } catch (const drift::cli::InputError& e) {
+    std::fprintf(stderr, "drift: error: %s\n", e.what());
+    return drift::cli::kExitBadInput;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "drift: error: %s\n", e.what());
+    return drift::cli::kExitFailure;
+  }
+  return 0;
+}
