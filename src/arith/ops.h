@@ -49,3 +49,20 @@ inline double op_fma(double a, double b, double c, const Format& f, const RoundS
 inline bool exact_products_in_double(const Format& f) { return f.kind != Kind::floating || f.man_bits <= 25; }
 
 }  // namespace drift
+
+namespace drift {
+
+// a / b rounded once to f (deterministic modes exact for quotients above 2^-960; the remainder's
+// sign decides ties and directions). Used for scale factors, which recipes compute as one fp32 division.
+inline double op_div(double a, double b, const Format& f, const RoundSpec& spec) {
+  const double r = a / b;
+  if (is_nan(r) || is_inf(r) || r == 0 || is_inf(a) || is_inf(b)) return round_to(r, f, spec);
+  const double rem = std::fma(-r, b, a);  // exact: a - r*b
+  if (rem == 0) return round_to(r, f, spec);
+  // The exact quotient is r + rem/b with |rem/b| < ulp(r)/2; only its sign and non-zeroness matter
+  // to deterministic modes, and a tiny stand-in of that sign keeps round_to_sum's contract.
+  const double lo = (sign_bit(rem) != sign_bit(b)) ? -abs_of(r) * 0x1p-60 : abs_of(r) * 0x1p-60;
+  return round_to_sum(r, lo, f, spec);
+}
+
+}  // namespace drift

@@ -1,0 +1,132 @@
+// The matmul entry point: canonical layout, operand quantization, then the fast path when it is
+// provably identical, else the literal reference.
+#include "arith/matmul.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "arith/catalogue.h"
+
+namespace drift {
+
+Accumulator::Accumulator() : format(*find_format("fp32")) { round.overflow = Overflow::ieee; }
+
+MatmulPolicy::MatmulPolicy() : out_format(*find_format("fp32")) {
+  a.format = b.format = *find_format("fp32");
+  out_round.overflow = Overflow::ieee;
+}
+
+void MatmulTelemetry::merge(const MatmulTelemetry& o) {
+  a.merge(o.a);
+  b.merge(o.b);
+  inner_adds += o.inner_adds;
+  inner_swamped += o.inner_swamped;
+  outer_adds += o.outer_adds;
+  outer_swamped += o.outer_swamped;
+}
+
+namespace {
+
+int significand_bits(const Format& f) {
+  if (f.kind == Kind::floating) return f.man_bits + 1;
+  if (f.kind == Kind::integer) return f.man_bits;
+  return 1;
+}
+
+std::string validate_accumulator(const Accumulator& acc, const char* name) {
+  if (acc.order == SumOrder::split && acc.split < 1) return std::string(name) + ".split must be >= 1";
+  if (acc.promote_every < 0) return std::string(name) + ".promote_every must be >= 0";
+  if (acc.round.sr_bits < 1 || acc.round.sr_bits > 32) return std::string(name) + ".sr_bits must be in 1..32";
+  return "";
+}
+
+std::string validate_quantizer(const Quantizer& q, const char* name) {
+  const Scaling& s = q.scaling;
+  const std::string n(name);
+  if (s.kind == ScaleKind::block || s.kind == ScaleKind::tile || s.kind == ScaleKind::nvfp4) {
+    if (s.block < 1) return n + ".scaling.block must be >= 1";
+    if (q.format.kind != Kind::floating && s.kind != ScaleKind::tile)
+      return n + ": block scaling needs a floating-point element format";
+  }
+  if (s.hadamard != 0 && s.hadamard != 16 && s.hadamard != 32) return n + ".scaling.hadamard must be 0, 16 or 32";
+  if (s.history < 1) return n + ".scaling.history must be >= 1";
+  if (!(s.amax_floor > 0)) return n + ".scaling.amax_floor must be > 0";
+  if (q.round.sr_bits < 1 || q.round.sr_bits > 32) return n + ".sr_bits must be in 1..32";
+  return "";
+}
+
+}  // namespace
+
+std::string validate_policy(const MatmulPolicy& p) {
+  for (auto [q, name] : {std::pair{&p.a, "a"}, std::pair{&p.b, "b"}})
+    if (auto e = validate_quantizer(*q, name); !e.empty()) return e;
+  if (auto e = validate_accumulator(p.inner, "inner"); !e.empty()) return e;
+  if (auto e = validate_accumulator(p.outer, "outer"); !e.empty()) return e;
+  if (p.outer.fused) return "outer: the fused tensor-core model applies to the inner sum only";
+  if (!p.product_format && significand_bits(p.a.format) + significand_bits(p.b.format) > 53)
+    return "products of " + format_name(p.a.format) + " x " + format_name(p.b.format) +
+           " operands are not exact in double: set a product format (e.g. fp64)";
+  if (p.a.scaling.hadamard != p.b.scaling.hadamard || p.a.scaling.hadamard_seed != p.b.scaling.hadamard_seed)
+    return "a and b must use the same Hadamard transform (size and seed), or it does not cancel in the product";
+  return "";
+}
+
+PreparedOperands prepare_operands(const MatView& a, const MatView& b, const MatmulPolicy& policy,
+                                  const MatmulContext& ctx) {
+  const size_t m = a.rows, k = a.cols, n = b.cols;
+  if (b.rows != k) throw std::invalid_argument("matmul: inner dimensions differ (A is " + std::to_string(m) + "x" +
+                                              std::to_string(k) + ", B is " + std::to_string(b.rows) + "x" +
+                                              std::to_string(n) + ")");
+  // Canonical layout: both operands K-contiguous (A as M x K, B as N x K).
+  std::vector<double> ak(m * k), bk(n * k);
+  for (size_t i = 0; i < m; ++i)
+    for (size_t t = 0; t < k; ++t) ak[i * k + t] = a.at(i, t);
+  for (size_t j = 0; j < n; ++j)
+    for (size_t t = 0; t < k; ++t) bk[j * k + t] = b.at(t, j);
+  PreparedOperands ops;
+  ops.a = quantize(ak.data(), m, k, k, policy.a, ctx.seed, ctx.stream ^ (uint64_t{7} << 56), ctx.delayed_a);
+  ops.b = quantize(bk.data(), n, k, k, policy.b, ctx.seed, ctx.stream ^ (uint64_t{8} << 56), ctx.delayed_b);
+  const size_t ka = ops.a.block_k, kb = ops.b.block_k;
+  if (ka && kb) {
+    const size_t lo = std::min(ka, kb), hi = std::max(ka, kb);
+    if (hi % lo != 0)
+      throw std::invalid_argument("matmul: scale blocks of a (" + std::to_string(ka) + ") and b (" +
+                                  std::to_string(kb) + ") do not nest");
+    ops.kblock = lo;
+  } else if (ka || kb) {
+    ops.kblock = ka ? ka : kb;
+  } else {
+    ops.kblock = policy.inner.promote_every > 0 ? static_cast<size_t>(policy.inner.promote_every) : std::max<size_t>(k, 1);
+  }
+  return ops;
+}
+
+MatmulTelemetry matmul(const MatView& a, const MatView& b, double* c, size_t ldc, const MatmulPolicy& policy,
+                       const MatmulContext& ctx) {
+  if (auto err = validate_policy(policy); !err.empty()) throw std::invalid_argument("matmul policy: " + err);
+  PreparedOperands ops = prepare_operands(a, b, policy, ctx);
+  MatmulTelemetry tel;
+  tel.a = ops.a.stats;
+  tel.b = ops.b.stats;
+  if (!ctx.force_reference && matmul_fast(ops, c, ldc, policy, ctx, tel)) {
+    tel.fast_path = true;
+    return tel;
+  }
+  matmul_reference(ops, c, ldc, policy, ctx, tel);
+  return tel;
+}
+
+namespace {
+const char* const kOrderNames[] = {"sequential", "reverse", "pairwise", "split", "permuted"};
+}
+const char* to_string(SumOrder o) { return kOrderNames[static_cast<int>(o)]; }
+bool parse_sum_order(const std::string& s, SumOrder* out) {
+  for (int i = 0; i < 5; ++i)
+    if (s == kOrderNames[i]) {
+      *out = static_cast<SumOrder>(i);
+      return true;
+    }
+  return false;
+}
+
+}  // namespace drift

@@ -1,0 +1,111 @@
+// The matmul engine: C = A*B under a policy of operand quantizers, product rounding, inner and
+// outer accumulation and output rounding. The one function every matmul of every model calls.
+//
+// Definition (DESIGN.md, "The matmul is two-level"):
+//   C[i,j] = out( alpha * outer_sum_b( s(i,j,b) * inner_sum_{k in b}( p(a_q[i,k] * b_q[k,j]) ) ) )
+// where b runs over K-blocks (the scale block, else the promotion interval), s = fp_outer(sa(i,b)*sb(b,j))
+// is the product of the two block scales, alpha = fp_outer(ta*tb) the product of the tensor-level
+// dequantisation scales (1 when there are none), p is exact unless a product format is set, and
+// every `+` and `*` above is rounded in the format of the sum it belongs to:
+//   inner:   acc = inner_fmt(acc + p)                   (in the inner order; or the fused tensor-core model)
+//   scaling: t   = outer_fmt(inner_sum * s)             (skipped when s == 1: exact)
+//   outer:   acc = outer_fmt(acc + t)                   (in the outer order)
+//   alpha:   y   = outer_fmt(outer_sum * alpha)         (skipped when alpha == 1)
+//   output:  C   = out_fmt(y)
+// Every sum starts from +0.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "arith/fused_accum.h"
+#include "arith/quantize.h"
+
+namespace drift {
+
+enum class SumOrder : uint8_t {
+  sequential,  // k ascending
+  reverse,     // k descending
+  pairwise,    // recursive halving: sum(lo..hi) = fmt(sum(left half) + sum(right half))
+  split,       // `split` interleaved partial sums (k mod split), each sequential, then added in order
+  permuted,    // a seeded random order, one permutation per (call, block)
+};
+
+struct Accumulator {
+  Format format;           // fp32 unless set
+  RoundSpec round;         // rne, IEEE overflow unless set
+  SumOrder order = SumOrder::sequential;
+  int split = 2;           // for SumOrder::split
+  int promote_every = 0;   // inner only: K-block when neither operand has block scales (0: all of K)
+  std::optional<FusedModel> fused;  // inner only: the tensor-core fused multi-term model replaces `order`
+  Accumulator();
+};
+
+struct MatmulPolicy {
+  Quantizer a, b;
+  std::optional<Format> product_format;  // products rounded to this (nullopt: exact)
+  RoundSpec product_round;
+  Accumulator inner, outer;
+  Format out_format;
+  RoundSpec out_round;
+  MatmulPolicy();
+};
+
+// Per-call telemetry.
+struct MatmulTelemetry {
+  QuantStats a, b;
+  uint64_t inner_adds = 0, inner_swamped = 0;  // rounded adds, and those that lost all of an addend
+  uint64_t outer_adds = 0, outer_swamped = 0;
+  bool fast_path = false;                       // which implementation produced C
+  bool swamping_counted = true;                 // the fast path counts adds but not swamping
+  void merge(const MatmulTelemetry& o);
+};
+
+// A matrix view: element (r, c) is data[r*ld + c], or data[c*ld + r] when transposed.
+struct MatView {
+  const double* data = nullptr;
+  size_t rows = 0, cols = 0, ld = 0;
+  bool transposed = false;
+  double at(size_t r, size_t c) const { return transposed ? data[c * ld + r] : data[r * ld + c]; }
+};
+
+// Randomness and state for one call: stochastic rounding keys, delayed-scaling histories.
+struct MatmulContext {
+  uint64_t seed = 0;
+  uint64_t stream = 0;                 // distinct per (step, site); the engine derives sub-streams
+  DelayedState* delayed_a = nullptr;   // required when an operand uses delayed scaling
+  DelayedState* delayed_b = nullptr;
+  bool force_reference = false;        // always take the literal reference path
+};
+
+// C (M x N, row stride ldc) = A (M x K) * B (K x N) under `policy`.
+MatmulTelemetry matmul(const MatView& a, const MatView& b, double* c, size_t ldc, const MatmulPolicy& policy,
+                       const MatmulContext& ctx);
+
+// Quantized operands in the engine's canonical layout (both K-contiguous: A as M x K, B as N x K).
+struct PreparedOperands {
+  QuantizedOperand a, b;
+  size_t kblock = 0;  // K-block of the two-level sum
+};
+PreparedOperands prepare_operands(const MatView& a, const MatView& b, const MatmulPolicy& policy,
+                                  const MatmulContext& ctx);
+
+// The slow, literal implementation of the definition above, on prepared operands.
+void matmul_reference(const PreparedOperands& ops, double* c, size_t ldc, const MatmulPolicy& policy,
+                      const MatmulContext& ctx, MatmulTelemetry& tel);
+
+// The fast implementation, when it can prove bit-identity with the reference for this policy;
+// returns false (and does nothing) otherwise.
+bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const MatmulPolicy& policy,
+                 const MatmulContext& ctx, MatmulTelemetry& tel);
+
+// Checks a policy for contradictions; returns an error message or "".
+std::string validate_policy(const MatmulPolicy& policy);
+
+const char* to_string(SumOrder o);
+bool parse_sum_order(const std::string& s, SumOrder* out);
+
+}  // namespace drift

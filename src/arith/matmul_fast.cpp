@@ -1,0 +1,254 @@
+// The fast matmul path, taken only where it is provably bit-identical to matmul_reference:
+//   * inner and outer sums in fp32, rne, subnormals kept, sequential order, no fused model, no
+//     product format: then every rounded step of the definition is one IEEE fp32 operation;
+//   * operand values are floats, and a*b is exact inside an fma (or already exact in fp32 when the
+//     two significands total at most 24 bits, which allows a separate multiply on targets without fma).
+// Vectorised across N (each lane owns one output column and adds its own K sequence in order),
+// register-tiled over 4 rows, OpenMP over row tiles: width and thread count cannot change a bit.
+// Overflow is not modelled here: any non-finite result sends the whole call to the reference.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "arith/matmul_fast.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+#include "arith/matmul.h"
+#include "arith/ops.h"
+
+#ifndef DRIFT_MATMUL_FAST_SHARED
+#define DRIFT_MATMUL_FAST_SHARED
+namespace drift {
+// Packed operands of one call, in floats: A as M x K, B as K x Npad (columns contiguous), scales as floats.
+struct FastOperands {
+  size_t m = 0, n = 0, npad = 0, k = 0, kblock = 0, nblocks = 0;
+  const float* a = nullptr;        // m x k
+  const float* b = nullptr;        // k x npad
+  const float* sa = nullptr;       // m x nblocks (nullptr: all 1)
+  const float* sb = nullptr;       // nblocks x npad (nullptr: all 1)
+  float alpha = 1.0f;
+  bool use_fma = false;            // products exact only inside an fma
+  float* c = nullptr;              // m x npad
+};
+}  // namespace drift
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace drift {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// acc + a*b with the product exact: a fused multiply-add where the target has one (Highway's
+// MulAdd is fused exactly when HWY_NATIVE_FMA), else a multiply (exact by the caller's check) and an add.
+template <class V>
+HWY_INLINE V AccumulateProduct(V a, V b, V acc, bool use_fma) {
+#if HWY_NATIVE_FMA
+  (void)use_fma;
+  return hn::MulAdd(a, b, acc);
+#else
+  (void)use_fma;  // matmul_fast refuses use_fma on targets without fma
+  return hn::Add(acc, hn::Mul(a, b));
+#endif
+}
+
+constexpr size_t kRows = 4;
+
+// One tile: rows [i0, i0+rows) x columns [j0, j0 + 2 vectors).
+HWY_INLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, float* outer_buf) {
+  const hn::ScalableTag<float> d;
+  const size_t L = hn::Lanes(d);
+  using V = hn::Vec<decltype(d)>;
+  const bool scaled = op.sa || op.sb;
+  const bool single = op.nblocks == 1 && !scaled;
+  // outer_buf holds the outer sums of this tile between blocks (rows x 2L floats).
+  for (size_t r = 0; r < kRows * 2 * L; ++r) outer_buf[r] = 0.0f;
+  for (size_t bi = 0; bi < op.nblocks; ++bi) {
+    const size_t k0 = bi * op.kblock, k1 = std::min(op.k, k0 + op.kblock);
+    V acc[kRows][2];
+    for (size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = hn::Zero(d);
+    const float* bp = op.b + k0 * op.npad + j0;
+    if (rows == kRows) {
+      const float* a0 = op.a + (i0 + 0) * op.k;
+      const float* a1 = op.a + (i0 + 1) * op.k;
+      const float* a2 = op.a + (i0 + 2) * op.k;
+      const float* a3 = op.a + (i0 + 3) * op.k;
+      for (size_t t = k0; t < k1; ++t, bp += op.npad) {
+        const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
+        V x = hn::Set(d, a0[t]);
+        acc[0][0] = AccumulateProduct(x, b0, acc[0][0], op.use_fma);
+        acc[0][1] = AccumulateProduct(x, b1, acc[0][1], op.use_fma);
+        x = hn::Set(d, a1[t]);
+        acc[1][0] = AccumulateProduct(x, b0, acc[1][0], op.use_fma);
+        acc[1][1] = AccumulateProduct(x, b1, acc[1][1], op.use_fma);
+        x = hn::Set(d, a2[t]);
+        acc[2][0] = AccumulateProduct(x, b0, acc[2][0], op.use_fma);
+        acc[2][1] = AccumulateProduct(x, b1, acc[2][1], op.use_fma);
+        x = hn::Set(d, a3[t]);
+        acc[3][0] = AccumulateProduct(x, b0, acc[3][0], op.use_fma);
+        acc[3][1] = AccumulateProduct(x, b1, acc[3][1], op.use_fma);
+      }
+    } else {
+      for (size_t t = k0; t < k1; ++t, bp += op.npad) {
+        const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
+        for (size_t r = 0; r < rows; ++r) {
+          const V x = hn::Set(d, op.a[(i0 + r) * op.k + t]);
+          acc[r][0] = AccumulateProduct(x, b0, acc[r][0], op.use_fma);
+          acc[r][1] = AccumulateProduct(x, b1, acc[r][1], op.use_fma);
+        }
+      }
+    }
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t h = 0; h < 2; ++h) {
+        float* o = outer_buf + (r * 2 + h) * L;
+        V t = acc[r][h];
+        if (single) {
+          hn::StoreU(t, d, o);  // outer = fp32(0 + inner) = inner
+          continue;
+        }
+        if (scaled) {
+          // s = fp32(sa * sb), then t = fp32(inner * s): two IEEE multiplies, never fused.
+          const V sa = hn::Set(d, op.sa ? op.sa[(i0 + r) * op.nblocks + bi] : 1.0f);
+          const V sb = op.sb ? hn::LoadU(d, op.sb + bi * op.npad + j0 + h * L) : hn::Set(d, 1.0f);
+          t = hn::Mul(t, hn::Mul(sa, sb));
+        }
+        hn::StoreU(hn::Add(hn::LoadU(d, o), t), d, o);
+      }
+  }
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t h = 0; h < 2; ++h) {
+      V y = hn::LoadU(d, outer_buf + (r * 2 + h) * L);
+      if (op.alpha != 1.0f) y = hn::Mul(y, hn::Set(d, op.alpha));
+      hn::StoreU(y, d, op.c + (i0 + r) * op.npad + j0 + h * L);
+    }
+}
+
+void FastMatmul(const FastOperands& op) {
+  const hn::ScalableTag<float> d;
+  const size_t L = hn::Lanes(d);
+  const size_t row_tiles = (op.m + kRows - 1) / kRows;
+  // Column panels keep a slice of B in cache while every row tile passes over it.
+  const size_t panel = std::max<size_t>(2 * L, (size_t{64} * 1024 / sizeof(float) / std::max<size_t>(op.k, 1)) / (2 * L) * (2 * L));
+  for (size_t p0 = 0; p0 < op.npad; p0 += panel) {
+    const size_t p1 = std::min(op.npad, p0 + panel);
+#pragma omp parallel
+    {
+      std::vector<float> buf(kRows * 2 * L);
+#pragma omp for schedule(static)
+      for (size_t rt = 0; rt < row_tiles; ++rt) {
+        const size_t i0 = rt * kRows, rows = std::min(kRows, op.m - i0);
+        for (size_t j0 = p0; j0 < p1; j0 += 2 * L) Tile(op, i0, rows, j0, buf.data());
+      }
+    }
+  }
+}
+
+bool HasNativeFma() { return HWY_NATIVE_FMA != 0; }
+size_t FloatLanes() { return hn::Lanes(hn::ScalableTag<float>()); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace drift
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace drift {
+HWY_EXPORT(FastMatmul);
+HWY_EXPORT(HasNativeFma);
+HWY_EXPORT(FloatLanes);
+
+namespace {
+
+bool fits_float_grid(const Format& f) {
+  if (f.kind == Kind::floating) return f.man_bits <= 23 && f.emax <= 127 && f.emin - f.man_bits >= -149;
+  if (f.kind == Kind::integer) return f.man_bits <= 24;
+  return f.emin >= -149 && f.emax <= 127;
+}
+int sig_bits(const Format& f) {
+  return f.kind == Kind::floating ? f.man_bits + 1 : f.kind == Kind::integer ? f.man_bits : 1;
+}
+bool is_fp32_rne_keep(const Accumulator& acc) {
+  const Format& f = acc.format;
+  return f.kind == Kind::floating && f.exp_bits == 8 && f.man_bits == 23 && f.bias == 127 && f.inf &&
+         f.subnormals && acc.round.mode == Rounding::rne && acc.round.subnormals == Subnormals::keep &&
+         acc.order == SumOrder::sequential && !acc.fused;
+}
+
+}  // namespace
+
+bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const MatmulPolicy& policy,
+                 const MatmulContext& ctx, MatmulTelemetry& tel) {
+  (void)ctx;
+  if (policy.product_format || !is_fp32_rne_keep(policy.inner) || !is_fp32_rne_keep(policy.outer)) return false;
+  if (!fits_float_grid(policy.a.format) || !fits_float_grid(policy.b.format)) return false;
+  const bool exact_in_float = sig_bits(policy.a.format) + sig_bits(policy.b.format) <= 24;
+  const bool native_fma = HWY_DYNAMIC_DISPATCH(HasNativeFma)();
+  if (!exact_in_float && !native_fma) return false;
+  const QuantizedOperand& A = ops.a;
+  const QuantizedOperand& B = ops.b;
+  const size_t m = A.rows, n = B.rows, k = A.k;
+  if (m == 0 || n == 0) return true;
+  const size_t L = HWY_DYNAMIC_DISPATCH(FloatLanes)();
+  FastOperands op;
+  op.m = m;
+  op.n = n;
+  op.k = k;
+  op.npad = (n + 2 * L - 1) / (2 * L) * (2 * L);
+  op.kblock = ops.kblock;
+  op.nblocks = k == 0 ? 0 : (k + ops.kblock - 1) / ops.kblock;
+  op.use_fma = !exact_in_float;
+  // Any NaN/inf among the operands or scales goes to the reference (overflow rules live there).
+  auto all_finite = [](const std::vector<double>& v) {
+    for (double x : v)
+      if (is_nan(x) || is_inf(x)) return false;
+    return true;
+  };
+  if (!all_finite(A.q) || !all_finite(B.q) || !all_finite(A.block_scale) || !all_finite(B.block_scale)) return false;
+  std::vector<float> a(m * k), b(k * op.npad, 0.0f), cbuf(m * op.npad);
+  for (size_t i = 0; i < m * k; ++i) a[i] = static_cast<float>(A.q[i]);
+  for (size_t j = 0; j < n; ++j)
+    for (size_t t = 0; t < k; ++t) b[t * op.npad + j] = static_cast<float>(B.q[j * k + t]);
+  op.a = a.data();
+  op.b = b.data();
+  // Block scales in float (every scale kind yields fp32-representable scales: e8m0, e4m3, fp32).
+  std::vector<float> sa, sb;
+  auto scale_of = [&](const QuantizedOperand& Q, size_t row, size_t bi) {
+    return Q.block_k ? Q.block_scale[row * Q.blocks_per_row + (bi * ops.kblock) / Q.block_k] : 1.0;
+  };
+  if (A.block_k) {
+    sa.resize(m * op.nblocks);
+    for (size_t i = 0; i < m; ++i)
+      for (size_t bi = 0; bi < op.nblocks; ++bi) sa[i * op.nblocks + bi] = static_cast<float>(scale_of(A, i, bi));
+    op.sa = sa.data();
+  }
+  if (B.block_k) {
+    sb.assign(op.nblocks * op.npad, 1.0f);
+    for (size_t j = 0; j < n; ++j)
+      for (size_t bi = 0; bi < op.nblocks; ++bi) sb[bi * op.npad + j] = static_cast<float>(scale_of(B, j, bi));
+    op.sb = sb.data();
+  }
+  const double alpha = A.tensor_scale * B.tensor_scale == 1.0
+                           ? 1.0
+                           : op_mul(A.tensor_scale, B.tensor_scale, policy.outer.format, policy.outer.round);
+  op.alpha = static_cast<float>(alpha);
+  op.c = cbuf.data();
+  if (k > 0) HWY_DYNAMIC_DISPATCH(FastMatmul)(op);
+  else std::fill(cbuf.begin(), cbuf.end(), 0.0f);
+  for (size_t i = 0; i < m; ++i)
+    for (size_t j = 0; j < n; ++j) {
+      const float y = cbuf[i * op.npad + j];
+      if (std::isnan(y) || std::isinf(y)) return false;  // overflow: the reference decides
+    }
+  for (size_t i = 0; i < m; ++i)
+    for (size_t j = 0; j < n; ++j)
+      c[i * ldc + j] = round_to(static_cast<double>(cbuf[i * op.npad + j]), policy.out_format, policy.out_round);
+  // Adds performed (swamping is counted only by the reference path).
+  tel.swamping_counted = false;
+  tel.inner_adds += m * n * k;
+  tel.outer_adds += op.nblocks > 1 || A.block_k || B.block_k ? m * n * op.nblocks : 0;
+  return true;
+}
+
+}  // namespace drift
+#endif  // HWY_ONCE

@@ -1,0 +1,348 @@
+#include "arith/quantize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "arith/catalogue.h"
+#include "arith/ops.h"
+#include "arith/random.h"
+
+namespace drift {
+namespace {
+
+const Format& fp32_format() {
+  static const Format f = *find_format("fp32");
+  return f;
+}
+const Format& e4m3_format() {
+  static const Format f = *find_format("fp8_e4m3");
+  return f;
+}
+RoundSpec nearest_saturating() {
+  RoundSpec s;
+  s.mode = Rounding::rne;
+  s.overflow = Overflow::saturate;
+  return s;
+}
+double fp32_mul(double a, double b) { return op_mul(a, b, fp32_format(), nearest_saturating()); }
+double fp32_div(double a, double b) { return op_div(a, b, fp32_format(), nearest_saturating()); }
+
+// floor(log2 a) for finite a > 0, from the exponent bits.
+int floor_log2(double a) {
+  int e, top;
+  uint64_t sig;
+  unpack_double(a, &e, &sig, &top);
+  return e;
+}
+bool is_pow2(double a) {
+  int e, top;
+  uint64_t sig;
+  unpack_double(a, &e, &sig, &top);
+  return (sig & (sig - 1)) == 0;
+}
+int ceil_log2(double a) { return floor_log2(a) + (is_pow2(a) ? 0 : 1); }
+
+bool finite(double x) { return !is_nan(x) && !is_inf(x); }
+
+// Rounds one scaled element and records what happened to it.
+double quantize_element(double scaled, const Quantizer& qz, uint32_t rnd, QuantStats& st) {
+  const Format& f = qz.format;
+  const double q = round_to(scaled, f, qz.round, rnd);
+  if (finite(scaled)) {
+    // Clipped: the rounded magnitude, on the grid without a top, would exceed max_finite, so the
+    // overflow rule decided the result (the same definition as CastStats).
+    if (abs_of(scaled) > f.max_finite) {
+      Format unbounded = f;
+      unbounded.max_finite = infinity(false);
+      if (abs_of(round_to(scaled, unbounded, qz.round, rnd)) > f.max_finite) ++st.clipped;
+    } else if (scaled != 0 && q == 0) {
+      ++st.flushed;
+    }
+  } else if (is_inf(scaled)) {
+    ++st.clipped;
+  }
+  if (q != 0 && finite(q) && f.kind == Kind::floating && abs_of(q) < f.min_normal) ++st.subnormal;
+  return q;
+}
+
+void record_scale(QuantStats& st, double dequant_scale) {
+  if (!(dequant_scale > 0) || !finite(dequant_scale)) return;
+  const int e = floor_log2(dequant_scale);
+  if (st.scale_count == 0) st.scale_exp_min = st.scale_exp_max = e;
+  st.scale_exp_min = std::min(st.scale_exp_min, e);
+  st.scale_exp_max = std::max(st.scale_exp_max, e);
+  st.scale_exp_sum += e;
+  ++st.scale_count;
+}
+
+// The region a scale covers: rows [r0, r1) x columns [c0, c1).
+struct Region {
+  size_t r0, r1, c0, c1;
+};
+
+// Largest finite magnitude in a region, and whether a NaN or inf is present.
+double region_amax(const double* x, size_t ld, const Region& g, bool* nonfinite) {
+  double amax = 0;
+  *nonfinite = false;
+  for (size_t r = g.r0; r < g.r1; ++r)
+    for (size_t c = g.c0; c < g.c1; ++c) {
+      const double v = x[r * ld + c];
+      if (!finite(v)) *nonfinite = true;
+      else amax = std::max(amax, abs_of(v));
+    }
+  return amax;
+}
+
+// Visits the scale regions of a rows x k operand: blocks of `b` along k, and `b` rows deep when 2-D.
+template <typename Fn>
+void for_each_region(size_t rows, size_t k, size_t b, bool two_d, Fn fn) {
+  const size_t rstep = two_d ? b : 1;
+  for (size_t r0 = 0; r0 < rows; r0 += rstep)
+    for (size_t c0 = 0; c0 < k; c0 += b) fn(Region{r0, std::min(rows, r0 + rstep), c0, std::min(k, c0 + b)});
+}
+
+void count_inputs(const double* x, size_t rows, size_t k, size_t ld, QuantStats& st) {
+  st.elements = rows * k;
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t c = 0; c < k; ++c) {
+      const double v = x[r * ld + c];
+      if (!finite(v)) ++st.nonfinite;
+      else st.amax = std::max(st.amax, abs_of(v));
+    }
+}
+
+// TE current scaling: scale = fp32(max / amax) / 2^margin, optionally truncated to a power of two.
+double tensor_scale_from_amax(double amax, const Quantizer& qz) {
+  const double a = std::max(amax, qz.scaling.amax_floor);
+  double s = fp32_div(qz.format.max_finite, a) * std::ldexp(1.0, -qz.scaling.margin);
+  s = round_to(s, fp32_format(), nearest_saturating());
+  if (qz.scaling.pow2) s = std::ldexp(1.0, floor_log2(s));
+  return s;
+}
+
+// Scaled multiply then element rounding, as the TE / DeepSeek cast kernels do: fp32(x * mult), then the format.
+void quantize_region_with_multiplier(const double* x, size_t ld, size_t k, const Region& g, double mult,
+                                     bool mult_exact_pow2, const Quantizer& qz, uint64_t seed, uint64_t stream,
+                                     QuantizedOperand& out) {
+  for (size_t r = g.r0; r < g.r1; ++r)
+    for (size_t c = g.c0; c < g.c1; ++c) {
+      const double v = x[r * ld + c];
+      const double scaled = mult_exact_pow2 ? v * mult : fp32_mul(v, mult);
+      out.q[r * k + c] = quantize_element(scaled, qz, random_u32(seed, stream, r * k + c), out.stats);
+    }
+}
+
+void set_block_scale(QuantizedOperand& out, const Region& g, double s) {
+  for (size_t r = g.r0; r < g.r1; ++r) out.block_scale[r * out.blocks_per_row + g.c0 / out.block_k] = s;
+}
+
+void mark_region_nan(QuantizedOperand& out, const Region& g) {
+  for (size_t r = g.r0; r < g.r1; ++r)
+    for (size_t c = g.c0; c < g.c1; ++c) out.q[r * out.k + c] = quiet_nan();
+  set_block_scale(out, g, quiet_nan());
+}
+
+}  // namespace
+
+void QuantStats::merge(const QuantStats& o) {
+  elements += o.elements;
+  clipped += o.clipped;
+  flushed += o.flushed;
+  subnormal += o.subnormal;
+  nonfinite += o.nonfinite;
+  amax = std::max(amax, o.amax);
+  if (o.scale_count) {
+    if (scale_count == 0) {
+      scale_exp_min = o.scale_exp_min;
+      scale_exp_max = o.scale_exp_max;
+    }
+    scale_exp_min = std::min(scale_exp_min, o.scale_exp_min);
+    scale_exp_max = std::max(scale_exp_max, o.scale_exp_max);
+  }
+  scale_count += o.scale_count;
+  scale_exp_sum += o.scale_exp_sum;
+}
+
+int mx_scale_exponent(double amax, const Format& elem, ExpRule rule) {
+  switch (rule) {
+    case ExpRule::floor:  // OCP MX v1.0: X = floor(log2 amax) - emax(elem); the largest values may clip
+      return floor_log2(amax) - elem.emax;
+    case ExpRule::ceil:  // 2^ceil(log2(amax) - emax): never clips, may waste a binade
+      return ceil_log2(amax) - elem.emax;
+    case ExpRule::rceil: {  // TE/cuBLAS: fp32(amax * fp32(1/max)) rounded up to a power of two
+      const double rcp = fp32_div(1.0, elem.max_finite);
+      return ceil_log2(fp32_mul(amax, rcp));
+    }
+    case ExpRule::even: {  // amax first rounded (rne) to the element precision, then floor(log2) - emax
+      std::string err;
+      const Format wide = *make_float_format(11, elem.kind == Kind::floating ? elem.man_bits : 0, 1023, true,
+                                             NanCode::ieee, true, &err);
+      return floor_log2(round_to(amax, wide, RoundSpec{})) - elem.emax;
+    }
+  }
+  return 0;
+}
+
+QuantizedOperand quantize(const double* x_in, size_t rows, size_t k, size_t ld, const Quantizer& qz, uint64_t seed,
+                          uint64_t stream, DelayedState* state) {
+  QuantizedOperand out;
+  out.rows = rows;
+  out.k = k;
+  out.q.resize(rows * k);
+  const Scaling& sc = qz.scaling;
+
+  // The Hadamard transform works on a copy so the caller's tensor is untouched.
+  std::vector<double> rotated;
+  const double* x = x_in;
+  if (sc.hadamard) {
+    rotated.resize(rows * k);
+    for (size_t r = 0; r < rows; ++r) std::copy(x_in + r * ld, x_in + r * ld + k, rotated.begin() + r * k);
+    hadamard_rows(rotated.data(), rows, k, k, sc.hadamard, sc.hadamard_seed);
+    x = rotated.data();
+    ld = k;
+  }
+  count_inputs(x, rows, k, ld, out.stats);
+  const Region whole{0, rows, 0, k};
+
+  switch (sc.kind) {
+    case ScaleKind::none:
+      quantize_region_with_multiplier(x, ld, k, whole, 1.0, true, qz, seed, stream, out);
+      break;
+    case ScaleKind::tensor:
+    case ScaleKind::delayed: {
+      double s;
+      if (sc.kind == ScaleKind::tensor) {
+        s = tensor_scale_from_amax(out.stats.amax, qz);
+      } else {
+        if (!state) throw std::invalid_argument("delayed scaling needs a DelayedState");
+        if (!state->initialised) {
+          state->initialised = true;
+          state->scale = 1.0;
+        }
+        s = state->scale;
+      }
+      quantize_region_with_multiplier(x, ld, k, whole, s, false, qz, seed, stream, out);
+      out.tensor_scale = fp32_div(1.0, s);
+      record_scale(out.stats, out.tensor_scale);
+      if (sc.kind == ScaleKind::delayed) {
+        // TE delayed scaling: this step's amax joins the history; the next step's scale comes from it.
+        state->history.push_back(out.stats.nonfinite ? quiet_nan() : out.stats.amax);
+        while (static_cast<int>(state->history.size()) > std::max(1, sc.history)) state->history.pop_front();
+        double amax_h = state->history.back();
+        if (sc.algo == AmaxAlgo::max) {
+          amax_h = 0;
+          for (double a : state->history) amax_h = (is_nan(a) || is_nan(amax_h)) ? quiet_nan() : std::max(amax_h, a);
+        }
+        if (finite(amax_h) && amax_h > 0) state->scale = tensor_scale_from_amax(amax_h, qz);
+      }
+      break;
+    }
+    case ScaleKind::block:
+    case ScaleKind::tile:
+    case ScaleKind::nvfp4: {
+      const size_t b = static_cast<size_t>(sc.block);
+      out.block_k = b;
+      out.blocks_per_row = (k + b - 1) / b;
+      out.block_scale.assign(rows * out.blocks_per_row, 1.0);
+      // NVFP4's second level: one fp32 scale for the tensor so the largest block scale fits e4m3.
+      double s_enc = 1.0;
+      if (sc.kind == ScaleKind::nvfp4) {
+        const double amax = std::max(out.stats.amax, sc.amax_floor);
+        s_enc = fp32_div(e4m3_format().max_finite * qz.format.max_finite, amax);
+        out.tensor_scale = fp32_div(1.0, s_enc);
+      }
+      for_each_region(rows, k, b, sc.two_d, [&](const Region& g) {
+        bool nonfinite;
+        const double amax = region_amax(x, ld, g, &nonfinite);
+        if (nonfinite) {  // NaN/inf inside a block: the scale is NaN, the whole block reads as NaN
+          mark_region_nan(out, g);
+          return;
+        }
+        if (sc.kind == ScaleKind::block) {
+          // All-zero block: the smallest e8m0 scale (2^-127), as TE and cuBLAS produce.
+          int e = amax == 0 ? -127 : mx_scale_exponent(amax, qz.format, sc.rule) + sc.offset;
+          e = std::clamp(e, -127, 127);
+          const double s = std::ldexp(1.0, e);
+          set_block_scale(out, g, s);
+          if (amax != 0) record_scale(out.stats, s);
+          quantize_region_with_multiplier(x, ld, k, g, std::ldexp(1.0, -e), true, qz, seed, stream, out);
+        } else if (sc.kind == ScaleKind::tile) {
+          // DeepSeek-V3: dequant scale fp32(amax / max), elements fp(fp32(x * fp32(max / amax))).
+          const double a = std::max(amax, sc.amax_floor);
+          double s, mult;
+          bool exact = false;
+          if (sc.pow2) {
+            RoundSpec up = nearest_saturating();
+            up.mode = Rounding::rup;
+            s = std::ldexp(1.0, ceil_log2(op_div(a, qz.format.max_finite, fp32_format(), up)));
+            mult = 1.0 / s;
+            exact = true;
+          } else {
+            s = fp32_div(a, qz.format.max_finite);
+            mult = fp32_div(qz.format.max_finite, a);
+          }
+          set_block_scale(out, g, s);
+          if (amax != 0) record_scale(out.stats, s);
+          quantize_region_with_multiplier(x, ld, k, g, mult, exact, qz, seed, stream, out);
+        } else {
+          // NVFP4: block decode scale amax/6, times the tensor encode scale, rounded to e4m3 (saturating);
+          // elements are multiplied by fp32(s_enc / e4m3 scale) and rounded to fp4.
+          const double dec = fp32_mul(fp32_div(amax, qz.format.max_finite), s_enc);
+          const double stored = round_to(dec, e4m3_format(), nearest_saturating());
+          set_block_scale(out, g, stored);
+          if (amax != 0) record_scale(out.stats, stored);
+          const double mult = stored == 0 ? 0.0 : fp32_div(s_enc, stored);
+          quantize_region_with_multiplier(x, ld, k, g, mult, false, qz, seed, stream, out);
+        }
+      });
+      break;
+    }
+  }
+  return out;
+}
+
+void hadamard_rows(double* x, size_t rows, size_t k, size_t ld, int n, uint64_t seed) {
+  if (n != 16 && n != 32) throw std::invalid_argument("hadamard size must be 16 or 32");
+  const double norm = n == 16 ? 0.25 : 0.17677669529663687;  // 1/sqrt(n), the latter rounded to double
+  constexpr uint64_t kSignStream = 0x4841444d41524400ull;   // "HADAMARD"
+  const size_t groups = k / static_cast<size_t>(n);
+  for (size_t r = 0; r < rows; ++r) {
+    double* row = x + r * ld;
+    for (size_t g = 0; g < groups; ++g) {
+      double* v = row + g * n;
+      for (int i = 0; i < n; ++i)
+        if (random_u32(seed, kSignStream, static_cast<uint64_t>(i)) & 1) v[i] = -v[i];
+      // Fast Walsh-Hadamard transform (Sylvester order), butterflies in a fixed order.
+      for (int h = 1; h < n; h *= 2)
+        for (int i = 0; i < n; i += 2 * h)
+          for (int j = i; j < i + h; ++j) {
+            const double a = v[j], b = v[j + h];
+            v[j] = a + b;
+            v[j + h] = a - b;
+          }
+      for (int i = 0; i < n; ++i) v[i] *= norm;
+    }
+  }
+}
+
+namespace {
+const char* const kScaleKindNames[] = {"none", "tensor", "delayed", "block", "tile", "nvfp4"};
+const char* const kExpRuleNames[] = {"floor", "rceil", "ceil", "even"};
+template <typename E, size_t N>
+bool parse_named(const std::string& s, const char* const (&names)[N], E* out) {
+  for (size_t i = 0; i < N; ++i)
+    if (s == names[i]) {
+      *out = static_cast<E>(i);
+      return true;
+    }
+  return false;
+}
+}  // namespace
+
+const char* to_string(ScaleKind k) { return kScaleKindNames[static_cast<int>(k)]; }
+const char* to_string(ExpRule r) { return kExpRuleNames[static_cast<int>(r)]; }
+bool parse_scale_kind(const std::string& s, ScaleKind* out) { return parse_named(s, kScaleKindNames, out); }
+bool parse_exp_rule(const std::string& s, ExpRule* out) { return parse_named(s, kExpRuleNames, out); }
+
+}  // namespace drift

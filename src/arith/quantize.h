@@ -1,0 +1,106 @@
+// Operand quantizers: a format, a rounding, and a scaling scheme that decides the scale each
+// element is divided by before it is rounded. The result is values on the element grid plus the
+// scales that bring them back (what the matmul's outer sum multiplies in).
+//
+// Layout: an operand is `rows x k` with k contiguous (the matmul's reduction axis). Blocks run
+// along k; 2-D blocks cover `block x block` squares of (row, k), which makes a weight's
+// quantization identical whether it is used as W or W^T.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "arith/round.h"
+
+namespace drift {
+
+enum class ScaleKind : uint8_t { none, tensor, delayed, block, tile, nvfp4 };
+
+// MX shared-exponent rules (see scale_exponent in quantize.cpp for each definition).
+enum class ExpRule : uint8_t { floor, rceil, ceil, even };
+
+enum class AmaxAlgo : uint8_t { max, most_recent };
+
+struct Scaling {
+  ScaleKind kind = ScaleKind::none;
+  int block = 32;          // block: elements per block along k (MX 32); tile: 128; nvfp4: 16
+  bool two_d = false;      // block x block squares instead of 1 x block runs
+  ExpRule rule = ExpRule::floor;  // block: shared-exponent rule
+  int offset = 0;          // block: added to the shared exponent ("bump by one")
+  int margin = 0;          // tensor/delayed: scale divided by 2^margin
+  bool pow2 = false;       // tensor/delayed/tile: scale truncated (tensor) / rounded up (tile) to a power of two
+  double amax_floor = 1e-12;  // tensor/delayed/tile: amax is at least this (no infinite scale)
+  int history = 16;        // delayed: amax history length
+  AmaxAlgo algo = AmaxAlgo::max;  // delayed: how the history becomes one amax
+  int hadamard = 0;        // 0, 16 or 32: random Hadamard transform along k before quantizing
+  uint64_t hadamard_seed = 0;
+};
+
+struct Quantizer {
+  Format format;           // element format
+  RoundSpec round;         // element rounding (saturate by default: what fp8 recipes use)
+  Scaling scaling;
+};
+
+// What a quantizer did to one tensor: the telemetry every call returns.
+struct QuantStats {
+  uint64_t elements = 0;
+  uint64_t clipped = 0;    // inputs that overflowed: +-inf, or rounded magnitude beyond max_finite (as CastStats)
+  uint64_t flushed = 0;    // non-zero inputs that became zero
+  uint64_t subnormal = 0;  // non-zero results below the element format's min normal
+  uint64_t nonfinite = 0;  // NaN or inf among the inputs
+  double amax = 0;         // largest finite |input|
+  // Scale exponents (log2 of each block's or the tensor's dequantisation scale, where it is a
+  // power of two; floor(log2) otherwise), over blocks with a non-zero finite amax.
+  uint64_t scale_count = 0;
+  int scale_exp_min = 0, scale_exp_max = 0;
+  double scale_exp_sum = 0;
+  void merge(const QuantStats& o);
+};
+
+// Amax history of one delayed-scaling site, carried across steps by the caller.
+struct DelayedState {
+  std::deque<double> history;
+  double scale = 1.0;      // multiplier applied before rounding (TE's `scale`)
+  bool initialised = false;
+};
+
+// A quantized operand: q[r*k + i] on the element grid; dequantised value = q * block_scale * tensor_scale.
+struct QuantizedOperand {
+  size_t rows = 0, k = 0;
+  std::vector<double> q;
+  size_t block_k = 0;                  // k-extent of a scale block (0: no per-block scales)
+  size_t blocks_per_row = 0;
+  std::vector<double> block_scale;     // rows x blocks_per_row, exact dequantisation multipliers
+  double tensor_scale = 1.0;           // applied once to the finished product (alpha)
+  QuantStats stats;
+  double dequant(size_t r, size_t i) const {
+    const double s = block_k ? block_scale[r * blocks_per_row + i / block_k] : 1.0;
+    return q[r * k + i] * s * tensor_scale;
+  }
+};
+
+// Quantizes x (rows x k, row stride ld, k contiguous). `state` is required for delayed scaling.
+// `seed`/`stream` key the random bits of stochastic rounding (element index r*k + i).
+QuantizedOperand quantize(const double* x, size_t rows, size_t k, size_t ld, const Quantizer& qz,
+                          uint64_t seed, uint64_t stream, DelayedState* state = nullptr);
+
+// The random Hadamard transform along k (in place, per consecutive group of n = 16 or 32 along k;
+// a trailing partial group is left as is). Signs come from (seed); both operands of a matmul must
+// use the same seed so that the transforms cancel in the product.
+void hadamard_rows(double* x, size_t rows, size_t k, size_t ld, int n, uint64_t seed);
+
+// The e8m0 exponent an MX block with largest magnitude `amax` (finite, > 0) gets under `rule`,
+// before the offset and the clamp to [-127, 127]. Computed from exponent bits, never with log2.
+int mx_scale_exponent(double amax, const Format& elem, ExpRule rule);
+
+// Names for parsing/printing.
+const char* to_string(ScaleKind k);
+const char* to_string(ExpRule r);
+bool parse_scale_kind(const std::string& s, ScaleKind* out);
+bool parse_exp_rule(const std::string& s, ExpRule* out);
+
+}  // namespace drift
