@@ -71,21 +71,44 @@ std::string validate_policy(const MatmulPolicy& p) {
   return "";
 }
 
-PreparedOperands prepare_operands(const MatView& a, const MatView& b, const MatmulPolicy& policy,
-                                  const MatmulContext& ctx) {
+namespace {
+// Grows a scratch vector without clearing it (the caller writes every element it reads).
+template <typename T>
+T* scratch(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+}  // namespace
+
+void prepare_operands_into(PreparedOperands& ops, const MatView& a, const MatView& b, const MatmulPolicy& policy,
+                           const MatmulContext& ctx) {
   const size_t m = a.rows, k = a.cols, n = b.cols;
   if (b.rows != k) throw std::invalid_argument("matmul: inner dimensions differ (A is " + std::to_string(m) + "x" +
                                               std::to_string(k) + ", B is " + std::to_string(b.rows) + "x" +
                                               std::to_string(n) + ")");
-  // Canonical layout: both operands K-contiguous (A as M x K, B as N x K).
-  std::vector<double> ak(m * k), bk(n * k);
-  for (size_t i = 0; i < m; ++i)
-    for (size_t t = 0; t < k; ++t) ak[i * k + t] = a.at(i, t);
-  for (size_t j = 0; j < n; ++j)
-    for (size_t t = 0; t < k; ++t) bk[j * k + t] = b.at(t, j);
-  PreparedOperands ops;
-  ops.a = quantize(ak.data(), m, k, k, policy.a, ctx.seed, ctx.stream ^ (uint64_t{7} << 56), ctx.delayed_a);
-  ops.b = quantize(bk.data(), n, k, k, policy.b, ctx.seed, ctx.stream ^ (uint64_t{8} << 56), ctx.delayed_b);
+  // Canonical layout: both operands K-contiguous (A as M x K, B as N x K). A row-major A is used in place.
+  static thread_local std::vector<double> a_buf, b_buf;
+  const double* ak = a.data;
+  size_t lda = a.ld;
+  if (a.transposed) {
+    double* buf = scratch(a_buf, m * k);
+    for (size_t i = 0; i < m; ++i)
+      for (size_t t = 0; t < k; ++t) buf[i * k + t] = a.at(i, t);
+    ak = buf;
+    lda = k;
+  }
+  const double* bk = b.data;
+  size_t ldb = b.ld;
+  if (!b.transposed) {
+    double* buf = scratch(b_buf, n * k);
+#pragma omp parallel for schedule(static)
+    for (size_t t = 0; t < k; ++t)
+      for (size_t j = 0; j < n; ++j) buf[j * k + t] = b.data[t * b.ld + j];
+    bk = buf;
+    ldb = k;
+  }
+  quantize_into(ops.a, ak, m, k, lda, policy.a, ctx.seed, ctx.stream ^ (uint64_t{7} << 56), ctx.delayed_a);
+  quantize_into(ops.b, bk, n, k, ldb, policy.b, ctx.seed, ctx.stream ^ (uint64_t{8} << 56), ctx.delayed_b);
   const size_t ka = ops.a.block_k, kb = ops.b.block_k;
   if (ka && kb) {
     const size_t lo = std::min(ka, kb), hi = std::max(ka, kb);
@@ -98,13 +121,20 @@ PreparedOperands prepare_operands(const MatView& a, const MatView& b, const Matm
   } else {
     ops.kblock = policy.inner.promote_every > 0 ? static_cast<size_t>(policy.inner.promote_every) : std::max<size_t>(k, 1);
   }
+}
+
+PreparedOperands prepare_operands(const MatView& a, const MatView& b, const MatmulPolicy& policy,
+                                  const MatmulContext& ctx) {
+  PreparedOperands ops;
+  prepare_operands_into(ops, a, b, policy, ctx);
   return ops;
 }
 
 MatmulTelemetry matmul(const MatView& a, const MatView& b, double* c, size_t ldc, const MatmulPolicy& policy,
                        const MatmulContext& ctx) {
   if (auto err = validate_policy(policy); !err.empty()) throw std::invalid_argument("matmul policy: " + err);
-  PreparedOperands ops = prepare_operands(a, b, policy, ctx);
+  static thread_local PreparedOperands ops;  // reused storage: large calls would otherwise page-fault afresh
+  prepare_operands_into(ops, a, b, policy, ctx);
   MatmulTelemetry tel;
   tel.a = ops.a.stats;
   tel.b = ops.b.stats;

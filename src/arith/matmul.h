@@ -8,7 +8,7 @@
 // dequantisation scales (1 when there are none), p is exact unless a product format is set, and
 // every `+` and `*` above is rounded in the format of the sum it belongs to:
 //   inner:   acc = inner_fmt(acc + p)                   (in the inner order; or the fused tensor-core model)
-//   scaling: t   = outer_fmt(inner_sum * s)             (skipped when s == 1: exact)
+//   scaling: t   = outer_fmt(inner_sum * s)             (when an operand has block scales; else t = inner_sum)
 //   outer:   acc = outer_fmt(acc + t)                   (in the outer order)
 //   alpha:   y   = outer_fmt(outer_sum * alpha)         (skipped when alpha == 1)
 //   output:  C   = out_fmt(y)
@@ -92,6 +92,9 @@ struct PreparedOperands {
 };
 PreparedOperands prepare_operands(const MatView& a, const MatView& b, const MatmulPolicy& policy,
                                   const MatmulContext& ctx);
+
+void prepare_operands_into(PreparedOperands& ops, const MatView& a, const MatView& b, const MatmulPolicy& policy,
+                           const MatmulContext& ctx);
 
 // The slow, literal implementation of the definition above, on prepared operands.
 void matmul_reference(const PreparedOperands& ops, double* c, size_t ldc, const MatmulPolicy& policy,

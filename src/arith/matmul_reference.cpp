@@ -149,7 +149,7 @@ void matmul_reference(const PreparedOperands& ops, double* c, size_t ldc, const 
         const double sa = A.block_k ? A.block_scale[i * A.blocks_per_row + k0 / A.block_k] : 1.0;
         const double sb = B.block_k ? B.block_scale[j * B.blocks_per_row + k0 / B.block_k] : 1.0;
         double t = inner_sum;
-        if (!(sa == 1.0 && sb == 1.0)) {
+        if (A.block_k || B.block_k) {  // block-scaled operands: every block is scaled, scale 1 included
           const double s = op_mul(sa, sb, of, oround);
           const uint32_t rnd = oround.mode == Rounding::sr
                                    ? random_u32(ctx.seed, ctx.stream ^ (kStreamScale << 56), base + bi)

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "arith/cast_span.h"
 #include "arith/catalogue.h"
 #include "arith/ops.h"
 #include "arith/random.h"
@@ -95,21 +96,39 @@ double region_amax(const double* x, size_t ld, const Region& g, bool* nonfinite)
 }
 
 // Visits the scale regions of a rows x k operand: blocks of `b` along k, and `b` rows deep when 2-D.
+// Row groups run in parallel; each thread counts into its own stats, merged at the end (the counts
+// are integer sums and extrema, so the merge order cannot change them).
 template <typename Fn>
-void for_each_region(size_t rows, size_t k, size_t b, bool two_d, Fn fn) {
+void for_each_region(size_t rows, size_t k, size_t b, bool two_d, QuantStats& total, Fn fn) {
   const size_t rstep = two_d ? b : 1;
-  for (size_t r0 = 0; r0 < rows; r0 += rstep)
-    for (size_t c0 = 0; c0 < k; c0 += b) fn(Region{r0, std::min(rows, r0 + rstep), c0, std::min(k, c0 + b)});
+  const size_t groups = (rows + rstep - 1) / rstep;
+  const size_t bk = std::max<size_t>(b, 1);
+#pragma omp parallel
+  {
+    QuantStats local;
+#pragma omp for schedule(static)
+    for (size_t gi = 0; gi < groups; ++gi) {
+      const size_t r0 = gi * rstep;
+      for (size_t c0 = 0; c0 < k; c0 += bk) fn(Region{r0, std::min(rows, r0 + rstep), c0, std::min(k, c0 + bk)}, local);
+    }
+#pragma omp critical(drift_quantize_stats)
+    total.merge(local);
+  }
 }
 
 void count_inputs(const double* x, size_t rows, size_t k, size_t ld, QuantStats& st) {
   st.elements = rows * k;
+  uint64_t nonfinite = 0;
+  double amax = 0;
+#pragma omp parallel for schedule(static) reduction(+ : nonfinite) reduction(max : amax)
   for (size_t r = 0; r < rows; ++r)
     for (size_t c = 0; c < k; ++c) {
       const double v = x[r * ld + c];
-      if (!finite(v)) ++st.nonfinite;
-      else st.amax = std::max(st.amax, abs_of(v));
+      if (!finite(v)) ++nonfinite;
+      else amax = std::max(amax, abs_of(v));
     }
+  st.nonfinite = nonfinite;
+  st.amax = amax;
 }
 
 // TE current scaling: scale = fp32(max / amax) / 2^margin, optionally truncated to a power of two.
@@ -121,16 +140,57 @@ double tensor_scale_from_amax(double amax, const Quantizer& qz) {
   return s;
 }
 
-// Scaled multiply then element rounding, as the TE / DeepSeek cast kernels do: fp32(x * mult), then the format.
+// fp32(x * mult) for the fp32 cast kernels: the float multiply where both are floats (IEEE rne,
+// exact same result), the exact route otherwise and whenever the float product overflows.
+double scaled_value(double v, double mult, bool mult_exact_pow2) {
+  if (mult_exact_pow2) return v * mult;  // a power of two: exact in double
+  const float vf = static_cast<float>(v), mf = static_cast<float>(mult);
+  if (static_cast<double>(vf) == v && static_cast<double>(mf) == mult) {
+    const float p = vf * mf;
+    if (!std::isinf(p) || std::isinf(vf)) return p;
+  }
+  return fp32_mul(v, mult);
+}
+
+// Scaled multiply then element rounding, as the TE / DeepSeek cast kernels do: fp32(x * mult), then
+// the format. Each row of the region is rounded by the SIMD span cast when every scaled value is a
+// float (bit-identical to the scalar core, tested), else element by element through round_to.
 void quantize_region_with_multiplier(const double* x, size_t ld, size_t k, const Region& g, double mult,
                                      bool mult_exact_pow2, const Quantizer& qz, uint64_t seed, uint64_t stream,
-                                     QuantizedOperand& out) {
-  for (size_t r = g.r0; r < g.r1; ++r)
-    for (size_t c = g.c0; c < g.c1; ++c) {
-      const double v = x[r * ld + c];
-      const double scaled = mult_exact_pow2 ? v * mult : fp32_mul(v, mult);
-      out.q[r * k + c] = quantize_element(scaled, qz, random_u32(seed, stream, r * k + c), out.stats);
+                                     QuantizedOperand& out, QuantStats& st) {
+  const size_t len = g.c1 - g.c0;
+  const bool simd = fits_float(qz.format);
+  static thread_local std::vector<double> scaled_buf;
+  static thread_local std::vector<float> in_buf, out_buf;
+  if (scaled_buf.size() < len) {
+    scaled_buf.resize(len);
+    in_buf.resize(len);
+    out_buf.resize(len);
+  }
+  double* scaled = scaled_buf.data();
+  float* in_f = in_buf.data();
+  float* out_f = out_buf.data();
+  for (size_t r = g.r0; r < g.r1; ++r) {
+    bool floats = simd;
+    for (size_t c = 0; c < len; ++c) {
+      scaled[c] = scaled_value(x[r * ld + g.c0 + c], mult, mult_exact_pow2);
+      in_f[c] = static_cast<float>(scaled[c]);
+      floats = floats && (static_cast<double>(in_f[c]) == scaled[c] || is_nan(scaled[c]));
     }
+    double* q = out.q.data() + r * k + g.c0;
+    if (floats) {
+      const CastStats cs = cast_span(in_f, out_f, len, qz.format, qz.round, seed, stream, r * k + g.c0);
+      for (size_t c = 0; c < len; ++c) q[c] = out_f[c];
+      st.clipped += cs.clipped;
+      st.flushed += cs.flushed;
+      st.subnormal += cs.subnormal;
+    } else {
+      for (size_t c = 0; c < len; ++c) {
+        const uint32_t rnd = qz.round.mode == Rounding::sr ? random_u32(seed, stream, r * k + g.c0 + c) : 0;
+        q[c] = quantize_element(scaled[c], qz, rnd, st);
+      }
+    }
+  }
 }
 
 void set_block_scale(QuantizedOperand& out, const Region& g, double s) {
@@ -187,9 +247,20 @@ int mx_scale_exponent(double amax, const Format& elem, ExpRule rule) {
 QuantizedOperand quantize(const double* x_in, size_t rows, size_t k, size_t ld, const Quantizer& qz, uint64_t seed,
                           uint64_t stream, DelayedState* state) {
   QuantizedOperand out;
+  quantize_into(out, x_in, rows, k, ld, qz, seed, stream, state);
+  return out;
+}
+
+void quantize_into(QuantizedOperand& out, const double* x_in, size_t rows, size_t k, size_t ld, const Quantizer& qz,
+                   uint64_t seed, uint64_t stream, DelayedState* state) {
   out.rows = rows;
   out.k = k;
-  out.q.resize(rows * k);
+  out.q.resize(rows * k);  // every element is written below; reused storage is not cleared first
+  out.block_k = 0;
+  out.blocks_per_row = 0;
+  out.block_scale.clear();
+  out.tensor_scale = 1.0;
+  out.stats = QuantStats{};
   const Scaling& sc = qz.scaling;
 
   // The Hadamard transform works on a copy so the caller's tensor is untouched.
@@ -203,11 +274,12 @@ QuantizedOperand quantize(const double* x_in, size_t rows, size_t k, size_t ld, 
     ld = k;
   }
   count_inputs(x, rows, k, ld, out.stats);
-  const Region whole{0, rows, 0, k};
 
   switch (sc.kind) {
     case ScaleKind::none:
-      quantize_region_with_multiplier(x, ld, k, whole, 1.0, true, qz, seed, stream, out);
+      for_each_region(rows, k, k, false, out.stats, [&](const Region& g, QuantStats& st) {
+        quantize_region_with_multiplier(x, ld, k, g, 1.0, true, qz, seed, stream, out, st);
+      });
       break;
     case ScaleKind::tensor:
     case ScaleKind::delayed: {
@@ -222,7 +294,9 @@ QuantizedOperand quantize(const double* x_in, size_t rows, size_t k, size_t ld, 
         }
         s = state->scale;
       }
-      quantize_region_with_multiplier(x, ld, k, whole, s, false, qz, seed, stream, out);
+      for_each_region(rows, k, k, false, out.stats, [&](const Region& g, QuantStats& st) {
+        quantize_region_with_multiplier(x, ld, k, g, s, false, qz, seed, stream, out, st);
+      });
       out.tensor_scale = fp32_div(1.0, s);
       record_scale(out.stats, out.tensor_scale);
       if (sc.kind == ScaleKind::delayed) {
@@ -252,7 +326,7 @@ QuantizedOperand quantize(const double* x_in, size_t rows, size_t k, size_t ld, 
         s_enc = fp32_div(e4m3_format().max_finite * qz.format.max_finite, amax);
         out.tensor_scale = fp32_div(1.0, s_enc);
       }
-      for_each_region(rows, k, b, sc.two_d, [&](const Region& g) {
+      for_each_region(rows, k, b, sc.two_d, out.stats, [&](const Region& g, QuantStats& st) {
         bool nonfinite;
         const double amax = region_amax(x, ld, g, &nonfinite);
         if (nonfinite) {  // NaN/inf inside a block: the scale is NaN, the whole block reads as NaN
@@ -265,8 +339,8 @@ QuantizedOperand quantize(const double* x_in, size_t rows, size_t k, size_t ld, 
           e = std::clamp(e, -127, 127);
           const double s = std::ldexp(1.0, e);
           set_block_scale(out, g, s);
-          if (amax != 0) record_scale(out.stats, s);
-          quantize_region_with_multiplier(x, ld, k, g, std::ldexp(1.0, -e), true, qz, seed, stream, out);
+          if (amax != 0) record_scale(st, s);
+          quantize_region_with_multiplier(x, ld, k, g, std::ldexp(1.0, -e), true, qz, seed, stream, out, st);
         } else if (sc.kind == ScaleKind::tile) {
           // DeepSeek-V3: dequant scale fp32(amax / max), elements fp(fp32(x * fp32(max / amax))).
           const double a = std::max(amax, sc.amax_floor);
@@ -283,23 +357,22 @@ QuantizedOperand quantize(const double* x_in, size_t rows, size_t k, size_t ld, 
             mult = fp32_div(qz.format.max_finite, a);
           }
           set_block_scale(out, g, s);
-          if (amax != 0) record_scale(out.stats, s);
-          quantize_region_with_multiplier(x, ld, k, g, mult, exact, qz, seed, stream, out);
+          if (amax != 0) record_scale(st, s);
+          quantize_region_with_multiplier(x, ld, k, g, mult, exact, qz, seed, stream, out, st);
         } else {
           // NVFP4: block decode scale amax/6, times the tensor encode scale, rounded to e4m3 (saturating);
           // elements are multiplied by fp32(s_enc / e4m3 scale) and rounded to fp4.
           const double dec = fp32_mul(fp32_div(amax, qz.format.max_finite), s_enc);
           const double stored = round_to(dec, e4m3_format(), nearest_saturating());
           set_block_scale(out, g, stored);
-          if (amax != 0) record_scale(out.stats, stored);
+          if (amax != 0) record_scale(st, stored);
           const double mult = stored == 0 ? 0.0 : fp32_div(s_enc, stored);
-          quantize_region_with_multiplier(x, ld, k, g, mult, false, qz, seed, stream, out);
+          quantize_region_with_multiplier(x, ld, k, g, mult, false, qz, seed, stream, out, st);
         }
       });
       break;
     }
   }
-  return out;
 }
 
 void hadamard_rows(double* x, size_t rows, size_t k, size_t ld, int n, uint64_t seed) {

@@ -88,6 +88,10 @@ struct QuantizedOperand {
 QuantizedOperand quantize(const double* x, size_t rows, size_t k, size_t ld, const Quantizer& qz,
                           uint64_t seed, uint64_t stream, DelayedState* state = nullptr);
 
+// The same, into `out`, reusing its storage (the engine's per-thread workspace).
+void quantize_into(QuantizedOperand& out, const double* x, size_t rows, size_t k, size_t ld, const Quantizer& qz,
+                   uint64_t seed, uint64_t stream, DelayedState* state = nullptr);
+
 // The random Hadamard transform along k (in place, per consecutive group of n = 16 or 32 along k;
 // a trailing partial group is left as is). Signs come from (seed); both operands of a matmul must
 // use the same seed so that the transforms cancel in the product.

@@ -8,6 +8,11 @@ namespace drift::cli {
 void add_formats_command(CLI::App& app);
 void add_arith_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_tcverify_command(CLI::App& app);
+void add_matmul_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
+void add_bench_gemm_command(CLI::App& bench);
+void add_bench_cast_command(CLI::App& bench);
 
 // Exit codes shared by every command.
 constexpr int kExitOk = 0;

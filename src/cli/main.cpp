@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "policy/config_error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"drift: bit-exact low-precision arithmetic and training simulator"};
@@ -12,11 +13,17 @@ int main(int argc, char** argv) {
   drift::cli::add_formats_command(app);
   drift::cli::add_arith_command(app);
   drift::cli::add_bench_command(app);
+  drift::cli::add_tcverify_command(app);
+  drift::cli::add_matmul_command(app);
+  drift::cli::add_quantize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : drift::cli::kExitBadInput;
+  } catch (const drift::ConfigError& e) {
+    std::fprintf(stderr, "drift: error: %s\n", e.what());  // "<json path>: <what was expected>"
+    return drift::cli::kExitBadInput;
   } catch (const drift::cli::InputError& e) {
     std::fprintf(stderr, "drift: error: %s\n", e.what());
     return drift::cli::kExitBadInput;

@@ -1,0 +1,74 @@
+// Batched casts: round every value of a float span to a format, with Highway SIMD (dynamic
+// dispatch over the compiled targets), bit-identical to the scalar core `round_to`, and count
+// what the telemetry layer needs (clipped, flushed, subnormal, NaN).
+//
+// Element i of a call uses the random word random_u32(seed, stream, first_index + i) for
+// stochastic rounding, so a span can be cut into pieces (threads, chunks, devices) without
+// changing a bit, as long as each piece passes its own first_index.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "arith/round.h"
+
+namespace drift {
+
+// What a cast did, counted per element. The four counts are independent (an element may be in none).
+//   clipped:   the input was +-inf, or it was finite and its rounded magnitude exceeded
+//              max_finite, so the overflow rule (saturate, inf or NaN) decided the result. An input
+//              above max_finite that rounds down onto max_finite is not clipped (no overflow
+//              happened); a negative input to an unsigned pow2 format (e8m0) is not clipped (its
+//              NaN is counted under `nan`).
+//   flushed:   the input was finite and non-zero and the result is zero: underflow to zero by
+//              rounding, or flushing of a result below min_normal.
+//   subnormal: the result is non-zero, finite and below min_normal in magnitude (never under a flush
+//              mode; never for int and pow2 formats, whose min_normal is 0).
+//   nan:       the result is NaN: NaN inputs, overflow to NaN in formats without inf, +-inf into a
+//              format without inf under Overflow::ieee, and zero/negative inputs to e8m0.
+struct CastStats {
+  uint64_t clipped = 0;
+  uint64_t flushed = 0;
+  uint64_t subnormal = 0;
+  uint64_t nan = 0;
+
+  CastStats& operator+=(const CastStats& o) {
+    clipped += o.clipped;
+    flushed += o.flushed;
+    subnormal += o.subnormal;
+    nan += o.nan;
+    return *this;
+  }
+  friend bool operator==(const CastStats&, const CastStats&) = default;
+};
+
+// True when every value of f's grid (and f's rounding quanta) is a float: the requirement of the
+// span casts, whose output is float. Floating formats need man_bits <= 23, emax <= 127 and
+// emin - man_bits >= -149; integer formats man_bits <= 24; pow2 formats -149 <= emin, emax <= 127.
+// Every catalogue format except fp64 fits.
+bool fits_float(const Format& f);
+
+// out[i] = (float)round_to((double)in[i], f, spec, random_u32(seed, stream, first_index + i)) for
+// i in [0, n), on the best SIMD target of this CPU. in and out may be the same array (not partially
+// overlapping). Single-threaded. Throws std::invalid_argument when !fits_float(f) or
+// spec.sr_bits is outside [0, 32].
+CastStats cast_span(const float* in, float* out, size_t n, const Format& f, const RoundSpec& spec,
+                    uint64_t seed, uint64_t stream, uint64_t first_index);
+
+// The scalar twin: the same contract, element by element through round_to. It is the reference
+// cast_span is tested against, bit for bit and count for count.
+CastStats cast_span_scalar(const float* in, float* out, size_t n, const Format& f, const RoundSpec& spec,
+                           uint64_t seed, uint64_t stream, uint64_t first_index);
+
+// cast_span split over OpenMP threads in fixed chunks of element indices. Results and counts do
+// not depend on the number of threads (the randomness is indexed, the counts are integer sums).
+CastStats cast_span_parallel(const float* in, float* out, size_t n, const Format& f, const RoundSpec& spec,
+                             uint64_t seed, uint64_t stream, uint64_t first_index);
+
+// Name of the Highway target cast_span dispatches to now (e.g. "AVX2"), and the targets compiled
+// into cast_span that this CPU supports (hwy target bits), for tests and `drift bench`.
+const char* cast_span_target_name();
+std::vector<int64_t> cast_span_targets();
+
+}  // namespace drift

@@ -1,0 +1,344 @@
+// The fused multi-term accumulation of GPU matrix units ("block FMA"): a group of exact products
+// and the running sum are added in one step, as NVIDIA tensor cores do.
+//
+// The model (Fasi, Higham, Mikaitis, Pranesh 2021; Khattak and Mikaitis 2025, arXiv:2512.07004,
+// parametrised models in north-numerical-computing/MATLAB-tensor-core, models/*.m):
+//
+//   1. Each product a_i*b_i is exact. Its alignment exponent is e(a_i) + e(b_i), where e(x) is the
+//      exponent of x's leading bit, but never below the input format's emin (a subnormal input
+//      counts at emin with a significand below 1). The product's significand is left in [0,4):
+//      it is not renormalised before alignment.
+//   2. The alignment exponent E of the group is the largest product exponent and, where the
+//      running sum c takes part in the alignment, c's exponent (c counted at the output format's
+//      emin when subnormal; a zero c takes no part).
+//   3. Every term is cut to a multiple of 2^(E - kept_bits): the bits shifted out are truncated
+//      toward zero (sign-magnitude), or, with `sticky`, ORed into one extra bit below.
+//   4. The cut terms are added exactly (the adder has enough carry bits; see carry_bits), the sum
+//      is normalised once and rounded to out_man_bits fraction bits (rtz or rne) within the output
+//      format's exponent range (subnormal results kept or flushed). A result whose exponent reaches
+//      the output format's infinity field is an infinity, as in the published models.
+//
+// Relation to the published parameter `neab` (number of extra alignment bits): the MATLAB models
+// hold product significands with 23 fraction bits (the fp32 significand), shift them left by neab,
+// and normalise products >= 2 to [1,2) while granting one more alignment bit when the largest
+// product is >= 2. Both routes cut at the same bit, 2^(E - 23 - neab) with E the unnormalised
+// exponent above, hence kept_bits = 23 + neab. A negative neab (Hopper/Ada FP8: -10) also narrows
+// the result to 23 + neab fraction bits before it is written as fp32 (out_man_bits = 13).
+//
+// Everything here is exact integer arithmetic on unsigned __int128; floating point is used only to
+// hold values that are already exact. Host and device code (DRIFT_HD); no std::, no exceptions.
+#pragma once
+
+#include "arith/round.h"
+
+namespace drift {
+
+constexpr int kNoMinAlignExp = -100000;  // FusedModel::min_align_exp: no lower clamp
+
+struct FusedModel {
+  // Products fused per step (one normalisation per group). The matmul engine cuts K into groups
+  // of this size; fused_dot does the same.
+  int terms = 4;
+  // Fraction bits kept below the group's alignment exponent E (= 23 + neab of the published
+  // models). The last kept bit is worth 2^(E - kept_bits). Valid range: -8..100.
+  int kept_bits = 23;
+  // true: c's exponent takes part in the maximum and c is cut like a product (all NVIDIA models).
+  // false: the products are aligned among themselves and c is added exactly to their cut sum
+  // before the one final rounding ("late partial sum").
+  bool align_includes_acc = true;
+  // true: the bits shifted out of each term are ORed into one sticky bit below the kept ones
+  // (published NVIDIA models: false).
+  bool sticky = false;
+  // Integer (carry) bits of the adder above the alignment point. 0: as many as the group needs,
+  // which is what every published NVIDIA model assumes (no carry-out is ever lost). A non-zero
+  // value is a capacity: fused_model_valid() rejects a model whose group could overflow it
+  // (the terms are each below 4 * 2^E, so a group of n terms plus c needs 2 + ceil(log2(n+1))).
+  int carry_bits = 0;
+  // Rounding of the normalised sum: rtz (fp32 outputs) or rne (fp16 outputs); others work too.
+  Rounding final_rounding = Rounding::rtz;
+  // Fraction bits of the normalised result (23 for fp32, 10 for fp16, 13 for Hopper FP8).
+  int out_man_bits = 23;
+  // Output (and accumulator) format: exponent range, subnormal boundary. Must be derived (a
+  // catalogue format); c is expected on this format's grid.
+  Format out;
+  // Input format's minimum normal exponent: subnormal inputs are counted at this exponent.
+  int in_emin = -14;
+  // false: subnormal inputs are read as zero. true: kept (every published NVIDIA model).
+  bool in_subnormals = true;
+  // false: subnormal results are flushed to zero. true: kept (every published NVIDIA model).
+  bool out_subnormals = true;
+  // Lower clamp on the alignment exponent E (published Hopper/Blackwell models: -133 for fp32
+  // output, -15 for B200 fp16 output); kNoMinAlignExp for none.
+  int min_align_exp = kNoMinAlignExp;
+  // 0: the whole dot product is one chain of fused groups. N > 0: every N products the chain's
+  // result (started from zero) is added into an outer accumulator in IEEE arithmetic of the output
+  // format (round to nearest even), which starts at c: the DeepSeek-V3 recipe of promoting FP8
+  // WGMMA partial sums to CUDA-core fp32 every 128 elements. N should be a multiple of `terms`.
+  int promote_every = 0;
+};
+
+namespace fused_detail {
+
+using U128 = unsigned __int128;
+using I128 = __int128;
+
+// Exponent of the leading bit of a finite non-zero double.
+DRIFT_HD int lead_exp(double x) {
+  int e, top;
+  uint64_t sig;
+  unpack_double(x, &e, &sig, &top);
+  return e;
+}
+
+// Integer significand of a finite non-zero |x| and the exponent of its last bit, trailing zeros
+// removed so that products stay narrow.
+DRIFT_HD void int_sig(double x, uint64_t* sig, int* lsb) {
+  int e, top;
+  unpack_double(x, &e, sig, &top);
+  *lsb = e - top;
+#if defined(__CUDA_ARCH__)
+  const int tz = __ffsll(static_cast<long long>(*sig)) - 1;
+#else
+  const int tz = __builtin_ctzll(*sig);
+#endif
+  *sig >>= tz;
+  *lsb += tz;
+}
+
+DRIFT_HD int top_bit128(U128 x) {
+  const uint64_t hi = static_cast<uint64_t>(x >> 64);
+  return hi ? 64 + top_bit(hi) : top_bit(static_cast<uint64_t>(x));
+}
+
+// |value| = sig * 2^lsb cut to a multiple of 2^q: returns the multiple; *lost says whether non-zero
+// bits were shifted out. Requires the result to fit (the caller guarantees value < 2^(q+120)).
+DRIFT_HD U128 cut(U128 sig, int lsb, int q, bool* lost) {
+  const int shift = q - lsb;
+  if (shift <= 0) {
+    *lost = false;
+    return sig << (-shift);
+  }
+  if (shift >= 128) {
+    *lost = sig != 0;
+    return 0;
+  }
+  *lost = (sig & ((U128(1) << shift) - 1)) != 0;
+  return sig >> shift;
+}
+
+// The format the normalised sum is rounded to: the output format's range with out_man_bits
+// fraction bits, and no upper limit (overflow is decided afterwards, as the models do).
+DRIFT_HD Format result_grid(const FusedModel& m) {
+  Format g = m.out;
+  g.quantum_mant = m.out_man_bits;
+  g.quantum_min = m.out.emin - m.out_man_bits;
+  g.max_finite = infinity(false);
+  return g;
+}
+
+// Rounds (-1)^neg * (mag + sticky') * 2^lsb (sticky' in (0,1) when `sticky`) to the model's result
+// grid. mag != 0.
+DRIFT_HD double round_result(bool neg, U128 mag, int lsb, bool sticky, const FusedModel& m) {
+  const int top = top_bit128(mag);
+  const Format g = result_grid(m);
+  RoundSpec spec;
+  spec.mode = m.final_rounding;
+  spec.overflow = Overflow::ieee;
+  spec.subnormals = m.out_subnormals ? Subnormals::keep : Subnormals::flush;
+  const double r = round_pack<U128>(neg, lsb + top, mag, top, sticky, g, spec, 0);
+  if (is_inf(r) || abs_of(r) >= pow2(m.out.emax + 1)) return infinity(neg);
+  return r;
+}
+
+// Exact (-1)^n1 m1 2^l1 + (-1)^n2 m2 2^l2 rounded once to the model's result grid.
+DRIFT_HD double add_round(bool n1, U128 m1, int l1, bool n2, U128 m2, int l2, const FusedModel& m) {
+  if (m2 == 0 && m1 == 0) return 0.0;
+  if (m2 == 0) return round_result(n1, m1, l1, false, m);
+  if (m1 == 0) return round_result(n2, m2, l2, false, m);
+  // Normalise both with the leading bit at position 125; the unit of each is then 2^(lead - 125).
+  int t1 = top_bit128(m1), t2 = top_bit128(m2);
+  m1 <<= (125 - t1);
+  m2 <<= (125 - t2);
+  int lead1 = l1 + t1, lead2 = l2 + t2;
+  if (lead2 > lead1) {  // operand 1 is the larger in exponent
+    const bool tn = n1; n1 = n2; n2 = tn;
+    const U128 tm = m1; m1 = m2; m2 = tm;
+    const int tl = lead1; lead1 = lead2; lead2 = tl;
+  }
+  const int d = lead1 - lead2;
+  bool lost;
+  const U128 small = cut(m2, 0, d, &lost);
+  const int unit = lead1 - 125;
+  U128 sum;
+  bool neg = n1;
+  if (n1 == n2) {
+    sum = m1 + small;
+  } else if (m1 > small || (m1 == small && lost)) {
+    // Subtracting small + frac: the integer part loses one more when a fraction was cut off.
+    sum = m1 - small - (lost ? 1 : 0);
+  } else if (m1 == small) {
+    return 0.0;  // exact cancellation (d == 0 here, nothing lost)
+  } else {
+    // |operand 2| > |operand 1| only when d == 0 (same leading exponent): exact.
+    sum = small - m1;
+    neg = n2;
+  }
+  if (sum == 0) return 0.0;
+  return round_result(neg, sum, unit, lost, m);
+}
+
+}  // namespace fused_detail
+
+// A model is usable when its fields are in range. Returns nullptr or a description of the fault.
+DRIFT_HD const char* fused_model_invalid(const FusedModel& m) {
+  if (m.terms < 1 || m.terms > (1 << 20)) return "terms must be in 1..1048576";
+  if (m.kept_bits < -8 || m.kept_bits > 100) return "kept_bits must be in -8..100";
+  if (m.out_man_bits < 0 || m.out_man_bits > 52) return "out_man_bits must be in 0..52";
+  if (m.out.kind != Kind::floating || m.out.bits == 0) return "out must be a derived floating-point format";
+  if (m.promote_every < 0) return "promote_every must be >= 0";
+  if (m.carry_bits < 0) return "carry_bits must be >= 0";
+  if (m.carry_bits > 0) {
+    int need = 2, n = m.terms + 1;  // significands below 4, n terms (c included)
+    while ((1 << (need - 2)) < n) ++need;
+    if (m.carry_bits < need) return "carry_bits too small for the group size (2 + ceil(log2(terms + 1)))";
+  }
+  return nullptr;
+}
+
+// One fused group: c + sum_{i<n} a[i*sa] * b[i*sb], n <= m.terms, with the model's alignment, cut
+// and single rounding. a and b hold values on the input format's grid, c a value on the output
+// format's grid (fp32 accumulator or the fp16 running sum). NaN in, inf*0, or infinities of both
+// signs give NaN; otherwise an infinite input gives that infinity.
+DRIFT_HD double fused_group_strided(double c, const double* a, long sa, const double* b, long sb, int n,
+                                    const FusedModel& m) {
+  using namespace fused_detail;
+  // Special values first (the published models do the same before any alignment).
+  bool any_nan = is_nan(c), pos_inf = is_inf(c) && !sign_bit(c), neg_inf = is_inf(c) && sign_bit(c);
+  for (int i = 0; i < n; ++i) {
+    const double x = a[i * sa], y = b[i * sb];
+    if (is_nan(x) || is_nan(y)) { any_nan = true; continue; }
+    if (is_inf(x) || is_inf(y)) {
+      if (x == 0 || y == 0) { any_nan = true; continue; }
+      if (sign_bit(x) != sign_bit(y)) neg_inf = true;
+      else pos_inf = true;
+    }
+  }
+  if (any_nan || (pos_inf && neg_inf)) return quiet_nan();
+  if (pos_inf || neg_inf) return infinity(neg_inf);
+
+  const double in_min_normal = pow2(m.in_emin);
+  // Pass 1: the alignment exponent.
+  int E = kNoMinAlignExp;
+  bool any = false;
+  for (int i = 0; i < n; ++i) {
+    double x = a[i * sa], y = b[i * sb];
+    if (x == 0 || y == 0) continue;
+    if (!m.in_subnormals && (abs_of(x) < in_min_normal || abs_of(y) < in_min_normal)) continue;
+    int ex = lead_exp(x), ey = lead_exp(y);
+    if (ex < m.in_emin) ex = m.in_emin;
+    if (ey < m.in_emin) ey = m.in_emin;
+    if (!any || ex + ey > E) E = ex + ey;
+    any = true;
+  }
+  const bool c_in = c != 0 && m.align_includes_acc;
+  if (c_in) {
+    int ec = lead_exp(c);
+    if (ec < m.out.emin) ec = m.out.emin;
+    if (!any || ec > E) E = ec;
+    any = true;
+  }
+  if (!any) {
+    // No non-zero product: the result is c (late or absent), rounded to the result grid.
+    if (c == 0) return 0.0;
+    uint64_t sc; int lc;
+    int_sig(c, &sc, &lc);
+    return round_result(sign_bit(c), U128(sc), lc, false, m);
+  }
+  if (E < m.min_align_exp) E = m.min_align_exp;
+  const int q = E - m.kept_bits;  // weight of the last kept bit
+  const int s = m.sticky ? 1 : 0;
+
+  // Pass 2: cut and add exactly. Each cut term is below 2^(kept_bits + 2 + s), the sum of up to
+  // 2^20 + 1 of them below 2^123: no overflow.
+  I128 sum = 0;
+  for (int i = 0; i < n; ++i) {
+    const double x = a[i * sa], y = b[i * sb];
+    if (x == 0 || y == 0) continue;
+    if (!m.in_subnormals && (abs_of(x) < in_min_normal || abs_of(y) < in_min_normal)) continue;
+    uint64_t sx, sy; int lx, ly;
+    int_sig(x, &sx, &lx);
+    int_sig(y, &sy, &ly);
+    bool lost;
+    U128 t = cut(U128(sx) * U128(sy), lx + ly, q, &lost);
+    if (s) t = (t << 1) | U128(lost ? 1 : 0);
+    sum += (sign_bit(x) != sign_bit(y)) ? -I128(t) : I128(t);
+  }
+  if (c_in) {
+    uint64_t sc; int lc;
+    int_sig(c, &sc, &lc);
+    bool lost;
+    U128 t = cut(U128(sc), lc, q, &lost);
+    if (s) t = (t << 1) | U128(lost ? 1 : 0);
+    sum += sign_bit(c) ? -I128(t) : I128(t);
+  }
+  const bool neg = sum < 0;
+  const U128 mag = neg ? U128(-sum) : U128(sum);
+  const int unit = q - s;
+  if (!m.align_includes_acc && c != 0) {
+    uint64_t sc; int lc;
+    int_sig(c, &sc, &lc);
+    return add_round(neg, mag, unit, sign_bit(c), U128(sc), lc, m);
+  }
+  if (mag == 0) return 0.0;  // an exactly cancelling group gives +0 (as the published models)
+  return round_result(neg, mag, unit, false, m);
+}
+
+DRIFT_HD double fused_group(double c, const double* a, const double* b, int n, const FusedModel& m) {
+  return fused_group_strided(c, a, 1, b, 1, n, m);
+}
+
+// The chain of fused groups over k products: groups of m.terms (the last one shorter), each
+// group's result the next group's c.
+DRIFT_HD double fused_chain_strided(double c, const double* a, long sa, const double* b, long sb, int k,
+                                    const FusedModel& m) {
+  for (int s = 0; s < k; s += m.terms) {
+    const int len = k - s < m.terms ? k - s : m.terms;
+    c = fused_group_strided(c, a + s * sa, sa, b + s * sb, sb, len, m);
+  }
+  return c;
+}
+
+// The whole dot product c + a . b as the hardware computes it: a chain of fused groups or, with
+// promote_every = N, chains of N products each added into an outer IEEE accumulator (rne in the
+// output format) that starts at c.
+DRIFT_HD double fused_dot_strided(double c, const double* a, long sa, const double* b, long sb, int k,
+                                  const FusedModel& m) {
+  if (m.promote_every <= 0) return fused_chain_strided(c, a, sa, b, sb, k, m);
+  RoundSpec nearest;
+  nearest.mode = Rounding::rne;
+  nearest.overflow = Overflow::ieee;
+  nearest.subnormals = m.out_subnormals ? Subnormals::keep : Subnormals::flush;
+  double outer = c;
+  for (int s = 0; s < k; s += m.promote_every) {
+    const int len = k - s < m.promote_every ? k - s : m.promote_every;
+    const double partial = fused_chain_strided(0.0, a + s * sa, sa, b + s * sb, sb, len, m);
+    if (is_nan(outer) || is_nan(partial) || is_inf(outer) || is_inf(partial)) {
+      outer = outer + partial;  // IEEE special-value rules (inf - inf = NaN)
+      continue;
+    }
+    double hi, lo;
+    two_sum(outer, partial, &hi, &lo);
+    if (hi == 0 && lo == 0) {
+      outer = (outer == 0 && partial == 0 && sign_bit(outer) && sign_bit(partial)) ? signed_zero(true) : 0.0;
+      continue;
+    }
+    outer = round_to_sum(hi, lo, m.out, nearest);
+  }
+  return outer;
+}
+
+DRIFT_HD double fused_dot(double c, const double* a, const double* b, int k, const FusedModel& m) {
+  return fused_dot_strided(c, a, 1, b, 1, k, m);
+}
+
+}  // namespace drift

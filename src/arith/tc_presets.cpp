@@ -1,0 +1,197 @@
+#include "arith/tc_presets.h"
+
+#include <sstream>
+
+#include "arith/catalogue.h"
+
+namespace drift {
+namespace {
+
+constexpr const char* kRepo = "north-numerical-computing/MATLAB-tensor-core";
+
+// One row of the table: the published parameters. Everything else is derived in build().
+struct Row {
+  const char* name;
+  const char* aliases;
+  const char* gpu;
+  const char* input;   // catalogue format
+  const char* output;  // catalogue format
+  int terms;           // def_params.fma
+  int neab;            // def_params.neab
+  Rounding rounding;   // def_params.frmode
+  int min_align_exp;   // def_params.min_exp_limit (kNoMinAlignExp where the model has none)
+  int promote_every;   // 0, or 128 for the DeepSeek-V3 FP8 recipe
+  const char* model_file;
+  const char* note;
+  const char* validated;
+};
+
+constexpr Rounding rtz = Rounding::rtz;
+constexpr Rounding rne = Rounding::rne;
+constexpr int none = kNoMinAlignExp;
+
+// Sources: models/<GPU>TC.m of the repository above (BSD-2-Clause), which set fma, neab, frmode and
+// min_exp_limit per input/output format, and Khattak & Mikaitis, "Accurate models of NVIDIA tensor
+// cores", arXiv:2512.07004 (2025). Group sizes and the Hopper FP8 13-bit result also in Fasi,
+// Higham, Mikaitis & Pranesh, PeerJ CS 2021 (V100) and the DeepSeek-V3 report (2024, FP8 ~14 bits).
+const Row kRows[] = {
+    // Volta: 4-term groups, no extra alignment bit.
+    {"v100_fp16", "v100", "V100", "fp16", "fp32", 4, 0, rtz, none, 0, "V100TC.m", "", "V100/fp16 d_V100_fp32"},
+    {"v100_fp16_out16", "", "V100", "fp16", "fp16", 4, 0, rne, none, 0, "V100TC.m",
+     "fp16 output: rounded to nearest", "V100/fp16 d_V100_fp16"},
+    // Ampere: 8-term groups (4 for tf32), one extra alignment bit.
+    {"a100_fp16", "a100", "A100", "fp16", "fp32", 8, 1, rtz, none, 0, "A100TC.m", "", "A100/fp16 d_A100_fp32"},
+    {"a100_fp16_out16", "", "A100", "fp16", "fp16", 8, 1, rne, none, 0, "A100TC.m",
+     "fp16 output: rounded to nearest", "A100/fp16 d_A100_fp16"},
+    {"a100_bf16", "", "A100", "bf16", "fp32", 8, 1, rtz, none, 0, "A100TC.m", "", "A100/bf16 d_A100_fp32"},
+    {"a100_tf32", "", "A100", "tf32", "fp32", 4, 1, rtz, none, 0, "A100TC.m", "", "A100/tf32 d_A100_fp32"},
+    // Hopper: 16-term groups (8 for tf32), two extra alignment bits; FP8 in 32-term groups with only
+    // 13 fraction bits kept and written (neab = -10).
+    {"h100_fp16", "h100", "H100", "fp16", "fp32", 16, 2, rtz, -133, 0, "H100TC.m", "", "H100/fp16 d_H100_fp32"},
+    {"h100_fp16_out16", "", "H100", "fp16", "fp16", 16, 2, rne, -133, 0, "H100TC.m",
+     "fp16 output: rounded to nearest", "H100/fp16 d_H100_fp16"},
+    {"h100_bf16", "", "H100", "bf16", "fp32", 16, 2, rtz, -133, 0, "H100TC.m", "", "H100/bf16 d_H100_fp32"},
+    {"h100_tf32", "", "H100", "tf32", "fp32", 8, 2, rtz, -133, 0, "H100TC.m",
+     "the shipped vectors have K = 4, within one group", "H100/tf32 d_H100_fp32"},
+    {"h100_fp8_e4m3", "h100_fp8 h100_e4m3", "H100", "fp8_e4m3", "fp32", 32, -10, rtz, -133, 0, "H100TC.m",
+     "WGMMA FP8: 13 fraction bits kept below the largest exponent and 13 written (fp32 with the low 10 "
+     "bits zero), truncated",
+     "H100/E4M3 d_H100_fp32 (measured with c = 0)"},
+    {"h100_fp8_e5m2", "h100_e5m2", "H100", "fp8_e5m2", "fp32", 32, -10, rtz, -133, 0, "H100TC.m",
+     "as h100_fp8_e4m3", "H100/E5M2 d_H100_fp32 (measured with c = 0)"},
+    {"h100_fp8_e4m3_out16", "h100_fp8_out16", "H100", "fp8_e4m3", "fp16", 32, -10, rne, -133, 0, "H100TC.m",
+     "mma.sync FP8 with fp16 accumulator. KNOWN LIMIT: the published parameters (and every variant tried) "
+     "reproduce only 3113 of the 5000 measured H100 results; the hardware path for fp16 output is not "
+     "understood",
+     ""},
+    {"h100_fp8_e5m2_out16", "", "H100", "fp8_e5m2", "fp16", 32, -10, rne, -133, 0, "H100TC.m",
+     "KNOWN LIMIT as h100_fp8_e4m3_out16 (3340 of 5000 measured H100 results)", ""},
+    {"h100_fp8_promote128", "h100_fp8_e4m3_promote128", "H100", "fp8_e4m3", "fp32", 32, -10, rtz, -133, 128,
+     "H100TC.m",
+     "DeepSeek-V3 recipe: h100_fp8_e4m3 chained over 128 products (4 WGMMA groups), each 128-block's "
+     "result added to an IEEE fp32 accumulator (rne) that starts at c",
+     ""},
+    {"h100_fp8_e5m2_promote128", "", "H100", "fp8_e5m2", "fp32", 32, -10, rtz, -133, 128, "H100TC.m",
+     "as h100_fp8_promote128 with E5M2 inputs", ""},
+    // H200: the published model delegates to the B200 model (models/H200TC.m calls B200TC).
+    {"h200_fp16", "h200", "H200", "fp16", "fp32", 16, 2, rtz, -133, 0, "H200TC.m -> B200TC.m", "", ""},
+    {"h200_fp16_out16", "", "H200", "fp16", "fp16", 16, 2, rne, -15, 0, "H200TC.m -> B200TC.m", "", ""},
+    {"h200_bf16", "", "H200", "bf16", "fp32", 16, 2, rtz, -133, 0, "H200TC.m -> B200TC.m", "", ""},
+    {"h200_tf32", "", "H200", "tf32", "fp32", 8, 2, rtz, -133, 0, "H200TC.m -> B200TC.m", "", ""},
+    {"h200_fp8_e4m3", "h200_fp8", "H200", "fp8_e4m3", "fp32", 32, 2, rtz, -133, 0, "H200TC.m -> B200TC.m",
+     "the published H200 model is the B200 one (full fp32 result for FP8); it disagrees with the H100 "
+     "FP8 model although both GPUs are Hopper: unvalidated here",
+     ""},
+    {"h200_fp8_e5m2", "", "H200", "fp8_e5m2", "fp32", 32, 2, rtz, -133, 0, "H200TC.m -> B200TC.m",
+     "as h200_fp8_e4m3", ""},
+    // Blackwell B200: 16-term groups (8 for tf32, 32 for FP8), two extra alignment bits; FP8 keeps the
+    // full fp32 result; fp16 output rounded to nearest with minimum alignment exponent -15.
+    {"b200_fp16", "b200", "B200", "fp16", "fp32", 16, 2, rtz, -133, 0, "B200TC.m", "", ""},
+    {"b200_fp16_out16", "", "B200", "fp16", "fp16", 16, 2, rne, -15, 0, "B200TC.m", "", ""},
+    {"b200_bf16", "", "B200", "bf16", "fp32", 16, 2, rtz, -133, 0, "B200TC.m", "", ""},
+    {"b200_tf32", "", "B200", "tf32", "fp32", 8, 2, rtz, -133, 0, "B200TC.m", "", ""},
+    {"b200_fp8_e4m3", "b200_fp8", "B200", "fp8_e4m3", "fp32", 32, 2, rtz, -133, 0, "B200TC.m",
+     "FP8 groups of 32 (two interleaved 16-element halves), output always fp32", ""},
+    {"b200_fp8_e5m2", "", "B200", "fp8_e5m2", "fp32", 32, 2, rtz, -133, 0, "B200TC.m", "as b200_fp8_e4m3", ""},
+    // Ada Lovelace (L40S; the RTX Ada model AdaTC.m has the same parameters): 8-term groups (4 for
+    // tf32), one extra bit; FP8 in 16-term groups with 13 fraction bits (neab = -10).
+    {"l40s_fp16", "l40s ada_fp16", "L40S", "fp16", "fp32", 8, 1, rtz, none, 0, "L40STC.m, AdaTC.m",
+     "L40S has no fp16 output for fp16 input (L40STC.m rejects it)", ""},
+    {"ada_fp16_out16", "", "Ada", "fp16", "fp16", 8, 1, rne, none, 0, "AdaTC.m", "RTX Ada only", ""},
+    {"l40s_bf16", "ada_bf16", "L40S", "bf16", "fp32", 8, 1, rtz, none, 0, "L40STC.m, AdaTC.m", "", ""},
+    {"l40s_tf32", "ada_tf32", "L40S", "tf32", "fp32", 4, 1, rtz, none, 0, "L40STC.m, AdaTC.m", "", ""},
+    {"l40s_fp8_e4m3", "l40s_fp8 ada_fp8_e4m3", "L40S", "fp8_e4m3", "fp32", 16, -10, rtz, none, 0,
+     "L40STC.m, AdaTC.m", "13 fraction bits kept and written, truncated", ""},
+    {"l40s_fp8_e5m2", "ada_fp8_e5m2", "L40S", "fp8_e5m2", "fp32", 16, -10, rtz, none, 0, "L40STC.m, AdaTC.m",
+     "as l40s_fp8_e4m3", ""},
+    {"l40s_fp8_e4m3_out16", "ada_fp8_e4m3_out16", "L40S", "fp8_e4m3", "fp16", 16, -10, rne, none, 0,
+     "L40STC.m, AdaTC.m", "fp16 output rounded to nearest; unvalidated (cf. the H100 fp16-output limit)", ""},
+    {"l40s_fp8_e5m2_out16", "ada_fp8_e5m2_out16", "L40S", "fp8_e5m2", "fp16", 16, -10, rne, none, 0,
+     "L40STC.m, AdaTC.m", "as l40s_fp8_e4m3_out16", ""},
+};
+
+Format catalogue_format(const char* name) {
+  auto f = find_format(name);
+  return f ? *f : Format{};  // every name in the table is a catalogue name (tested)
+}
+
+TcPreset build(const Row& r) {
+  TcPreset p;
+  p.name = r.name;
+  p.aliases = r.aliases;
+  p.gpu = r.gpu;
+  p.input = r.input;
+  p.output = r.output;
+  p.in_format = catalogue_format(r.input);
+  p.out_format = catalogue_format(r.output);
+  p.neab = r.neab;
+  FusedModel& m = p.model;
+  m.terms = r.terms;
+  // The published models keep 23 + neab fraction bits below the unnormalised largest exponent (the
+  // fp32 significand width plus the extra alignment bits), for every output format.
+  m.kept_bits = 23 + r.neab;
+  m.align_includes_acc = true;
+  m.sticky = false;     // stkbitenabled = 0 in every NVIDIA model
+  m.carry_bits = 0;     // no carry limit in any published model
+  m.final_rounding = r.rounding;
+  // A negative neab narrows the written result too (GEMM.m: NoManBitsOut + neab), never beyond the
+  // output format's own precision.
+  m.out_man_bits = p.out_format.man_bits;
+  if (r.neab < 0 && 23 + r.neab < m.out_man_bits) m.out_man_bits = 23 + r.neab;
+  m.out = p.out_format;
+  m.in_emin = p.in_format.emin;
+  m.in_subnormals = true;   // in_subnormals = 1
+  m.out_subnormals = true;  // out_subnormals = 1
+  m.min_align_exp = r.min_align_exp;
+  m.promote_every = r.promote_every;
+  p.source = std::string(kRepo) + " models/" + r.model_file + "; arXiv:2512.07004";
+  std::ostringstream doc;
+  doc << r.gpu << " tensor core, " << r.input << " inputs, " << r.output << " output: groups of " << r.terms
+      << " products, aligned to the largest product/c exponent, " << m.kept_bits << " fraction bits kept (neab "
+      << r.neab << "), truncated, no sticky bit, normalised once, result " << m.out_man_bits << " fraction bits "
+      << (r.rounding == Rounding::rtz ? "truncated (rtz)" : "rounded to nearest even");
+  if (r.min_align_exp != kNoMinAlignExp) doc << ", alignment exponent at least " << r.min_align_exp;
+  doc << "; subnormal inputs and outputs kept";
+  if (r.promote_every) doc << "; promoted to IEEE fp32 every " << r.promote_every << " products";
+  if (r.note[0]) doc << ". " << r.note;
+  p.doc = doc.str();
+  p.validated = r.validated;
+  return p;
+}
+
+std::vector<TcPreset> build_all() {
+  std::vector<TcPreset> out;
+  for (const Row& r : kRows) out.push_back(build(r));
+  return out;
+}
+
+bool has_word(const std::string& list, std::string_view word) {
+  std::istringstream in(list);
+  std::string w;
+  while (in >> w)
+    if (w == word) return true;
+  return false;
+}
+
+}  // namespace
+
+const std::vector<TcPreset>& tc_presets() {
+  static const std::vector<TcPreset> presets = build_all();
+  return presets;
+}
+
+std::optional<TcPreset> find_tc_preset(std::string_view name) {
+  for (const auto& p : tc_presets())
+    if (p.name == name || has_word(p.aliases, name)) return p;
+  return std::nullopt;
+}
+
+std::optional<TcPreset> tc_preset_with_output(const TcPreset& p, std::string_view output) {
+  if (p.output == output) return p;
+  for (const auto& q : tc_presets())
+    if (q.gpu == p.gpu && q.input == p.input && q.output == output && q.model.promote_every == p.model.promote_every)
+      return q;
+  return std::nullopt;
+}
+
+}  // namespace drift

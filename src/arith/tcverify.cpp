@@ -1,0 +1,147 @@
+#include "arith/tcverify.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace drift {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The single file in dir named <prefix>*<suffix>.
+std::string find_one(const std::string& dir, const std::string& prefix, const std::string& suffix, bool required) {
+  std::vector<std::string> hits;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (!e.is_regular_file()) continue;
+    const std::string n = e.path().filename().string();
+    if (n.size() >= prefix.size() + suffix.size() && n.compare(0, prefix.size(), prefix) == 0 &&
+        n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
+      hits.push_back(e.path().string());
+  }
+  if (ec) throw TcDataError(dir + ": cannot read directory (" + ec.message() + ")");
+  if (hits.size() > 1) throw TcDataError(dir + ": more than one " + prefix + "*" + suffix + " file");
+  if (hits.empty()) {
+    if (required) throw TcDataError(dir + ": no " + prefix + "*" + suffix + " file");
+    return "";
+  }
+  return hits[0];
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw TcDataError(path + ": cannot open");
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(line);
+  }
+  while (!lines.empty() && lines.back().find_first_not_of(" \t") == std::string::npos) lines.pop_back();
+  return lines;
+}
+
+std::string where(const std::string& path, size_t line) { return path + " line " + std::to_string(line); }
+
+uint32_t parse_hex32(const std::string& tok, const std::string& path, size_t line) {
+  if (tok.size() != 8 || tok.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+    throw TcDataError(where(path, line) + ": '" + tok + "' is not an 8-digit hexadecimal binary32 pattern");
+  return static_cast<uint32_t>(std::stoul(tok, nullptr, 16));
+}
+
+uint32_t parse_bits32(const std::string& s, const std::string& path, size_t line) {
+  std::string t = s;
+  while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.pop_back();
+  while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.erase(t.begin());
+  if (t.size() != 32 || t.find_first_not_of("01") != std::string::npos)
+    throw TcDataError(where(path, line) + ": expected a 32-character string of 0/1 bits, got '" + t + "'");
+  uint32_t v = 0;
+  for (char ch : t) v = (v << 1) | static_cast<uint32_t>(ch - '0');
+  return v;
+}
+
+// One line of a or b: the values, each checked to lie on the input format's grid.
+std::vector<double> parse_inputs(const std::string& text, const std::string& path, size_t line, const Format& in,
+                                 const std::string& in_name) {
+  std::istringstream ss(text);
+  std::vector<double> v;
+  std::string tok;
+  while (ss >> tok) {
+    const double x = static_cast<double>(float_of(parse_hex32(tok, path, line)));
+    if (!is_nan(x)) {
+      RoundSpec exact;
+      exact.overflow = Overflow::ieee;
+      const double r = round_to(x, in, exact);
+      if (bits_of(r) != bits_of(x) && !(x == 0 && r == 0))
+        throw TcDataError(where(path, line) + ": value " + tok + " is not a " + in_name + " value");
+    }
+    v.push_back(x);
+  }
+  if (v.empty()) throw TcDataError(where(path, line) + ": no values");
+  return v;
+}
+
+}  // namespace
+
+std::vector<std::string> tc_outputs_present(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const char* o : {"fp32", "fp16"})
+    if (!find_one(dir, "d_", std::string("_") + o + ".txt", false).empty()) out.push_back(o);
+  return out;
+}
+
+TcFileResult tc_verify(const std::string& dir, const TcPreset& preset, const TcVerifyOptions& opt) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw TcDataError(dir + ": not a directory");
+  const std::string a_path = find_one(dir, "a_", ".txt", true);
+  const std::string b_path = find_one(dir, "b_", ".txt", true);
+  const std::string d_path = find_one(dir, "d_", "_" + preset.output + ".txt", true);
+  const std::string c_path = opt.c_zero ? "" : find_one(dir, "c_", "_fp32.txt", true);
+  const auto a_lines = read_lines(a_path);
+  const auto b_lines = read_lines(b_path);
+  const auto d_lines = read_lines(d_path);
+  std::vector<std::string> c_lines;
+  if (!opt.c_zero) c_lines = read_lines(c_path);
+  const size_t n = a_lines.size();
+  auto check_count = [&](const std::string& path, size_t count) {
+    if (count != n)
+      throw TcDataError(path + ": " + std::to_string(count) + " lines, but " + a_path + " has " + std::to_string(n));
+  };
+  check_count(b_path, b_lines.size());
+  check_count(d_path, d_lines.size());
+  if (!opt.c_zero) check_count(c_path, c_lines.size());
+  if (n == 0) throw TcDataError(a_path + ": no cases");
+
+  TcFileResult res;
+  res.file = d_path;
+  res.output = preset.output;
+  res.preset = preset.name;
+  res.total = n;
+  RoundSpec to_out;  // the harness converts c to the output format with round to nearest even
+  to_out.overflow = Overflow::ieee;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t line = i + 1;
+    const auto a = parse_inputs(a_lines[i], a_path, line, preset.in_format, preset.input);
+    const auto b = parse_inputs(b_lines[i], b_path, line, preset.in_format, preset.input);
+    if (a.size() != b.size())
+      throw TcDataError(where(b_path, line) + ": " + std::to_string(b.size()) + " values, but " + a_path + " has " +
+                        std::to_string(a.size()));
+    double c = 0;
+    if (!opt.c_zero) c = round_to(static_cast<double>(float_of(parse_bits32(c_lines[i], c_path, line))),
+                                  preset.out_format, to_out);
+    const uint32_t expected = parse_bits32(d_lines[i], d_path, line);
+    const double d = fused_dot(c, a.data(), b.data(), static_cast<int>(a.size()), preset.model);
+    const uint32_t got = bits_of(static_cast<float>(d));
+    const bool both_nan = is_nan(d) && is_nan(static_cast<double>(float_of(expected)));
+    if (got == expected || both_nan) {
+      ++res.matched;
+    } else if (res.first_mismatches.size() < opt.max_mismatches) {
+      res.first_mismatches.push_back({line, expected, got});
+    }
+  }
+  return res;
+}
+
+}  // namespace drift

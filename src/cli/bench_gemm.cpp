@@ -1,0 +1,178 @@
+// drift bench gemm: GFLOP/s (2*M*N*K per call) of the engine under several policies, and of
+// OpenBLAS cblas_sgemm on the same shapes in the same run; each policy is reported as a ratio.
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "arith/catalogue.h"
+#include "arith/matmul.h"
+#include "arith/random.h"
+#include "cli/commands.h"
+
+#ifdef DRIFT_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace drift::cli {
+namespace {
+
+struct BenchShape {
+  size_t m, n, k;
+};
+
+struct BenchPolicy {
+  std::string name;
+  MatmulPolicy policy;
+};
+
+Format F(const char* n) { return *find_format(n); }
+
+std::vector<BenchPolicy> bench_policies() {
+  std::vector<BenchPolicy> out;
+  out.push_back({"fp32", MatmulPolicy{}});
+  {
+    MatmulPolicy p;
+    p.a.format = p.b.format = F("fp8_e4m3");
+    out.push_back({"fp8_e4m3-fp32acc", p});
+  }
+  {
+    MatmulPolicy p;
+    p.a.format = p.b.format = F("fp8_e4m3");
+    p.a.scaling.kind = p.b.scaling.kind = ScaleKind::block;
+    out.push_back({"mxfp8_e4m3", p});
+  }
+  {
+    MatmulPolicy p;
+    p.a.format = p.b.format = F("fp4_e2m1");
+    p.a.scaling.kind = p.b.scaling.kind = ScaleKind::nvfp4;
+    p.a.scaling.block = p.b.scaling.block = 16;
+    out.push_back({"nvfp4", p});
+  }
+  {
+    MatmulPolicy p;
+    p.a.format = p.b.format = F("bf16");
+    p.inner.format = F("bf16");
+    out.push_back({"bf16acc-rne", p});
+  }
+  {
+    MatmulPolicy p;
+    p.a.format = p.b.format = F("fp16");
+    p.inner.format = F("fp16");
+    p.inner.round.mode = Rounding::rtz;
+    out.push_back({"fp16acc-rtz", p});
+  }
+  return out;
+}
+
+// Seconds per call: repeats until at least `min_seconds` have passed (at least one call).
+double time_call(const std::function<void()>& fn, double min_seconds) {
+  using clock = std::chrono::steady_clock;
+  fn();  // warm-up
+  int calls = 0;
+  const auto t0 = clock::now();
+  double elapsed = 0;
+  do {
+    fn();
+    ++calls;
+    elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+  } while (elapsed < min_seconds);
+  return elapsed / calls;
+}
+
+struct BenchOptions {
+  std::vector<std::string> policies;
+  std::vector<std::string> shapes;
+  double min_seconds = 0.5;
+  bool json = false;
+};
+
+BenchShape parse_shape(const std::string& s) {
+  BenchShape sh{};
+  if (std::sscanf(s.c_str(), "%zux%zux%zu", &sh.m, &sh.n, &sh.k) != 3 || !sh.m || !sh.n || !sh.k)
+    throw InputError("--shapes: expected MxNxK (e.g. 512x512x512), got '" + s + "'");
+  return sh;
+}
+
+void run_bench_gemm(const BenchOptions& o) {
+  std::vector<BenchShape> shapes;
+  if (o.shapes.empty()) shapes = {{64, 256, 256}, {256, 1024, 256}, {512, 512, 512}, {1024, 1024, 1024}};
+  for (const auto& s : o.shapes) shapes.push_back(parse_shape(s));
+  std::vector<BenchPolicy> policies;
+  for (auto& bp : bench_policies())
+    if (o.policies.empty() || std::find(o.policies.begin(), o.policies.end(), bp.name) != o.policies.end())
+      policies.push_back(bp);
+  if (policies.empty()) throw InputError("--policies: none of the names is a bench policy");
+  nlohmann::json rows = nlohmann::json::array();
+  if (!o.json) std::printf("%-18s %-16s %12s %12s %8s %s\n", "policy", "shape MxNxK", "GFLOP/s", "sgemm GF/s", "ratio", "path");
+  for (const auto& sh : shapes) {
+    std::vector<float> af(sh.m * sh.k), bf(sh.k * sh.n);
+    for (size_t i = 0; i < af.size(); ++i) af[i] = static_cast<float>(random_u32(1, 1, i)) / 4294967296.0f - 0.5f;
+    for (size_t i = 0; i < bf.size(); ++i) bf[i] = static_cast<float>(random_u32(1, 2, i)) / 4294967296.0f - 0.5f;
+    const double flops = 2.0 * sh.m * sh.n * sh.k;
+    std::vector<double> ad(af.begin(), af.end()), bd(bf.begin(), bf.end()), c(sh.m * sh.n);
+    MatView av{ad.data(), sh.m, sh.k, sh.k, false};
+    MatView bv{bd.data(), sh.k, sh.n, sh.n, false};
+    // The engine is timed before OpenBLAS: OpenBLAS's worker threads keep spinning for a while after
+    // a call and would steal the cores from whatever runs next.
+    struct Timed {
+      const BenchPolicy* bp;
+      double seconds;
+      bool fast;
+    };
+    std::vector<Timed> timed;
+    for (const auto& bp : policies) {
+      bool fast = false;
+      const double t = time_call(
+          [&] {
+            MatmulContext ctx;
+            fast = matmul(av, bv, c.data(), sh.n, bp.policy, ctx).fast_path;
+          },
+          o.min_seconds);
+      timed.push_back({&bp, t, fast});
+    }
+    double sgemm_gflops = 0;
+#ifdef DRIFT_HAVE_OPENBLAS
+    std::vector<float> cf(sh.m * sh.n);
+    const double t_blas = time_call(
+        [&] {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(sh.m), static_cast<int>(sh.n),
+                      static_cast<int>(sh.k), 1.0f, af.data(), static_cast<int>(sh.k), bf.data(),
+                      static_cast<int>(sh.n), 0.0f, cf.data(), static_cast<int>(sh.n));
+        },
+        o.min_seconds);
+    sgemm_gflops = flops / t_blas * 1e-9;
+#endif
+    for (const auto& [bpp, t, fast] : timed) {
+      const BenchPolicy& bp = *bpp;
+      const double gflops = flops / t * 1e-9;
+      const double ratio = sgemm_gflops > 0 ? gflops / sgemm_gflops : 0;
+      char shape[64];
+      std::snprintf(shape, sizeof shape, "%zux%zux%zu", sh.m, sh.n, sh.k);
+      if (!o.json)
+        std::printf("%-18s %-16s %12.2f %12.2f %8.3f %s\n", bp.name.c_str(), shape, gflops, sgemm_gflops, ratio,
+                    fast ? "fast" : "reference");
+      std::fflush(stdout);
+      rows.push_back({{"policy", bp.name}, {"m", sh.m}, {"n", sh.n}, {"k", sh.k}, {"gflops", gflops},
+                      {"sgemm_gflops", sgemm_gflops}, {"ratio", ratio}, {"path", fast ? "fast" : "reference"}});
+    }
+  }
+  if (o.json) std::printf("%s\n", rows.dump(2).c_str());
+}
+
+}  // namespace
+
+void add_bench_gemm_command(CLI::App& bench) {
+  auto o = std::make_shared<BenchOptions>();
+  auto* cmd = bench.add_subcommand("gemm", "GFLOP/s of the matmul engine per policy, as a ratio to OpenBLAS sgemm");
+  cmd->add_option("--policies", o->policies,
+                  "Policies to run (default all): fp32 fp8_e4m3-fp32acc mxfp8_e4m3 nvfp4 bf16acc-rne fp16acc-rtz");
+  cmd->add_option("--shapes", o->shapes, "Shapes MxNxK (default 64x256x256 256x1024x256 512x512x512 1024x1024x1024)");
+  cmd->add_option("--min-seconds", o->min_seconds, "Minimum timed seconds per measurement")->capture_default_str();
+  cmd->add_flag("--json", o->json, "Print JSON rows instead of a table");
+  cmd->callback([o] { run_bench_gemm(*o); });
+}
+
+}  // namespace drift::cli

@@ -1,0 +1,156 @@
+// drift matmul: one matrix product through the engine, from files, with the telemetry as JSON.
+// drift quantize: one operand quantizer applied to an array, writing the dequantised values.
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+
+#include "arith/matmul.h"
+#include "cli/commands.h"
+#include "io/npy.h"
+#include "policy/matmul_json.h"
+#include "policy/presets.h"
+
+namespace drift::cli {
+
+// Shared with cmd_quantize.cpp.
+nlohmann::ordered_json quant_stats_json(const QuantStats& s);
+io::Array read_input_array(const std::string& path, const char* option);
+io::Dtype parse_out_dtype(const std::string& s);
+
+namespace {
+
+double frac(uint64_t n, uint64_t d) { return d ? static_cast<double>(n) / static_cast<double>(d) : 0.0; }
+
+}  // namespace
+
+nlohmann::ordered_json quant_stats_json(const QuantStats& s) {
+  nlohmann::ordered_json scale = {{"count", s.scale_count}};
+  if (s.scale_count) {
+    scale["exp_min"] = s.scale_exp_min;
+    scale["exp_max"] = s.scale_exp_max;
+    scale["exp_mean"] = s.scale_exp_sum / static_cast<double>(s.scale_count);
+  } else {
+    scale["exp_min"] = scale["exp_max"] = scale["exp_mean"] = nullptr;
+  }
+  return {{"elements", s.elements},
+          {"clipped", s.clipped},
+          {"clipped_frac", frac(s.clipped, s.elements)},
+          {"flushed", s.flushed},
+          {"flushed_frac", frac(s.flushed, s.elements)},
+          {"subnormal", s.subnormal},
+          {"subnormal_frac", frac(s.subnormal, s.elements)},
+          {"nonfinite", s.nonfinite},
+          {"nonfinite_frac", frac(s.nonfinite, s.elements)},
+          {"amax", s.amax},
+          {"scale", scale}};
+}
+
+io::Array read_input_array(const std::string& path, const char* option) {
+  try {
+    return io::read_array(path);
+  } catch (const io::IoError& e) {
+    throw InputError(std::string(option) + ": " + e.what());
+  }
+}
+
+io::Dtype parse_out_dtype(const std::string& s) {
+  if (s == "f8" || s == "float64") return io::Dtype::f8;
+  if (s == "f4" || s == "float32") return io::Dtype::f4;
+  throw InputError("--out-dtype: expected f8 or f4, got '" + s + "'");
+}
+
+namespace {
+
+struct MatmulOptions {
+  std::string a, b, policy, out, out_dtype = "f8";
+  bool transpose_a = false, transpose_b = false, reference = false;
+  uint64_t seed = 0;
+};
+
+// A stored array as the logical matrix it stands for. 1-D arrays are a row (for A) or a column (for B).
+MatView view_of(const io::Array& x, bool transpose, bool is_a) {
+  size_t r = x.rows(), c = x.cols();  // stored shape; a 1-D array is 1 x K
+  if (x.shape.size() == 1 && !is_a) std::swap(r, c);  // ... or, for B, K x 1
+  MatView v;
+  v.data = x.data.data();
+  v.ld = c;
+  v.rows = transpose ? c : r;
+  v.cols = transpose ? r : c;
+  v.transposed = transpose;
+  return v;
+}
+
+void run_matmul(const MatmulOptions& o) {
+  const io::Dtype dtype = parse_out_dtype(o.out_dtype);
+  const MatmulPolicy policy = parse_matmul_policy(parse_json_argument(o.policy, "policy"), "policy");
+  const io::Array a = read_input_array(o.a, "--a");
+  const io::Array b = read_input_array(o.b, "--b");
+  const MatView va = view_of(a, o.transpose_a, true);
+  const MatView vb = view_of(b, o.transpose_b, false);
+  if (va.cols != vb.rows)
+    throw InputError("inner dimensions differ: A" + std::string(o.transpose_a ? "^T" : "") + " is " +
+                     std::to_string(va.rows) + "x" + std::to_string(va.cols) + ", B" + (o.transpose_b ? "^T" : "") +
+                     " is " + std::to_string(vb.rows) + "x" + std::to_string(vb.cols));
+  const size_t m = va.rows, n = vb.cols;
+  io::Array c;
+  c.shape = {m, n};
+  c.data.assign(m * n, 0.0);
+  DelayedState da, db;  // one call: delayed scaling uses its initial scale (1), as on TE's first step
+  MatmulContext ctx;
+  ctx.seed = o.seed;
+  ctx.delayed_a = &da;
+  ctx.delayed_b = &db;
+  ctx.force_reference = o.reference;
+  MatmulTelemetry tel;
+  try {
+    tel = matmul(va, vb, c.data.data(), n, policy, ctx);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(e.what());
+  }
+  try {
+    io::write_array(o.out, c, dtype);
+  } catch (const io::IoError& e) {
+    throw std::runtime_error(std::string("--out: ") + e.what());
+  }
+  // Key order is kept for people reading it; the resolved policy comes last.
+  nlohmann::ordered_json j = {
+      {"path", tel.fast_path ? "fast" : "reference"},
+      {"m", m},
+      {"k", va.cols},
+      {"n", n},
+      {"a", quant_stats_json(tel.a)},
+      {"b", quant_stats_json(tel.b)},
+      {"inner", {{"adds", tel.inner_adds}, {"swamped", tel.inner_swamped}, {"swamped_frac", frac(tel.inner_swamped, tel.inner_adds)}}},
+      {"outer", {{"adds", tel.outer_adds}, {"swamped", tel.outer_swamped}, {"swamped_frac", frac(tel.outer_swamped, tel.outer_adds)}}},
+      {"out", {{"file", o.out}, {"dtype", dtype == io::Dtype::f4 ? "float32" : "float64"}}},
+      {"seed", o.seed},
+      {"policy", nlohmann::ordered_json::parse(policy_to_json(policy).dump())}};
+  std::printf("%s\n", j.dump(2).c_str());
+}
+
+}  // namespace
+
+void add_matmul_command(CLI::App& app) {
+  auto o = std::make_shared<MatmulOptions>();
+  auto* cmd = app.add_subcommand(
+      "matmul",
+      "C = A*B through the engine under a precision policy; writes C and prints the telemetry as JSON. "
+      "Presets: " + matmul_preset_list());
+  cmd->add_option("--a", o->a, "A (M x K): .npy (float32/float64, 1-D or 2-D) or a text matrix")->required();
+  cmd->add_option("--b", o->b, "B (K x N): .npy or a text matrix")->required();
+  cmd->add_flag("--transpose-a", o->transpose_a, "Use the transpose of the stored A (stored K x M)");
+  cmd->add_flag("--transpose-b", o->transpose_b, "Use the transpose of the stored B (stored N x K)");
+  cmd->add_option("--policy", o->policy,
+                  "Matmul policy: a preset name, a JSON object (see docs/policy.md) or @file.json")
+      ->required();
+  cmd->add_option("--out", o->out, "Where C goes: .npy, else a text matrix (written atomically)")->required();
+  cmd->add_option("--out-dtype", o->out_dtype, "f8 (float64) | f4 (float32)")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of stochastic rounding and permuted orders")->capture_default_str();
+  cmd->add_flag("--reference", o->reference, "Always take the literal reference path (never the fast path)");
+  cmd->callback([o] { run_matmul(*o); });
+}
+
+}  // namespace drift::cli

@@ -1,0 +1,47 @@
+// Arrays on disk: NumPy .npy files (format 1.0 and 2.0; little-endian float32/float64, C order,
+// 1-D or 2-D) and plain text matrices (whitespace-separated numbers, one row per line).
+// Every error names the file and what was found. Writes are atomic: a temporary file in the same
+// directory, renamed over the target once complete, so a failure never leaves half an output.
+#pragma once
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace drift::io {
+
+// A bad or unreadable input file, or a failed write; the message starts with the file name.
+struct IoError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class Dtype { f4, f8 };
+
+// A C-order array of doubles with 1 or 2 dimensions.
+struct Array {
+  std::vector<size_t> shape;
+  std::vector<double> data;
+  size_t rows() const { return shape.size() == 2 ? shape[0] : 1; }
+  size_t cols() const { return shape.empty() ? 0 : shape.back(); }
+};
+
+Array read_npy(const std::string& path);
+// Text matrix: '#' starts a comment line, blank lines are skipped; every row must have the same
+// count of numbers. Always 2-D (rows x cols).
+Array read_text_matrix(const std::string& path);
+// .npy when the name ends in ".npy", else a text matrix.
+Array read_array(const std::string& path);
+
+// Writes the array as .npy (format 1.0, or 2.0 when the header needs it) in the given dtype.
+// float32 output rounds each double to nearest-even float (values already on the fp32 grid are exact).
+void write_npy(const std::string& path, const Array& a, Dtype dtype);
+// Text: one row per line, shortest round-trip decimals.
+void write_text_matrix(const std::string& path, const Array& a);
+// .npy when the name ends in ".npy", else text (dtype then ignored).
+void write_array(const std::string& path, const Array& a, Dtype dtype);
+
+// Writes `bytes` to `path` atomically (temporary file + rename).
+void write_file_atomic(const std::string& path, const std::string& bytes);
+
+}  // namespace drift::io
