@@ -41,15 +41,15 @@ std::vector<NamedFormat> build_catalogue() {
   };
 }
 
-bool has_word(const char* list, std::string_view word) {
-  std::istringstream in(list);
+}  // namespace
+
+bool has_word(std::string_view list, std::string_view word) {
+  std::istringstream in{std::string(list)};
   std::string w;
   while (in >> w)
     if (w == word) return true;
   return false;
 }
-
-}  // namespace
 
 const std::vector<NamedFormat>& format_catalogue() {
   static const std::vector<NamedFormat> catalogue = build_catalogue();

@@ -30,6 +30,9 @@ std::string format_name(const Format& f);
 std::optional<Format> make_float_format(int exp_bits, int man_bits, std::optional<int> bias, bool inf,
                                         NanCode nan, bool subnormals, std::string* error);
 
+// True when `word` is one of the space-separated words of `list` (alias lists).
+bool has_word(std::string_view list, std::string_view word);
+
 // Names of the enumerations, for parsing and printing.
 std::optional<Rounding> parse_rounding(std::string_view s);
 std::optional<Overflow> parse_overflow(std::string_view s);

@@ -71,44 +71,17 @@ std::string validate_policy(const MatmulPolicy& p) {
   return "";
 }
 
-namespace {
-// Grows a scratch vector without clearing it (the caller writes every element it reads).
-template <typename T>
-T* scratch(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-  return v.data();
-}
-}  // namespace
-
 void prepare_operands_into(PreparedOperands& ops, const MatView& a, const MatView& b, const MatmulPolicy& policy,
                            const MatmulContext& ctx) {
   const size_t m = a.rows, k = a.cols, n = b.cols;
   if (b.rows != k) throw std::invalid_argument("matmul: inner dimensions differ (A is " + std::to_string(m) + "x" +
                                               std::to_string(k) + ", B is " + std::to_string(b.rows) + "x" +
                                               std::to_string(n) + ")");
-  // Canonical layout: both operands K-contiguous (A as M x K, B as N x K). A row-major A is used in place.
-  static thread_local std::vector<double> a_buf, b_buf;
-  const double* ak = a.data;
-  size_t lda = a.ld;
-  if (a.transposed) {
-    double* buf = scratch(a_buf, m * k);
-    for (size_t i = 0; i < m; ++i)
-      for (size_t t = 0; t < k; ++t) buf[i * k + t] = a.at(i, t);
-    ak = buf;
-    lda = k;
-  }
-  const double* bk = b.data;
-  size_t ldb = b.ld;
-  if (!b.transposed) {
-    double* buf = scratch(b_buf, n * k);
-#pragma omp parallel for schedule(static)
-    for (size_t t = 0; t < k; ++t)
-      for (size_t j = 0; j < n; ++j) buf[j * k + t] = b.data[t * b.ld + j];
-    bk = buf;
-    ldb = k;
-  }
-  quantize_into(ops.a, ak, m, k, lda, policy.a, ctx.seed, ctx.stream ^ (uint64_t{7} << 56), ctx.delayed_a);
-  quantize_into(ops.b, bk, n, k, ldb, policy.b, ctx.seed, ctx.stream ^ (uint64_t{8} << 56), ctx.delayed_b);
+  // Canonical layout: both operands indexed (row, k): A as M x K, B as N x K, read in place through strides.
+  const StridedInput ak = a.transposed ? StridedInput{a.data, 1, a.ld} : StridedInput{a.data, a.ld, 1};
+  const StridedInput bk = b.transposed ? StridedInput{b.data, b.ld, 1} : StridedInput{b.data, 1, b.ld};
+  quantize_into(ops.a, ak, m, k, policy.a, ctx.seed, ctx.stream ^ (uint64_t{7} << 56), ctx.delayed_a);
+  quantize_into(ops.b, bk, n, k, policy.b, ctx.seed, ctx.stream ^ (uint64_t{8} << 56), ctx.delayed_b);
   const size_t ka = ops.a.block_k, kb = ops.b.block_k;
   if (ka && kb) {
     const size_t lo = std::min(ka, kb), hi = std::max(ka, kb);

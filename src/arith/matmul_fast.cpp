@@ -4,7 +4,7 @@
 //   * operand values are floats, and a*b is exact inside an fma (or already exact in fp32 when the
 //     two significands total at most 24 bits, which allows a separate multiply on targets without fma).
 // Vectorised across N (each lane owns one output column and adds its own K sequence in order),
-// register-tiled over 4 rows, OpenMP over row tiles: width and thread count cannot change a bit.
+// register-tiled over 6 rows, OpenMP over row tiles: width and thread count cannot change a bit.
 // Overflow is not modelled here: any non-finite result sends the whole call to the reference.
 #include <algorithm>
 #include <cmath>
@@ -56,7 +56,7 @@ HWY_INLINE V AccumulateProduct(V a, V b, V acc, bool use_fma) {
 #endif
 }
 
-constexpr size_t kRows = 4;
+constexpr size_t kRows = 6;  // 6 x 2 vectors: 12 accumulators + 2 B vectors + 1 broadcast fit 16 registers
 
 // One tile: rows [i0, i0+rows) x columns [j0, j0 + 2 vectors).
 HWY_INLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, float* outer_buf) {
@@ -73,24 +73,17 @@ HWY_INLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, 
     for (size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = hn::Zero(d);
     const float* bp = op.b + k0 * op.npad + j0;
     if (rows == kRows) {
-      const float* a0 = op.a + (i0 + 0) * op.k;
-      const float* a1 = op.a + (i0 + 1) * op.k;
-      const float* a2 = op.a + (i0 + 2) * op.k;
-      const float* a3 = op.a + (i0 + 3) * op.k;
+      // Full tile: kRows x 2 accumulators stay in registers for the whole block (constant trip
+      // counts, unrolled by the compiler).
+      const float* ar[kRows];
+      for (size_t r = 0; r < kRows; ++r) ar[r] = op.a + (i0 + r) * op.k;
       for (size_t t = k0; t < k1; ++t, bp += op.npad) {
         const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
-        V x = hn::Set(d, a0[t]);
-        acc[0][0] = AccumulateProduct(x, b0, acc[0][0], op.use_fma);
-        acc[0][1] = AccumulateProduct(x, b1, acc[0][1], op.use_fma);
-        x = hn::Set(d, a1[t]);
-        acc[1][0] = AccumulateProduct(x, b0, acc[1][0], op.use_fma);
-        acc[1][1] = AccumulateProduct(x, b1, acc[1][1], op.use_fma);
-        x = hn::Set(d, a2[t]);
-        acc[2][0] = AccumulateProduct(x, b0, acc[2][0], op.use_fma);
-        acc[2][1] = AccumulateProduct(x, b1, acc[2][1], op.use_fma);
-        x = hn::Set(d, a3[t]);
-        acc[3][0] = AccumulateProduct(x, b0, acc[3][0], op.use_fma);
-        acc[3][1] = AccumulateProduct(x, b1, acc[3][1], op.use_fma);
+        for (size_t r = 0; r < kRows; ++r) {
+          const V x = hn::Set(d, ar[r][t]);
+          acc[r][0] = AccumulateProduct(x, b0, acc[r][0], op.use_fma);
+          acc[r][1] = AccumulateProduct(x, b1, acc[r][1], op.use_fma);
+        }
       }
     } else {
       for (size_t t = k0; t < k1; ++t, bp += op.npad) {
@@ -220,11 +213,16 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
   float* cbuf = c_buf.data();
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < m * k; ++i) a[i] = static_cast<float>(A.q[i]);
+  // B (N x K) to K x Npad, in 32 x 32 tiles; the padding lanes are zero.
+  constexpr size_t T = 32;
 #pragma omp parallel for schedule(static)
-  for (size_t t = 0; t < k; ++t) {
-    float* row = b + t * op.npad;
-    for (size_t j = 0; j < n; ++j) row[j] = static_cast<float>(B.q[j * k + t]);
-    for (size_t j = n; j < op.npad; ++j) row[j] = 0.0f;  // padding lanes
+  for (size_t t0 = 0; t0 < k; t0 += T) {
+    const size_t t1 = std::min(k, t0 + T);
+    for (size_t j0 = 0; j0 < n; j0 += T)
+      for (size_t t = t0; t < t1; ++t)
+        for (size_t j = j0; j < std::min(n, j0 + T); ++j) b[t * op.npad + j] = static_cast<float>(B.q[j * k + t]);
+    for (size_t t = t0; t < t1; ++t)
+      for (size_t j = n; j < op.npad; ++j) b[t * op.npad + j] = 0.0f;
   }
   op.a = a;
   op.b = b;

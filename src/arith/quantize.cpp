@@ -83,12 +83,12 @@ struct Region {
 };
 
 // Largest finite magnitude in a region, and whether a NaN or inf is present.
-double region_amax(const double* x, size_t ld, const Region& g, bool* nonfinite) {
+double region_amax(const StridedInput& x, const Region& g, bool* nonfinite) {
   double amax = 0;
   *nonfinite = false;
   for (size_t r = g.r0; r < g.r1; ++r)
     for (size_t c = g.c0; c < g.c1; ++c) {
-      const double v = x[r * ld + c];
+      const double v = x.at(r, c);
       if (!finite(v)) *nonfinite = true;
       else amax = std::max(amax, abs_of(v));
     }
@@ -116,14 +116,17 @@ void for_each_region(size_t rows, size_t k, size_t b, bool two_d, QuantStats& to
   }
 }
 
-void count_inputs(const double* x, size_t rows, size_t k, size_t ld, QuantStats& st) {
+void count_inputs(const StridedInput& x, size_t rows, size_t k, QuantStats& st) {
   st.elements = rows * k;
   uint64_t nonfinite = 0;
   double amax = 0;
+  // Walk in memory order (the operand may be stored either way round).
+  const bool by_rows = x.cs <= x.rs;
+  const size_t outer = by_rows ? rows : k, inner = by_rows ? k : rows;
 #pragma omp parallel for schedule(static) reduction(+ : nonfinite) reduction(max : amax)
-  for (size_t r = 0; r < rows; ++r)
-    for (size_t c = 0; c < k; ++c) {
-      const double v = x[r * ld + c];
+  for (size_t o = 0; o < outer; ++o)
+    for (size_t i = 0; i < inner; ++i) {
+      const double v = by_rows ? x.at(o, i) : x.at(i, o);
       if (!finite(v)) ++nonfinite;
       else amax = std::max(amax, abs_of(v));
     }
@@ -155,7 +158,7 @@ double scaled_value(double v, double mult, bool mult_exact_pow2) {
 // Scaled multiply then element rounding, as the TE / DeepSeek cast kernels do: fp32(x * mult), then
 // the format. Each row of the region is rounded by the SIMD span cast when every scaled value is a
 // float (bit-identical to the scalar core, tested), else element by element through round_to.
-void quantize_region_with_multiplier(const double* x, size_t ld, size_t k, const Region& g, double mult,
+void quantize_region_with_multiplier(const StridedInput& x, size_t k, const Region& g, double mult,
                                      bool mult_exact_pow2, const Quantizer& qz, uint64_t seed, uint64_t stream,
                                      QuantizedOperand& out, QuantStats& st) {
   const size_t len = g.c1 - g.c0;
@@ -173,7 +176,7 @@ void quantize_region_with_multiplier(const double* x, size_t ld, size_t k, const
   for (size_t r = g.r0; r < g.r1; ++r) {
     bool floats = simd;
     for (size_t c = 0; c < len; ++c) {
-      scaled[c] = scaled_value(x[r * ld + g.c0 + c], mult, mult_exact_pow2);
+      scaled[c] = scaled_value(x.at(r, g.c0 + c), mult, mult_exact_pow2);
       in_f[c] = static_cast<float>(scaled[c]);
       floats = floats && (static_cast<double>(in_f[c]) == scaled[c] || is_nan(scaled[c]));
     }
@@ -247,11 +250,11 @@ int mx_scale_exponent(double amax, const Format& elem, ExpRule rule) {
 QuantizedOperand quantize(const double* x_in, size_t rows, size_t k, size_t ld, const Quantizer& qz, uint64_t seed,
                           uint64_t stream, DelayedState* state) {
   QuantizedOperand out;
-  quantize_into(out, x_in, rows, k, ld, qz, seed, stream, state);
+  quantize_into(out, StridedInput{x_in, ld, 1}, rows, k, qz, seed, stream, state);
   return out;
 }
 
-void quantize_into(QuantizedOperand& out, const double* x_in, size_t rows, size_t k, size_t ld, const Quantizer& qz,
+void quantize_into(QuantizedOperand& out, const StridedInput& x_in, size_t rows, size_t k, const Quantizer& qz,
                    uint64_t seed, uint64_t stream, DelayedState* state) {
   out.rows = rows;
   out.k = k;
@@ -265,20 +268,20 @@ void quantize_into(QuantizedOperand& out, const double* x_in, size_t rows, size_
 
   // The Hadamard transform works on a copy so the caller's tensor is untouched.
   std::vector<double> rotated;
-  const double* x = x_in;
+  StridedInput x = x_in;
   if (sc.hadamard) {
     rotated.resize(rows * k);
-    for (size_t r = 0; r < rows; ++r) std::copy(x_in + r * ld, x_in + r * ld + k, rotated.begin() + r * k);
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t c = 0; c < k; ++c) rotated[r * k + c] = x_in.at(r, c);
     hadamard_rows(rotated.data(), rows, k, k, sc.hadamard, sc.hadamard_seed);
-    x = rotated.data();
-    ld = k;
+    x = StridedInput{rotated.data(), k, 1};
   }
-  count_inputs(x, rows, k, ld, out.stats);
+  count_inputs(x, rows, k, out.stats);
 
   switch (sc.kind) {
     case ScaleKind::none:
       for_each_region(rows, k, k, false, out.stats, [&](const Region& g, QuantStats& st) {
-        quantize_region_with_multiplier(x, ld, k, g, 1.0, true, qz, seed, stream, out, st);
+        quantize_region_with_multiplier(x, k, g, 1.0, true, qz, seed, stream, out, st);
       });
       break;
     case ScaleKind::tensor:
@@ -295,7 +298,7 @@ void quantize_into(QuantizedOperand& out, const double* x_in, size_t rows, size_
         s = state->scale;
       }
       for_each_region(rows, k, k, false, out.stats, [&](const Region& g, QuantStats& st) {
-        quantize_region_with_multiplier(x, ld, k, g, s, false, qz, seed, stream, out, st);
+        quantize_region_with_multiplier(x, k, g, s, false, qz, seed, stream, out, st);
       });
       out.tensor_scale = fp32_div(1.0, s);
       record_scale(out.stats, out.tensor_scale);
@@ -328,7 +331,7 @@ void quantize_into(QuantizedOperand& out, const double* x_in, size_t rows, size_
       }
       for_each_region(rows, k, b, sc.two_d, out.stats, [&](const Region& g, QuantStats& st) {
         bool nonfinite;
-        const double amax = region_amax(x, ld, g, &nonfinite);
+        const double amax = region_amax(x, g, &nonfinite);
         if (nonfinite) {  // NaN/inf inside a block: the scale is NaN, the whole block reads as NaN
           mark_region_nan(out, g);
           return;
@@ -340,7 +343,7 @@ void quantize_into(QuantizedOperand& out, const double* x_in, size_t rows, size_
           const double s = std::ldexp(1.0, e);
           set_block_scale(out, g, s);
           if (amax != 0) record_scale(st, s);
-          quantize_region_with_multiplier(x, ld, k, g, std::ldexp(1.0, -e), true, qz, seed, stream, out, st);
+          quantize_region_with_multiplier(x, k, g, std::ldexp(1.0, -e), true, qz, seed, stream, out, st);
         } else if (sc.kind == ScaleKind::tile) {
           // DeepSeek-V3: dequant scale fp32(amax / max), elements fp(fp32(x * fp32(max / amax))).
           const double a = std::max(amax, sc.amax_floor);
@@ -358,7 +361,7 @@ void quantize_into(QuantizedOperand& out, const double* x_in, size_t rows, size_
           }
           set_block_scale(out, g, s);
           if (amax != 0) record_scale(st, s);
-          quantize_region_with_multiplier(x, ld, k, g, mult, exact, qz, seed, stream, out, st);
+          quantize_region_with_multiplier(x, k, g, mult, exact, qz, seed, stream, out, st);
         } else {
           // NVFP4: block decode scale amax/6, times the tensor encode scale, rounded to e4m3 (saturating);
           // elements are multiplied by fp32(s_enc / e4m3 scale) and rounded to fp4.
@@ -367,7 +370,7 @@ void quantize_into(QuantizedOperand& out, const double* x_in, size_t rows, size_
           set_block_scale(out, g, stored);
           if (amax != 0) record_scale(st, stored);
           const double mult = stored == 0 ? 0.0 : fp32_div(s_enc, stored);
-          quantize_region_with_multiplier(x, ld, k, g, mult, false, qz, seed, stream, out, st);
+          quantize_region_with_multiplier(x, k, g, mult, false, qz, seed, stream, out, st);
         }
       });
       break;

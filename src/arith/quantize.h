@@ -83,13 +83,20 @@ struct QuantizedOperand {
   }
 };
 
+// A rows x k operand in memory: element (r, c) at p[r*rs + c*cs] (either layout, no copy needed).
+struct StridedInput {
+  const double* p;
+  size_t rs, cs;
+  double at(size_t r, size_t c) const { return p[r * rs + c * cs]; }
+};
+
 // Quantizes x (rows x k, row stride ld, k contiguous). `state` is required for delayed scaling.
 // `seed`/`stream` key the random bits of stochastic rounding (element index r*k + i).
 QuantizedOperand quantize(const double* x, size_t rows, size_t k, size_t ld, const Quantizer& qz,
                           uint64_t seed, uint64_t stream, DelayedState* state = nullptr);
 
 // The same, into `out`, reusing its storage (the engine's per-thread workspace).
-void quantize_into(QuantizedOperand& out, const double* x, size_t rows, size_t k, size_t ld, const Quantizer& qz,
+void quantize_into(QuantizedOperand& out, const StridedInput& x, size_t rows, size_t k, const Quantizer& qz,
                    uint64_t seed, uint64_t stream, DelayedState* state = nullptr);
 
 // The random Hadamard transform along k (in place, per consecutive group of n = 16 or 32 along k;

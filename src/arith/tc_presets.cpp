@@ -165,14 +165,6 @@ std::vector<TcPreset> build_all() {
   return out;
 }
 
-bool has_word(const std::string& list, std::string_view word) {
-  std::istringstream in(list);
-  std::string w;
-  while (in >> w)
-    if (w == word) return true;
-  return false;
-}
-
 }  // namespace
 
 const std::vector<TcPreset>& tc_presets() {

@@ -11,6 +11,7 @@
 #include "arith/matmul.h"
 #include "arith/random.h"
 #include "cli/commands.h"
+#include "policy/matmul_json.h"
 
 #ifdef DRIFT_HAVE_OPENBLAS
 #include <cblas.h>
@@ -28,42 +29,27 @@ struct BenchPolicy {
   MatmulPolicy policy;
 };
 
-Format F(const char* n) { return *find_format(n); }
+// The bench policies, as policy JSON (the same schema and presets a training config uses).
+const std::pair<const char*, const char*> kBenchPolicies[] = {
+    {"fp32", R"("fp32")"},
+    {"fp8_e4m3-fp32acc", R"({"preset": "fp32", "a": {"format": "fp8_e4m3"}, "b": {"format": "fp8_e4m3"}})"},
+    {"mxfp8_e4m3", R"("mxfp8_e4m3")"},
+    {"nvfp4", R"("nvfp4")"},
+    {"bf16acc-rne", R"({"preset": "bf16", "inner": {"format": "bf16", "rounding": "rne"}})"},
+    {"fp16acc-rtz", R"({"preset": "fp32", "a": {"format": "fp16"}, "b": {"format": "fp16"},
+                        "inner": {"format": "fp16", "rounding": "rtz"}})"},
+    {"h100_fp8", R"({"preset": "fp32", "a": {"format": "fp8_e4m3"}, "b": {"format": "fp8_e4m3"},
+                     "inner": {"fused": "h100_fp8_e4m3"}})"},
+    {"h100_fp8_promote128", R"({"preset": "fp32", "a": {"format": "fp8_e4m3"}, "b": {"format": "fp8_e4m3"},
+                                "inner": {"fused": "h100_fp8_e4m3", "promote_every": 128}})"},
+    {"a100_fp16", R"({"preset": "fp32", "a": {"format": "fp16"}, "b": {"format": "fp16"},
+                      "inner": {"fused": "a100_fp16"}})"},
+};
 
 std::vector<BenchPolicy> bench_policies() {
   std::vector<BenchPolicy> out;
-  out.push_back({"fp32", MatmulPolicy{}});
-  {
-    MatmulPolicy p;
-    p.a.format = p.b.format = F("fp8_e4m3");
-    out.push_back({"fp8_e4m3-fp32acc", p});
-  }
-  {
-    MatmulPolicy p;
-    p.a.format = p.b.format = F("fp8_e4m3");
-    p.a.scaling.kind = p.b.scaling.kind = ScaleKind::block;
-    out.push_back({"mxfp8_e4m3", p});
-  }
-  {
-    MatmulPolicy p;
-    p.a.format = p.b.format = F("fp4_e2m1");
-    p.a.scaling.kind = p.b.scaling.kind = ScaleKind::nvfp4;
-    p.a.scaling.block = p.b.scaling.block = 16;
-    out.push_back({"nvfp4", p});
-  }
-  {
-    MatmulPolicy p;
-    p.a.format = p.b.format = F("bf16");
-    p.inner.format = F("bf16");
-    out.push_back({"bf16acc-rne", p});
-  }
-  {
-    MatmulPolicy p;
-    p.a.format = p.b.format = F("fp16");
-    p.inner.format = F("fp16");
-    p.inner.round.mode = Rounding::rtz;
-    out.push_back({"fp16acc-rtz", p});
-  }
+  for (const auto& [name, json] : kBenchPolicies)
+    out.push_back({name, parse_matmul_policy(nlohmann::json::parse(json), std::string("bench.") + name)});
   return out;
 }
 
@@ -168,7 +154,8 @@ void add_bench_gemm_command(CLI::App& bench) {
   auto o = std::make_shared<BenchOptions>();
   auto* cmd = bench.add_subcommand("gemm", "GFLOP/s of the matmul engine per policy, as a ratio to OpenBLAS sgemm");
   cmd->add_option("--policies", o->policies,
-                  "Policies to run (default all): fp32 fp8_e4m3-fp32acc mxfp8_e4m3 nvfp4 bf16acc-rne fp16acc-rtz");
+                  "Policies to run (default all): fp32 fp8_e4m3-fp32acc mxfp8_e4m3 nvfp4 bf16acc-rne fp16acc-rtz "
+                  "h100_fp8 h100_fp8_promote128 a100_fp16 (tensor-core models)");
   cmd->add_option("--shapes", o->shapes, "Shapes MxNxK (default 64x256x256 256x1024x256 512x512x512 1024x1024x1024)");
   cmd->add_option("--min-seconds", o->min_seconds, "Minimum timed seconds per measurement")->capture_default_str();
   cmd->add_flag("--json", o->json, "Print JSON rows instead of a table");

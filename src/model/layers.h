@@ -1,0 +1,241 @@
+// Layers, llm.c style: `<layer>_forward` / `<layer>_backward` free functions over raw pointers
+// with explicit sizes and every tensor's shape in a comment. T is float in training (elementwise
+// work in fp32) and double in the gradient checks. Every matmul goes through MatmulSites (the engine
+// under the site's policy); everything else here is plain elementwise arithmetic in T.
+// Backward functions ADD into parameter gradients (zeroed once per step) and SET input gradients
+// unless they say otherwise.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "model/sites.h"
+
+namespace drift {
+
+// out (N,C) = wte[tokens[n]] ; tokens (N), wte (V,C)
+template <typename T>
+void embedding_forward(T* out, const int32_t* tokens, const T* wte, size_t n, size_t c) {
+  for (size_t i = 0; i < n; ++i) {
+    const T* row = wte + static_cast<size_t>(tokens[i]) * c;
+    for (size_t j = 0; j < c; ++j) out[i * c + j] = row[j];
+  }
+}
+
+// dwte (V,C) += scatter of dout (N,C) by tokens (N). Sequential in n: a fixed order.
+template <typename T>
+void embedding_backward(T* dwte, const T* dout, const int32_t* tokens, size_t n, size_t c) {
+  for (size_t i = 0; i < n; ++i) {
+    T* row = dwte + static_cast<size_t>(tokens[i]) * c;
+    for (size_t j = 0; j < c; ++j) row[j] += dout[i * c + j];
+  }
+}
+
+// out (N,OC) = inp (N,C) · wᵀ + bias ; w (OC,C), bias (OC) or null
+template <typename T>
+void linear_forward(MatmulSites& s, const LinearSites& site, T* out, const T* inp, const T* w, const T* bias, size_t n,
+                    size_t c, size_t oc) {
+  s.matmul<T>(site.fwd, n, c, oc, inp, c, false, w, c, true, out, oc, false, false);
+  if (bias)
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < oc; ++j) out[i * oc + j] += bias[j];
+}
+
+// dinp (N,C) = dout (N,OC) · w (OC,C)   [grad_input; skipped when dinp is null; added when accumulate]
+// dw (OC,C) += (inpᵀ (C,N) · dout (N,OC))ᵀ   [grad_weight]
+// dbias (OC) += column sums of dout
+template <typename T>
+void linear_backward(MatmulSites& s, const LinearSites& site, T* dinp, T* dw, T* dbias, const T* dout, const T* inp,
+                     const T* w, size_t n, size_t c, size_t oc, bool accumulate = false) {
+  if (dinp) s.matmul<T>(site.gi, n, oc, c, dout, oc, false, w, c, false, dinp, c, false, accumulate);
+  s.matmul<T>(site.gw, c, n, oc, inp, c, true, dout, oc, false, dw, c, true, true);
+  if (dbias)
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < oc; ++j) dbias[j] += dout[i * oc + j];
+}
+
+// out (N) = tanh(inp (N))
+template <typename T>
+void tanh_forward(T* out, const T* inp, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = std::tanh(inp[i]);
+}
+// dinp (N) = dout * (1 - out^2)
+template <typename T>
+void tanh_backward(T* dinp, const T* dout, const T* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) dinp[i] = dout[i] * (T(1) - out[i] * out[i]);
+}
+
+// GELU, tanh approximation (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+template <typename T>
+void gelu_forward(T* out, const T* inp, size_t n) {
+  const T s = static_cast<T>(0.7978845608028654);
+  for (size_t i = 0; i < n; ++i) {
+    const T x = inp[i];
+    out[i] = T(0.5) * x * (T(1) + std::tanh(s * (x + T(0.044715) * x * x * x)));
+  }
+}
+template <typename T>
+void gelu_backward(T* dinp, const T* dout, const T* inp, size_t n) {
+  const T s = static_cast<T>(0.7978845608028654);
+  for (size_t i = 0; i < n; ++i) {
+    const T x = inp[i];
+    const T u = s * (x + T(0.044715) * x * x * x);
+    const T t = std::tanh(u);
+    const T du = s * (T(1) + T(3) * T(0.044715) * x * x);
+    dinp[i] = dout[i] * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du);
+  }
+}
+
+// out (N,C) = (inp - mean) * rstd * w + b ; mean, rstd (N) saved for backward ; w, b (C)
+template <typename T>
+void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, size_t n, size_t c) {
+  const T eps = static_cast<T>(1e-5);
+  for (size_t i = 0; i < n; ++i) {
+    const T* x = inp + i * c;
+    T m = 0;
+    for (size_t j = 0; j < c; ++j) m += x[j];
+    m /= static_cast<T>(c);
+    T v = 0;
+    for (size_t j = 0; j < c; ++j) v += (x[j] - m) * (x[j] - m);
+    v /= static_cast<T>(c);
+    const T r = T(1) / std::sqrt(v + eps);
+    for (size_t j = 0; j < c; ++j) out[i * c + j] = (x[j] - m) * r * w[j] + b[j];
+    mean[i] = m;
+    rstd[i] = r;
+  }
+}
+
+// dinp (N,C) += ... ; dw, db (C) += ... (llm.c's layernorm_backward)
+template <typename T>
+void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean, const T* rstd,
+                        size_t n, size_t c) {
+  for (size_t i = 0; i < n; ++i) {
+    const T* x = inp + i * c;
+    const T* dy = dout + i * c;
+    T dnorm_mean = 0, dnorm_norm_mean = 0;
+    for (size_t j = 0; j < c; ++j) {
+      const T norm = (x[j] - mean[i]) * rstd[i];
+      const T dnorm = w[j] * dy[j];
+      dnorm_mean += dnorm;
+      dnorm_norm_mean += dnorm * norm;
+    }
+    dnorm_mean /= static_cast<T>(c);
+    dnorm_norm_mean /= static_cast<T>(c);
+    for (size_t j = 0; j < c; ++j) {
+      const T norm = (x[j] - mean[i]) * rstd[i];
+      const T dnorm = w[j] * dy[j];
+      db[j] += dy[j];
+      dw[j] += norm * dy[j];
+      dinp[i * c + j] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * rstd[i];
+    }
+  }
+}
+
+// Causal multi-head self-attention core.
+// qkv (B,T,3C) holds q | k | v per position; out (B,T,C); att (B,H,T,T) the softmax probabilities
+// (zero above the diagonal). Per (b, h): S = Q·Kᵀ (site score), P = softmax(S / sqrt(hs)) causal,
+// O = P·V (site value); hs = C / H.
+template <typename T>
+void attention_forward(MatmulSites& s, const LinearSites& score, const LinearSites& value, T* out, T* att,
+                       const T* qkv, size_t bsz, size_t t, size_t c, size_t nh) {
+  const size_t hs = c / nh, c3 = 3 * c;
+  const T scale = T(1) / std::sqrt(static_cast<T>(hs));
+  for (size_t b = 0; b < bsz; ++b)
+    for (size_t h = 0; h < nh; ++h) {
+      const T* q = qkv + b * t * c3 + h * hs;
+      const T* k = q + c;
+      const T* v = q + 2 * c;
+      T* p = att + (b * nh + h) * t * t;
+      // S (T,T) = Q (T,hs) · Kᵀ (hs,T): K is stored (T,hs) with ld 3C, i.e. Kᵀ transposed.
+      s.matmul<T>(score.fwd, t, hs, t, q, c3, false, k, c3, true, p, t, false, false);
+      for (size_t i = 0; i < t; ++i) {
+        T* row = p + i * t;
+        T mx = row[0] * scale;
+        for (size_t j = 1; j <= i; ++j) mx = std::max(mx, row[j] * scale);
+        T sum = 0;
+        for (size_t j = 0; j <= i; ++j) {
+          row[j] = std::exp(row[j] * scale - mx);
+          sum += row[j];
+        }
+        const T inv = T(1) / sum;
+        for (size_t j = 0; j <= i; ++j) row[j] *= inv;
+        for (size_t j = i + 1; j < t; ++j) row[j] = 0;
+      }
+      // O (T,hs) = P (T,T) · V (T,hs)
+      s.matmul<T>(value.fwd, t, t, hs, p, t, false, v, c3, false, out + b * t * c + h * hs, c, false, false);
+    }
+}
+
+// dqkv (B,T,3C) = gradient of the loss through the attention core; datt (T,T) scratch of one head.
+template <typename T>
+void attention_backward(MatmulSites& s, const LinearSites& score, const LinearSites& value, T* dqkv, T* datt,
+                        const T* dout, const T* qkv, const T* att, size_t bsz, size_t t, size_t c, size_t nh) {
+  const size_t hs = c / nh, c3 = 3 * c;
+  const T scale = T(1) / std::sqrt(static_cast<T>(hs));
+  for (size_t b = 0; b < bsz; ++b)
+    for (size_t h = 0; h < nh; ++h) {
+      const T* q = qkv + b * t * c3 + h * hs;
+      const T* k = q + c;
+      const T* v = q + 2 * c;
+      T* dq = dqkv + b * t * c3 + h * hs;
+      T* dk = dq + c;
+      T* dv = dq + 2 * c;
+      const T* p = att + (b * nh + h) * t * t;
+      const T* dO = dout + b * t * c + h * hs;
+      // dP (T,T) = dO (T,hs) · Vᵀ (hs,T)          [value.grad_input]
+      s.matmul<T>(value.gi, t, hs, t, dO, c, false, v, c3, true, datt, t, false, false);
+      // dV (T,hs) = Pᵀ (T,T) · dO (T,hs)           [value.grad_weight]
+      s.matmul<T>(value.gw, t, t, hs, p, t, true, dO, c, false, dv, c3, false, false);
+      // dS = P * (dP - rowsum(dP * P)) * scale (softmax backward, causal)
+      for (size_t i = 0; i < t; ++i) {
+        T* d = datt + i * t;
+        const T* pr = p + i * t;
+        T dot = 0;
+        for (size_t j = 0; j <= i; ++j) dot += pr[j] * d[j];
+        for (size_t j = 0; j <= i; ++j) d[j] = pr[j] * (d[j] - dot) * scale;
+        for (size_t j = i + 1; j < t; ++j) d[j] = 0;
+      }
+      // dQ (T,hs) = dS (T,T) · K (T,hs)            [score.grad_input]
+      s.matmul<T>(score.gi, t, t, hs, datt, t, false, k, c3, false, dq, c3, false, false);
+      // dKᵀ (hs,T) = Qᵀ (hs,T) · dS (T,T)          [score.grad_weight], stored transposed into dK
+      s.matmul<T>(score.gw, hs, t, t, q, c3, true, datt, t, false, dk, c3, true, false);
+    }
+}
+
+// Softmax cross-entropy. logits (N,V), targets (N) -> probs (N,V), losses (N); returns the mean loss
+// (summed in double, in index order).
+template <typename T>
+double crossentropy_forward(T* probs, T* losses, const T* logits, const int32_t* targets, size_t n, size_t v) {
+  double total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const T* x = logits + i * v;
+    T* p = probs + i * v;
+    T mx = x[0];
+    for (size_t j = 1; j < v; ++j) mx = std::max(mx, x[j]);
+    T sum = 0;
+    for (size_t j = 0; j < v; ++j) {
+      p[j] = std::exp(x[j] - mx);
+      sum += p[j];
+    }
+    const T inv = T(1) / sum;
+    for (size_t j = 0; j < v; ++j) p[j] *= inv;
+    // -log p[target], computed from the logits so that it stays finite when p underflows
+    losses[i] = std::log(sum) - (x[targets[i]] - mx);
+    total += static_cast<double>(losses[i]);
+  }
+  return total / static_cast<double>(n);
+}
+
+// dlogits (N,V) = (probs - onehot(targets)) / N   (the gradient of the mean loss)
+template <typename T>
+void crossentropy_backward(T* dlogits, const T* probs, const int32_t* targets, size_t n, size_t v) {
+  const T inv_n = T(1) / static_cast<T>(n);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < v; ++j)
+      dlogits[i * v + j] = (probs[i * v + j] - (static_cast<size_t>(targets[i]) == j ? T(1) : T(0))) * inv_n;
+}
+
+}  // namespace drift

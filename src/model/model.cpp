@@ -1,0 +1,344 @@
+#include "model/model.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "arith/random.h"
+#include "model/layers.h"
+
+namespace drift {
+
+double normal_draw(uint64_t seed, uint64_t stream, uint64_t index) {
+  const uint32_t w0 = random_u32(seed, stream, 2 * index), w1 = random_u32(seed, stream, 2 * index + 1);
+  const double u1 = (static_cast<double>(w0) + 1.0) / 4294967296.0;  // (0, 1]
+  const double u2 = static_cast<double>(w1) / 4294967296.0;          // [0, 1)
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+template <typename T>
+T* LmModel<T>::param(const std::string& name) {
+  const ParamSpec* p = table.find(name);
+  if (!p) throw std::invalid_argument("no parameter '" + name + "'");
+  return params.data() + p->offset;
+}
+
+template <typename T>
+T* LmModel<T>::grad(const std::string& name) {
+  const ParamSpec* p = table.find(name);
+  if (!p) throw std::invalid_argument("no parameter '" + name + "'");
+  return grads.data() + p->offset;
+}
+
+namespace {
+
+constexpr uint64_t kInitStream = 0x1000;  // + parameter index
+
+// Fills each tensor with N(0, std^2) (std 0: constant `fill`), keyed by its index in the table.
+template <typename T>
+void init_param(LmModel<T>& m, const std::string& name, double stddev, uint64_t seed, double fill = 0.0) {
+  const ParamSpec* p = m.table.find(name);
+  const uint64_t stream = kInitStream + static_cast<uint64_t>(p - m.table.specs.data());
+  T* x = m.params.data() + p->offset;
+  for (size_t i = 0; i < p->size; ++i)
+    x[i] = stddev > 0 ? static_cast<T>(static_cast<float>(stddev * m.cfg.init_scale * normal_draw(seed, stream, i)))
+                      : static_cast<T>(fill);
+}
+
+template <typename T>
+void finish_table(LmModel<T>& m) {
+  m.params.assign(m.table.total, T(0));
+  m.grads.assign(m.table.total, T(0));
+}
+
+// ---------------------------------------------------------------------------------------------
+// mlp: Bengio et al. (2003). tokens (B,ctx) -> emb (B, ctx*E) -> [tanh(linear)] x L -> logits (B,V).
+template <typename T>
+class MlpModel final : public LmModel<T> {
+ public:
+  MlpModel(const ModelConfig& c, uint64_t seed) {
+    this->cfg = c;
+    auto& tb = this->table;
+    tb.add("wte", {c.vocab, c.embed});
+    size_t in = c.context * c.embed;
+    for (size_t l = 0; l < c.hidden_layers; ++l) {
+      const std::string n = "hidden" + std::to_string(l);
+      tb.add(n + ".w", {c.hidden, in});
+      tb.add(n + ".b", {c.hidden}, false);
+      hsites_.push_back(this->sites.add_linear(n));
+      in = c.hidden;
+    }
+    tb.add("head.w", {c.vocab, in});
+    tb.add("head.b", {c.vocab}, false);
+    head_ = this->sites.add_linear("head");
+    finish_table(*this);
+    init_param(*this, "wte", 1.0, seed);
+    in = c.context * c.embed;
+    for (size_t l = 0; l < c.hidden_layers; ++l) {
+      const std::string n = "hidden" + std::to_string(l);
+      init_param(*this, n + ".w", (5.0 / 3.0) / std::sqrt(static_cast<double>(in)), seed);  // tanh gain / sqrt(fan_in)
+      init_param(*this, n + ".b", 0.0, seed);
+      in = c.hidden;
+    }
+    init_param(*this, "head.w", 0.1 / std::sqrt(static_cast<double>(in)), seed);  // small: initial loss ~ ln V
+    init_param(*this, "head.b", 0.0, seed);
+  }
+
+  size_t predictions(size_t b) const override { return b; }
+
+  double forward(const int32_t* windows, size_t b) override {
+    const auto& c = this->cfg;
+    b_ = b;
+    const size_t ctx = c.context, e = c.embed, v = c.vocab, h = c.hidden, nl = c.hidden_layers;
+    tokens_.resize(b * ctx);
+    targets_.resize(b);
+    for (size_t i = 0; i < b; ++i) {
+      for (size_t t = 0; t < ctx; ++t) tokens_[i * ctx + t] = windows[i * (ctx + 1) + t];
+      targets_[i] = windows[i * (ctx + 1) + ctx];
+    }
+    emb_.resize(b * ctx * e);
+    embedding_forward(emb_.data(), tokens_.data(), this->param("wte"), b * ctx, e);
+    pre_.resize(nl);
+    act_.resize(nl);
+    const T* x = emb_.data();
+    size_t in = ctx * e;
+    for (size_t l = 0; l < nl; ++l) {
+      const std::string n = "hidden" + std::to_string(l);
+      pre_[l].resize(b * h);
+      act_[l].resize(b * h);
+      linear_forward(this->sites, hsites_[l], pre_[l].data(), x, this->param(n + ".w"), this->param(n + ".b"), b, in, h);
+      tanh_forward(act_[l].data(), pre_[l].data(), b * h);
+      x = act_[l].data();
+      in = h;
+    }
+    logits_.resize(b * v);
+    linear_forward(this->sites, head_, logits_.data(), x, this->param("head.w"), this->param("head.b"), b, in, v);
+    probs_.resize(b * v);
+    losses_.resize(b);
+    return crossentropy_forward(probs_.data(), losses_.data(), logits_.data(), targets_.data(), b, v);
+  }
+
+  void backward() override {
+    const auto& c = this->cfg;
+    const size_t b = b_, ctx = c.context, e = c.embed, v = c.vocab, h = c.hidden, nl = c.hidden_layers;
+    std::fill(this->grads.begin(), this->grads.end(), T(0));
+    dlogits_.resize(b * v);
+    crossentropy_backward(dlogits_.data(), probs_.data(), targets_.data(), b, v);
+    const size_t last_in = nl ? h : ctx * e;
+    const T* last_x = nl ? act_[nl - 1].data() : emb_.data();
+    dx_.resize(b * std::max(h, ctx * e));
+    linear_backward(this->sites, head_, dx_.data(), this->grad("head.w"), this->grad("head.b"), dlogits_.data(), last_x,
+                    this->param("head.w"), b, last_in, v);
+    dpre_.resize(b * h);
+    for (size_t l = nl; l-- > 0;) {
+      const std::string n = "hidden" + std::to_string(l);
+      tanh_backward(dpre_.data(), dx_.data(), act_[l].data(), b * h);
+      const size_t in = l ? h : ctx * e;
+      const T* xin = l ? act_[l - 1].data() : emb_.data();
+      linear_backward(this->sites, hsites_[l], dx_.data(), this->grad(n + ".w"), this->grad(n + ".b"), dpre_.data(), xin,
+                      this->param(n + ".w"), b, in, h);
+    }
+    embedding_backward(this->grad("wte"), dx_.data(), tokens_.data(), b * ctx, e);
+  }
+
+ private:
+  std::vector<LinearSites> hsites_;
+  LinearSites head_;
+  size_t b_ = 0;
+  std::vector<int32_t> tokens_, targets_;
+  std::vector<T> emb_, logits_, probs_, losses_, dlogits_, dx_, dpre_;
+  std::vector<std::vector<T>> pre_, act_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// attn: a pre-LayerNorm transformer (GPT-2 layout, llm.c's gpt2 without weight tying).
+//   x = wte[tok] + wpe[t];  per block: x += proj(attn(ln1(x)));  x += fc2(act(fc1(ln2(x))));
+//   logits = head(ln_f(x)).
+template <typename T>
+class AttnModel final : public LmModel<T> {
+  struct Block {
+    LinearSites qkv, score, value, proj, fc, fc2;
+    std::vector<T> ln1, ln1_mean, ln1_rstd, qkv_out, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_act, res3;
+  };
+
+ public:
+  AttnModel(const ModelConfig& c, uint64_t seed) {
+    this->cfg = c;
+    if (c.heads == 0 || c.d_model % c.heads) throw std::invalid_argument("d_model must be a multiple of heads");
+    auto& tb = this->table;
+    const size_t C = c.d_model, F = c.mlp_mult * c.d_model;
+    tb.add("wte", {c.vocab, C});
+    tb.add("wpe", {c.context, C});
+    blocks_.resize(c.layers);
+    for (size_t l = 0; l < c.layers; ++l) {
+      const std::string n = "block" + std::to_string(l);
+      tb.add(n + ".ln1.w", {C}, false);
+      tb.add(n + ".ln1.b", {C}, false);
+      tb.add(n + ".attn.qkv.w", {3 * C, C});
+      tb.add(n + ".attn.qkv.b", {3 * C}, false);
+      tb.add(n + ".attn.proj.w", {C, C});
+      tb.add(n + ".attn.proj.b", {C}, false);
+      tb.add(n + ".ln2.w", {C}, false);
+      tb.add(n + ".ln2.b", {C}, false);
+      tb.add(n + ".mlp.fc.w", {F, C});
+      tb.add(n + ".mlp.fc.b", {F}, false);
+      tb.add(n + ".mlp.proj.w", {C, F});
+      tb.add(n + ".mlp.proj.b", {C}, false);
+      Block& bk = blocks_[l];
+      bk.qkv = this->sites.add_linear(n + ".attn.qkv");
+      bk.score = this->sites.add_bilinear(n + ".attn.score");
+      bk.value = this->sites.add_bilinear(n + ".attn.value");
+      bk.proj = this->sites.add_linear(n + ".attn.proj");
+      bk.fc = this->sites.add_linear(n + ".mlp.fc");
+      bk.fc2 = this->sites.add_linear(n + ".mlp.proj");
+    }
+    tb.add("ln_f.w", {C}, false);
+    tb.add("ln_f.b", {C}, false);
+    tb.add("head.w", {c.vocab, C});
+    head_ = this->sites.add_linear("head");
+    finish_table(*this);
+    const double sd = 0.02, sd_proj = 0.02 / std::sqrt(2.0 * static_cast<double>(std::max<size_t>(c.layers, 1)));
+    for (const auto& p : this->table.specs) {
+      const std::string& n = p.name;
+      const bool ln = n.find("ln") != std::string::npos;
+      const bool is_b = n.size() > 2 && n.compare(n.size() - 2, 2, ".b") == 0;
+      if (ln && !is_b)
+        init_param(*this, n, 0.0, seed, 1.0);
+      else if (is_b)
+        init_param(*this, n, 0.0, seed);
+      else if (n.find(".proj.w") != std::string::npos)
+        init_param(*this, n, sd_proj, seed);
+      else
+        init_param(*this, n, sd, seed);
+    }
+  }
+
+  size_t predictions(size_t b) const override { return b * this->cfg.context; }
+
+  double forward(const int32_t* windows, size_t b) override {
+    const auto& c = this->cfg;
+    b_ = b;
+    const size_t t = c.context, C = c.d_model, F = c.mlp_mult * C, v = c.vocab, nh = c.heads, n = b * t;
+    tokens_.resize(n);
+    targets_.resize(n);
+    for (size_t i = 0; i < b; ++i)
+      for (size_t j = 0; j < t; ++j) {
+        tokens_[i * t + j] = windows[i * (t + 1) + j];
+        targets_[i * t + j] = windows[i * (t + 1) + j + 1];
+      }
+    x0_.resize(n * C);
+    embedding_forward(x0_.data(), tokens_.data(), this->param("wte"), n, C);
+    const T* wpe = this->param("wpe");
+    for (size_t i = 0; i < b; ++i)
+      for (size_t j = 0; j < t; ++j)
+        for (size_t k = 0; k < C; ++k) x0_[(i * t + j) * C + k] += wpe[j * C + k];
+    const T* x = x0_.data();
+    for (size_t l = 0; l < c.layers; ++l) {
+      Block& bk = blocks_[l];
+      const std::string p = "block" + std::to_string(l);
+      bk.ln1.resize(n * C), bk.ln1_mean.resize(n), bk.ln1_rstd.resize(n);
+      bk.qkv_out.resize(n * 3 * C), bk.att.resize(b * nh * t * t), bk.atty.resize(n * C);
+      bk.res2.resize(n * C), bk.ln2.resize(n * C), bk.ln2_mean.resize(n), bk.ln2_rstd.resize(n);
+      bk.fch.resize(n * F), bk.fch_act.resize(n * F), bk.res3.resize(n * C);
+      layernorm_forward(bk.ln1.data(), bk.ln1_mean.data(), bk.ln1_rstd.data(), x, this->param(p + ".ln1.w"),
+                        this->param(p + ".ln1.b"), n, C);
+      linear_forward(this->sites, bk.qkv, bk.qkv_out.data(), bk.ln1.data(), this->param(p + ".attn.qkv.w"),
+                     this->param(p + ".attn.qkv.b"), n, C, 3 * C);
+      attention_forward(this->sites, bk.score, bk.value, bk.atty.data(), bk.att.data(), bk.qkv_out.data(), b, t, C, nh);
+      linear_forward(this->sites, bk.proj, bk.res2.data(), bk.atty.data(), this->param(p + ".attn.proj.w"),
+                     this->param(p + ".attn.proj.b"), n, C, C);
+      for (size_t i = 0; i < n * C; ++i) bk.res2[i] += x[i];
+      layernorm_forward(bk.ln2.data(), bk.ln2_mean.data(), bk.ln2_rstd.data(), bk.res2.data(), this->param(p + ".ln2.w"),
+                        this->param(p + ".ln2.b"), n, C);
+      linear_forward(this->sites, bk.fc, bk.fch.data(), bk.ln2.data(), this->param(p + ".mlp.fc.w"),
+                     this->param(p + ".mlp.fc.b"), n, C, F);
+      if (c.activation == "gelu")
+        gelu_forward(bk.fch_act.data(), bk.fch.data(), n * F);
+      else
+        tanh_forward(bk.fch_act.data(), bk.fch.data(), n * F);
+      linear_forward(this->sites, bk.fc2, bk.res3.data(), bk.fch_act.data(), this->param(p + ".mlp.proj.w"),
+                     this->param(p + ".mlp.proj.b"), n, F, C);
+      for (size_t i = 0; i < n * C; ++i) bk.res3[i] += bk.res2[i];
+      x = bk.res3.data();
+    }
+    lnf_.resize(n * C), lnf_mean_.resize(n), lnf_rstd_.resize(n);
+    layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), x, this->param("ln_f.w"), this->param("ln_f.b"),
+                      n, C);
+    logits_.resize(n * v), probs_.resize(n * v), losses_.resize(n);
+    linear_forward(this->sites, head_, logits_.data(), lnf_.data(), this->param("head.w"), static_cast<const T*>(nullptr),
+                   n, C, v);
+    return crossentropy_forward(probs_.data(), losses_.data(), logits_.data(), targets_.data(), n, v);
+  }
+
+  void backward() override {
+    const auto& c = this->cfg;
+    const size_t b = b_, t = c.context, C = c.d_model, F = c.mlp_mult * C, v = c.vocab, nh = c.heads, n = b * t;
+    std::fill(this->grads.begin(), this->grads.end(), T(0));
+    dlogits_.resize(n * v);
+    crossentropy_backward(dlogits_.data(), probs_.data(), targets_.data(), n, v);
+    dlnf_.resize(n * C);
+    linear_backward(this->sites, head_, dlnf_.data(), this->grad("head.w"), static_cast<T*>(nullptr), dlogits_.data(),
+                    lnf_.data(), this->param("head.w"), n, C, v);
+    // dres: gradient flowing along the residual stream (into the current block's output)
+    dres_.assign(n * C, T(0));
+    const T* xlast = c.layers ? blocks_[c.layers - 1].res3.data() : x0_.data();
+    layernorm_backward(dres_.data(), this->grad("ln_f.w"), this->grad("ln_f.b"), dlnf_.data(), xlast,
+                       this->param("ln_f.w"), lnf_mean_.data(), lnf_rstd_.data(), n, C);
+    dtmp_.resize(n * C), dfch_.resize(n * F), dfch_pre_.resize(n * F), dqkv_.resize(n * 3 * C), datt_.resize(t * t);
+    dln_.resize(n * C);
+    for (size_t l = c.layers; l-- > 0;) {
+      Block& bk = blocks_[l];
+      const std::string p = "block" + std::to_string(l);
+      const T* xin = l ? blocks_[l - 1].res3.data() : x0_.data();
+      // res3 = res2 + proj(act(fc(ln2(res2))))
+      linear_backward(this->sites, bk.fc2, dfch_.data(), this->grad(p + ".mlp.proj.w"), this->grad(p + ".mlp.proj.b"),
+                      dres_.data(), bk.fch_act.data(), this->param(p + ".mlp.proj.w"), n, F, C);
+      if (c.activation == "gelu")
+        gelu_backward(dfch_pre_.data(), dfch_.data(), bk.fch.data(), n * F);
+      else
+        tanh_backward(dfch_pre_.data(), dfch_.data(), bk.fch_act.data(), n * F);
+      linear_backward(this->sites, bk.fc, dln_.data(), this->grad(p + ".mlp.fc.w"), this->grad(p + ".mlp.fc.b"),
+                      dfch_pre_.data(), bk.ln2.data(), this->param(p + ".mlp.fc.w"), n, C, F);
+      layernorm_backward(dres_.data(), this->grad(p + ".ln2.w"), this->grad(p + ".ln2.b"), dln_.data(), bk.res2.data(),
+                         this->param(p + ".ln2.w"), bk.ln2_mean.data(), bk.ln2_rstd.data(), n, C);
+      // res2 = x + proj(attn(qkv(ln1(x))))
+      linear_backward(this->sites, bk.proj, dtmp_.data(), this->grad(p + ".attn.proj.w"), this->grad(p + ".attn.proj.b"),
+                      dres_.data(), bk.atty.data(), this->param(p + ".attn.proj.w"), n, C, C);
+      attention_backward(this->sites, bk.score, bk.value, dqkv_.data(), datt_.data(), dtmp_.data(), bk.qkv_out.data(),
+                         bk.att.data(), b, t, C, nh);
+      linear_backward(this->sites, bk.qkv, dln_.data(), this->grad(p + ".attn.qkv.w"), this->grad(p + ".attn.qkv.b"),
+                      dqkv_.data(), bk.ln1.data(), this->param(p + ".attn.qkv.w"), n, C, 3 * C);
+      layernorm_backward(dres_.data(), this->grad(p + ".ln1.w"), this->grad(p + ".ln1.b"), dln_.data(), xin,
+                         this->param(p + ".ln1.w"), bk.ln1_mean.data(), bk.ln1_rstd.data(), n, C);
+    }
+    embedding_backward(this->grad("wte"), dres_.data(), tokens_.data(), n, C);
+    T* dwpe = this->grad("wpe");
+    for (size_t i = 0; i < b; ++i)
+      for (size_t j = 0; j < t; ++j)
+        for (size_t k = 0; k < C; ++k) dwpe[j * C + k] += dres_[(i * t + j) * C + k];
+  }
+
+ private:
+  std::vector<Block> blocks_;
+  LinearSites head_;
+  size_t b_ = 0;
+  std::vector<int32_t> tokens_, targets_;
+  std::vector<T> x0_, lnf_, lnf_mean_, lnf_rstd_, logits_, probs_, losses_;
+  std::vector<T> dlogits_, dlnf_, dres_, dtmp_, dfch_, dfch_pre_, dqkv_, datt_, dln_;
+};
+
+}  // namespace
+
+template <typename T>
+std::unique_ptr<LmModel<T>> make_model(const ModelConfig& cfg, uint64_t seed) {
+  if (cfg.vocab == 0 || cfg.context == 0) throw std::invalid_argument("vocab and context must be positive");
+  if (cfg.kind == "mlp") return std::make_unique<MlpModel<T>>(cfg, seed);
+  if (cfg.kind == "attn") return std::make_unique<AttnModel<T>>(cfg, seed);
+  throw std::invalid_argument("unknown model kind '" + cfg.kind + "'");
+}
+
+template class LmModel<float>;
+template class LmModel<double>;
+template std::unique_ptr<LmModel<float>> make_model<float>(const ModelConfig&, uint64_t);
+template std::unique_ptr<LmModel<double>> make_model<double>(const ModelConfig&, uint64_t);
+
+}  // namespace drift

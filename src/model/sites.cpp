@@ -1,0 +1,123 @@
+#include "model/sites.h"
+
+#include <stdexcept>
+
+namespace drift {
+
+const char* to_string(Role r) {
+  switch (r) {
+    case Role::forward: return "forward";
+    case Role::grad_input: return "grad_input";
+    case Role::grad_weight: return "grad_weight";
+  }
+  return "?";
+}
+
+bool parse_role(const std::string& s, Role* out) {
+  for (Role r : {Role::forward, Role::grad_input, Role::grad_weight})
+    if (s == to_string(r)) {
+      *out = r;
+      return true;
+    }
+  return false;
+}
+
+size_t MatmulSites::add(const std::string& layer, Role role, TensorClass a, TensorClass b) {
+  MatmulSite s;
+  s.layer = layer;
+  s.role = role;
+  s.a_class = a;
+  s.b_class = b;
+  sites_.push_back(std::move(s));
+  step_calls_.push_back(0);
+  return sites_.size() - 1;
+}
+
+LinearSites MatmulSites::add_linear(const std::string& layer) {
+  using TC = TensorClass;
+  return {add(layer, Role::forward, TC::activation, TC::weight), add(layer, Role::grad_input, TC::gradient, TC::weight),
+          add(layer, Role::grad_weight, TC::activation, TC::gradient)};
+}
+
+LinearSites MatmulSites::add_bilinear(const std::string& layer) {
+  using TC = TensorClass;
+  return {add(layer, Role::forward, TC::activation, TC::activation),
+          add(layer, Role::grad_input, TC::gradient, TC::activation),
+          add(layer, Role::grad_weight, TC::activation, TC::gradient)};
+}
+
+void MatmulSites::begin_step(uint64_t step) {
+  step_ = step;
+  for (auto& c : step_calls_) c = 0;
+}
+
+void MatmulSites::reset_telemetry() {
+  for (auto& s : sites_) {
+    s.tel = MatmulTelemetry();
+    s.calls = 0;
+  }
+}
+
+namespace {
+// splitmix64: a bijective mix, so distinct (step, site, call) give distinct streams with overwhelming odds.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+MatmulTelemetry MatmulSites::call(size_t id, const MatView& a, const MatView& b, double* c, size_t ldc) {
+  MatmulSite& s = sites_.at(id);
+  MatmulContext ctx;
+  ctx.seed = seed;
+  ctx.stream = mix(mix(mix(step_) ^ id) ^ step_calls_[id]++);
+  ctx.delayed_a = &s.delayed_a;
+  ctx.delayed_b = &s.delayed_b;
+  ctx.force_reference = force_reference;
+  MatmulTelemetry t = drift::matmul(a, b, c, ldc, s.policy, ctx);
+  if (s.calls++ == 0)
+    s.tel = t;
+  else
+    s.tel.merge(t);
+  return t;
+}
+
+template <typename T>
+void MatmulSites::matmul(size_t site, size_t m, size_t k, size_t n, const T* a, size_t lda, bool ta, const T* b,
+                         size_t ldb, bool tb, T* c, size_t ldc, bool tc, bool accumulate) {
+  MatView va, vb;
+  va.rows = m, va.cols = k, va.transposed = ta;
+  vb.rows = k, vb.cols = n, vb.transposed = tb;
+  const size_t ar = ta ? k : m, ac = ta ? m : k;  // stored shapes
+  const size_t br = tb ? n : k, bc = tb ? k : n;
+  if constexpr (std::is_same_v<T, double>) {
+    va.data = a, va.ld = lda;
+    vb.data = b, vb.ld = ldb;
+  } else {
+    wa_.resize(ar * ac);
+    for (size_t r = 0; r < ar; ++r)
+      for (size_t j = 0; j < ac; ++j) wa_[r * ac + j] = a[r * lda + j];
+    wb_.resize(br * bc);
+    for (size_t r = 0; r < br; ++r)
+      for (size_t j = 0; j < bc; ++j) wb_[r * bc + j] = b[r * ldb + j];
+    va.data = wa_.data(), va.ld = ac;
+    vb.data = wb_.data(), vb.ld = bc;
+  }
+  wc_.resize(m * n);
+  call(site, va, vb, wc_.data(), n);
+  for (size_t i = 0; i < m; ++i)
+    for (size_t j = 0; j < n; ++j) {
+      T& dst = tc ? c[j * ldc + i] : c[i * ldc + j];
+      const T v = static_cast<T>(wc_[i * n + j]);  // exact when the output format fits in T
+      dst = accumulate ? static_cast<T>(dst + v) : v;
+    }
+}
+
+template void MatmulSites::matmul<float>(size_t, size_t, size_t, size_t, const float*, size_t, bool, const float*,
+                                         size_t, bool, float*, size_t, bool, bool);
+template void MatmulSites::matmul<double>(size_t, size_t, size_t, size_t, const double*, size_t, bool, const double*,
+                                          size_t, bool, double*, size_t, bool, bool);
+
+}  // namespace drift

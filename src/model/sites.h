@@ -1,0 +1,76 @@
+// Matmul sites: every matrix multiply a model does is one call at a named site (layer, role), and
+// goes through the engine (arith/matmul.h) under that site's resolved policy. The registry keeps
+// each site's policy, its delayed-scaling state and the telemetry of its calls.
+//
+// Roles, for a layer Y = X·W (X: N x C activations, W: C x OC the weight as used):
+//   forward      Y  = X · W        a = activation, b = weight
+//   grad_input   dX = dY · Wᵀ      a = gradient,   b = weight
+//   grad_weight  dW = Xᵀ · dY      a = activation, b = gradient
+// The attention products follow the same pattern with K (scores) and V (values) in W's place.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "arith/matmul.h"
+#include "model/params.h"
+
+namespace drift {
+
+enum class Role : uint8_t { forward, grad_input, grad_weight };
+const char* to_string(Role r);
+bool parse_role(const std::string& s, Role* out);
+
+struct MatmulSite {
+  std::string layer;           // e.g. "hidden0", "block0.attn.score"
+  Role role = Role::forward;
+  TensorClass a_class = TensorClass::activation, b_class = TensorClass::weight;
+  MatmulPolicy policy;         // fp32 passthrough until resolved
+  MatmulTelemetry tel;         // merged over the calls since reset_telemetry()
+  uint64_t calls = 0;          // calls since reset_telemetry()
+  DelayedState delayed_a, delayed_b;
+  std::string name() const { return layer + "." + to_string(role); }
+};
+
+// The three sites of one linear-like layer.
+struct LinearSites {
+  size_t fwd = 0, gi = 0, gw = 0;
+};
+
+class MatmulSites {
+ public:
+  size_t add(const std::string& layer, Role role, TensorClass a, TensorClass b);
+  // forward (activation, weight), grad_input (gradient, weight), grad_weight (activation, gradient).
+  LinearSites add_linear(const std::string& layer);
+  // The same for a product of two activations (attention): W's place is held by an activation.
+  LinearSites add_bilinear(const std::string& layer);
+
+  std::vector<MatmulSite>& sites() { return sites_; }
+  const std::vector<MatmulSite>& sites() const { return sites_; }
+  size_t size() const { return sites_.size(); }
+
+  // Random keys: every call gets a distinct stream from (step, site, call index in the step).
+  uint64_t seed = 0;
+  void begin_step(uint64_t step);
+  void reset_telemetry();
+  bool force_reference = false;
+
+  // C (M x N) = A (M x K) * B (K x N) at `site`. Operands are stored row-major with leading
+  // dimension ld; `ta`/`tb` say the stored matrix is the transpose (A stored K x M, B stored N x K).
+  // The result is written to c[i*ldc + j] (or c[j*ldc + i] when `tc`), added to what is there when
+  // `accumulate` (an fp32 elementwise add for T = float).
+  template <typename T>
+  void matmul(size_t site, size_t m, size_t k, size_t n, const T* a, size_t lda, bool ta, const T* b, size_t ldb,
+              bool tb, T* c, size_t ldc, bool tc, bool accumulate);
+
+ private:
+  std::vector<MatmulSite> sites_;
+  std::vector<uint64_t> step_calls_;
+  uint64_t step_ = 0;
+  std::vector<double> wa_, wb_, wc_;
+  MatmulTelemetry call(size_t site, const MatView& a, const MatView& b, double* c, size_t ldc);
+};
+
+}  // namespace drift
