@@ -63,7 +63,12 @@ void check_fast_equals_reference(const MatmulPolicy& p, const Shape& s, uint64_t
   std::vector<double> c_fast(s.m * s.n), c_ref(s.m * s.n);
   MatmulContext ctx;
   ctx.seed = seed;
+  ctx.count_swamping = false;  // the plain kernel
+  const auto t_plain = matmul(av, bv, c_fast.data(), s.n, p, ctx);
+  std::vector<double> c_plain = c_fast;
+  ctx.count_swamping = true;   // the counting kernel
   const auto t_fast = matmul(av, bv, c_fast.data(), s.n, p, ctx);
+  CHECK(same_bits(c_plain, c_fast));
   ctx.force_reference = true;
   const auto t_ref = matmul(av, bv, c_ref.data(), s.n, p, ctx);
   CHECK(!t_ref.fast_path);
@@ -71,6 +76,9 @@ void check_fast_equals_reference(const MatmulPolicy& p, const Shape& s, uint64_t
   CHECK(same_bits(c_fast, c_ref));
   CHECK(t_fast.a.clipped == t_ref.a.clipped);
   CHECK(t_fast.inner_adds == t_ref.inner_adds);
+  CHECK(t_fast.outer_adds == t_ref.outer_adds);
+  CHECK(t_fast.inner_swamped == t_ref.inner_swamped);
+  CHECK(t_fast.outer_swamped == t_ref.outer_swamped);
 }
 
 }  // namespace
@@ -114,7 +122,8 @@ TEST_CASE("fast path equals the literal reference bit for bit") {
   for (const auto& np : policies) {
     for (size_t si = 0; si < std::size(shapes); ++si) {
       for (int t = 0; t < 4; ++t) {
-        CAPTURE(np.name);
+        const std::string policy_name = np.name;
+        CAPTURE(policy_name);
         CAPTURE(si);
         CAPTURE(t);
         check_fast_equals_reference(np.p, shapes[si], 11 * si + t, t & 1, t & 2, false,

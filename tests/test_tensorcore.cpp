@@ -42,13 +42,11 @@ TEST_CASE("tensorcore: every measured file reproduced by its preset") {
     bool c_zero;          // the H100 FP8 fp32 vectors were measured with WGMMA and c = 0
     size_t matched;       // of 5000
   };
-  // KNOWN LIMIT (H100 FP8 inputs, fp16 output, mma.sync with an fp16 accumulator): no model we could
-  // build reproduces these files. The published H100 parameters for this path (32-term groups,
-  // neab = -10, rne to fp16) give the counts below; the GPU results differ from the correctly rounded
-  // exact sum by up to ~12 fp16 ulps even without cancellation, and no tried variant (16/8/4-term
-  // sub-groups in natural, reversed, even/odd or per-thread order with fp16 rounding between them,
-  // kept bits 8..25, truncation toward zero/-inf/nearest, c outside the alignment, products rounded
-  // to fewer bits, c = 0) exceeds ~64%. The fp32-output FP8 path is reproduced exactly.
+  // H100 FP8 inputs with fp16 output (mma.sync m16n8k32 with an fp16 accumulator) is a software
+  // emulation on sm_90 (two fp16 HMMA over the low and high f16x2 halves of the unpacked registers,
+  // then c added in fp16; see h100_fp8_e4m3_out16 in arith/tc_presets.cpp). The published H100TC.m
+  // parameters for this path (one 32-term group, neab -10, c aligned with the products) reproduce
+  // only 3113 (E4M3) and 3340 (E5M2) of these 5000.
   const Expect table[] = {
       {"V100/fp16", "fp32", "v100_fp16", false, 5000},
       {"V100/fp16", "fp16", "v100_fp16_out16", false, 5000},
@@ -62,8 +60,8 @@ TEST_CASE("tensorcore: every measured file reproduced by its preset") {
       {"H100/tf32", "fp32", "h100_tf32", false, 5000},
       {"H100/E4M3", "fp32", "h100_fp8_e4m3", true, 5000},
       {"H100/E5M2", "fp32", "h100_fp8_e5m2", true, 5000},
-      {"H100/E4M3", "fp16", "h100_fp8_e4m3_out16", false, 3113},  // known limit, see above
-      {"H100/E5M2", "fp16", "h100_fp8_e5m2_out16", false, 3340},  // known limit, see above
+      {"H100/E4M3", "fp16", "h100_fp8_e4m3_out16", false, 5000},
+      {"H100/E5M2", "fp16", "h100_fp8_e5m2_out16", false, 5000},
   };
   const std::string root = std::string(DRIFT_SOURCE_DIR) + "/data/tensorcore";
   std::set<std::string> covered;
@@ -157,6 +155,24 @@ TEST_CASE("tensorcore: hand-derived groups") {
     // ... but with 2^-12 pieces (2^-6 * 2^-6, aligned at -12) each is cut: 7.5.
     CHECK(dot("h100_fp8", 0, {1.875, p2(-6), p2(-6)}, {4, p2(-6), p2(-6)}) == 7.5);
   }
+  SUBCASE("Hopper's emulated FP8 mma.sync with fp16 output") {
+    // Products 0 and 1 (index mod 4 in {0, 1}) form the first fp16 group, product 2 the second. 1 and
+    // 2^-6 * 2^-5 = 2^-11: the first group's 1 + 2^-11 is a tie between fp16 neighbours, rounded to
+    // even, 1; the second group adds -1: +0, although the exact sum 2^-11 is an fp16 number (one
+    // 32-term group, as the published FP8 parameters, would keep it).
+    CHECK(dot("h100_fp8_e4m3_out16", 0, {1, p2(-6), 1}, {1, p2(-5), -1}) == 0.0);
+    // c comes last: the products 2^-11 (index 0) and 2^-11 (index 2) sum to 2^-10 in the chain from
+    // zero, and 1 + 2^-10 is an fp16 number. Were c = 1 in the first group, 1 + 2^-11 would tie to 1
+    // twice.
+    CHECK(dot("h100_fp8_e4m3_out16", 1, {p2(-6), 0, p2(-6)}, {p2(-5), 0, p2(-5)}) == 1 + p2(-10));
+    // K = 64 is two instructions, each adding its 32 products to the running sum (promote_every = 32):
+    // with 2^-11 at indices 0 and 32 and c = 1, each addition 1 + 2^-11 ties to 1, so the result is 1;
+    // adding the two blocks' 2^-10 to c at once would give 1 + 2^-10.
+    double a[64] = {}, b[64] = {};
+    a[0] = a[32] = p2(-6);
+    b[0] = b[32] = p2(-5);
+    CHECK(fused_dot(1, a, b, 64, preset("h100_fp8_e4m3_out16").model) == 1.0);
+  }
   SUBCASE("DeepSeek promotion every 128 products") {
     // Products: 16*16 = 256 at index 0, 2^-3 * 2^-3 = 2^-6 at index 128, zeros elsewhere. Without
     // promotion the group holding index 128 has c = 256 (E = 8, cut at 2^-5) and loses 2^-6: 256.
@@ -222,7 +238,8 @@ TEST_CASE("tensorcore: preset table") {
     CHECK(find_format(p.output).has_value());
     CHECK(fused_model_invalid(p.model) == nullptr);
     CHECK(p.model.out.bits == p.out_format.bits);
-    CHECK(p.model.in_emin == p.in_format.emin);
+    // The emulated FP8 mma.sync works on the inputs unpacked to fp16.
+    CHECK(p.model.in_emin == (p.model.interleave ? find_format("fp16")->emin : p.in_format.emin));
     CHECK(!p.source.empty());
     CHECK(!p.doc.empty());
     CHECK(names.insert(p.name).second);
@@ -238,6 +255,10 @@ TEST_CASE("tensorcore: preset table") {
   CHECK(!find_tc_preset("no_such_gpu").has_value());
   CHECK(tc_preset_with_output(preset("v100_fp16"), "fp16")->name == "v100_fp16_out16");
   CHECK(!tc_preset_with_output(preset("a100_bf16"), "fp16").has_value());
+  // The FP8 fp16-output variant promotes per instruction, not as the DeepSeek recipe.
+  CHECK(tc_preset_with_output(preset("h100_fp8_e4m3"), "fp16")->name == "h100_fp8_e4m3_out16");
+  CHECK(tc_preset_with_output(preset("h100_fp8_e4m3_out16"), "fp32")->name == "h100_fp8_e4m3");
+  CHECK(!tc_preset_with_output(preset("h100_fp8_promote128"), "fp16").has_value());
 }
 
 TEST_CASE("tensorcore: tcverify reports bad input with file and line") {

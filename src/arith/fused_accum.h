@@ -25,6 +25,12 @@
 // exponent above, hence kept_bits = 23 + neab. A negative neab (Hopper/Ada FP8: -10) also narrows
 // the result to 23 + neab fraction bits before it is written as fp32 (out_man_bits = 13).
 //
+// Two arrangements around the groups: `interleave` deals the products of each 2*terms block to its
+// two groups in alternating runs instead of consecutively, and `promote_every` adds each block's
+// chain (started from zero) to the running sum c in IEEE arithmetic of the output format. Together
+// they model Hopper's FP8 mma.sync with an fp16 accumulator, which sm_90 runs as a software
+// emulation on the fp16 tensor core (see FusedModel::interleave).
+//
 // Everything here is exact integer arithmetic on unsigned __int128; floating point is used only to
 // hold values that are already exact. Host and device code (DRIFT_HD); no std::, no exceptions.
 #pragma once
@@ -73,8 +79,19 @@ struct FusedModel {
   // 0: the whole dot product is one chain of fused groups. N > 0: every N products the chain's
   // result (started from zero) is added into an outer accumulator in IEEE arithmetic of the output
   // format (round to nearest even), which starts at c: the DeepSeek-V3 recipe of promoting FP8
-  // WGMMA partial sums to CUDA-core fp32 every 128 elements. N should be a multiple of `terms`.
+  // WGMMA partial sums to CUDA-core fp32 every 128 elements. N should be a multiple of `terms`
+  // (of 2 * terms with `interleave`).
   int promote_every = 0;
+  // 0: every group takes `terms` consecutive products. r > 0 (r divides terms): K is cut into blocks
+  // of 2 * terms products, each computed by two chained groups; the first group of a block takes the
+  // products whose index i within the block has (i / r) even, the second the others. Hopper (sm_90)
+  // has no FP8 mma.sync (an sm_89 instruction) and emulates it on the fp16 tensor core (NVIDIA/cutlass
+  // issue #1986: "not natively supported on Hopper ... software emulation ... fp16 tensor core"). The
+  // measured H100 vectors (data/tensorcore/H100/E4M3, E5M2, fp16 output) show how: the inputs
+  // unpacked to fp16 (exact), two fp16 HMMA k16 chained from zero, the first over the low f16x2 half
+  // of each packed 4 x FP8 register (i mod 4 in {0, 1}), the second over the high half, then C added
+  // with one fp16 add: r = 2, terms = 16 with the fp16 HMMA's parameters, promote_every = 32.
+  int interleave = 0;
 };
 
 namespace fused_detail {
@@ -196,6 +213,8 @@ DRIFT_HD const char* fused_model_invalid(const FusedModel& m) {
   if (m.out_man_bits < 0 || m.out_man_bits > 52) return "out_man_bits must be in 0..52";
   if (m.out.kind != Kind::floating || m.out.bits == 0) return "out must be a derived floating-point format";
   if (m.promote_every < 0) return "promote_every must be >= 0";
+  if (m.interleave < 0) return "interleave must be >= 0";
+  if (m.interleave > 0 && m.terms % m.interleave != 0) return "interleave must divide terms";
   if (m.carry_bits < 0) return "carry_bits must be >= 0";
   if (m.carry_bits > 0) {
     int need = 2, n = m.terms + 1;  // significands below 4, n terms (c included)
@@ -205,17 +224,27 @@ DRIFT_HD const char* fused_model_invalid(const FusedModel& m) {
   return nullptr;
 }
 
-// One fused group: c + sum_{i<n} a[i*sa] * b[i*sb], n <= m.terms, with the model's alignment, cut
-// and single rounding. a and b hold values on the input format's grid, c a value on the output
-// format's grid (fp32 accumulator or the fp16 running sum). NaN in, inf*0, or infinities of both
-// signs give NaN; otherwise an infinite input gives that infinity.
-DRIFT_HD double fused_group_strided(double c, const double* a, long sa, const double* b, long sb, int n,
-                                    const FusedModel& m) {
-  using namespace fused_detail;
+namespace fused_detail {
+
+// Where the i-th product of a group lies (in elements of stride sa / sb from the group's start).
+struct Consecutive {
+  DRIFT_HD long operator()(int i) const { return i; }
+};
+// FusedModel::interleave: the i-th product of half h (0 or 1) of a block dealt in runs of r.
+struct Interleaved {
+  int r, h;
+  DRIFT_HD long operator()(int i) const { return static_cast<long>(i / r) * 2 * r + h * r + i % r; }
+};
+
+// One fused group: c + sum_{i<n} a[pos(i)*sa] * b[pos(i)*sb] (see fused_group_strided).
+template <class Pos>
+DRIFT_HD double group_at(double c, const double* a, long sa, const double* b, long sb, int n, Pos pos,
+                         const FusedModel& m) {
   // Special values first (the published models do the same before any alignment).
   bool any_nan = is_nan(c), pos_inf = is_inf(c) && !sign_bit(c), neg_inf = is_inf(c) && sign_bit(c);
   for (int i = 0; i < n; ++i) {
-    const double x = a[i * sa], y = b[i * sb];
+    const long p = pos(i);
+    const double x = a[p * sa], y = b[p * sb];
     if (is_nan(x) || is_nan(y)) { any_nan = true; continue; }
     if (is_inf(x) || is_inf(y)) {
       if (x == 0 || y == 0) { any_nan = true; continue; }
@@ -231,7 +260,8 @@ DRIFT_HD double fused_group_strided(double c, const double* a, long sa, const do
   int E = kNoMinAlignExp;
   bool any = false;
   for (int i = 0; i < n; ++i) {
-    double x = a[i * sa], y = b[i * sb];
+    const long p = pos(i);
+    double x = a[p * sa], y = b[p * sb];
     if (x == 0 || y == 0) continue;
     if (!m.in_subnormals && (abs_of(x) < in_min_normal || abs_of(y) < in_min_normal)) continue;
     int ex = lead_exp(x), ey = lead_exp(y);
@@ -262,7 +292,8 @@ DRIFT_HD double fused_group_strided(double c, const double* a, long sa, const do
   // 2^20 + 1 of them below 2^123: no overflow.
   I128 sum = 0;
   for (int i = 0; i < n; ++i) {
-    const double x = a[i * sa], y = b[i * sb];
+    const long p = pos(i);
+    const double x = a[p * sa], y = b[p * sb];
     if (x == 0 || y == 0) continue;
     if (!m.in_subnormals && (abs_of(x) < in_min_normal || abs_of(y) < in_min_normal)) continue;
     uint64_t sx, sy; int lx, ly;
@@ -293,14 +324,40 @@ DRIFT_HD double fused_group_strided(double c, const double* a, long sa, const do
   return round_result(neg, mag, unit, false, m);
 }
 
+}  // namespace fused_detail
+
+// One fused group: c + sum_{i<n} a[i*sa] * b[i*sb], n <= m.terms, with the model's alignment, cut
+// and single rounding. a and b hold values on the input format's grid, c a value on the output
+// format's grid (fp32 accumulator or the fp16 running sum). NaN in, inf*0, or infinities of both
+// signs give NaN; otherwise an infinite input gives that infinity.
+DRIFT_HD double fused_group_strided(double c, const double* a, long sa, const double* b, long sb, int n,
+                                    const FusedModel& m) {
+  return fused_detail::group_at(c, a, sa, b, sb, n, fused_detail::Consecutive{}, m);
+}
+
 DRIFT_HD double fused_group(double c, const double* a, const double* b, int n, const FusedModel& m) {
   return fused_group_strided(c, a, 1, b, 1, n, m);
 }
 
 // The chain of fused groups over k products: groups of m.terms (the last one shorter), each
-// group's result the next group's c.
+// group's result the next group's c. With m.interleave = r, blocks of 2 * m.terms products, each
+// split into its two groups by runs of r (a short last block as if padded with zeros).
 DRIFT_HD double fused_chain_strided(double c, const double* a, long sa, const double* b, long sb, int k,
                                     const FusedModel& m) {
+  if (m.interleave > 0) {
+    const int r = m.interleave, block = 2 * m.terms;
+    for (int s = 0; s < k; s += block) {
+      const int len = k - s < block ? k - s : block;
+      for (int h = 0; h < 2; ++h) {
+        // Products of half h in [0, len): r of every 2r, the partial last run clamped to [0, r].
+        int tail = len % (2 * r) - h * r;
+        tail = tail < 0 ? 0 : (tail > r ? r : tail);
+        const int n = len / (2 * r) * r + tail;
+        c = fused_detail::group_at(c, a + s * sa, sa, b + s * sb, sb, n, fused_detail::Interleaved{r, h}, m);
+      }
+    }
+    return c;
+  }
   for (int s = 0; s < k; s += m.terms) {
     const int len = k - s < m.terms ? k - s : m.terms;
     c = fused_group_strided(c, a + s * sa, sa, b + s * sb, sb, len, m);

@@ -60,7 +60,7 @@ struct MatmulTelemetry {
   uint64_t inner_adds = 0, inner_swamped = 0;  // rounded adds, and those that lost all of an addend
   uint64_t outer_adds = 0, outer_swamped = 0;
   bool fast_path = false;                       // which implementation produced C
-  bool swamping_counted = true;                 // the fast path counts adds but not swamping
+  bool swamping_counted = true;                 // false when the fast path ran with count_swamping off
   void merge(const MatmulTelemetry& o);
 };
 
@@ -79,6 +79,7 @@ struct MatmulContext {
   DelayedState* delayed_a = nullptr;   // required when an operand uses delayed scaling
   DelayedState* delayed_b = nullptr;
   bool force_reference = false;        // always take the literal reference path
+  bool count_swamping = true;          // the fast path counts swamping only when asked (it costs ~2x)
 };
 
 // C (M x N, row stride ldc) = A (M x K) * B (K x N) under `policy`.

@@ -33,7 +33,9 @@ struct FastOperands {
   const float* sb = nullptr;       // nblocks x npad (nullptr: all 1)
   float alpha = 1.0f;
   bool use_fma = false;            // products exact only inside an fma
+  bool count_swamping = false;     // count adds that lost all of an addend (as the reference does)
   float* c = nullptr;              // m x npad
+  uint64_t inner_swamped = 0, outer_swamped = 0;  // outputs of the counting variant
 };
 }  // namespace drift
 #endif
@@ -56,13 +58,44 @@ HWY_INLINE V AccumulateProduct(V a, V b, V acc, bool use_fma) {
 #endif
 }
 
+// Swamping, exactly as the reference counts it for r = fl(x + y): (y != 0 and r == x) or (x != 0 and
+// r == y). Lanes of the mask add one each to `count` (int32 lanes; a lane sees at most K adds).
+template <class D, class V, class VI>
+HWY_INLINE VI CountSwamped(D d, V x, V y, V r, VI count) {
+  const hn::RebindToSigned<D> di;
+  const V zero = hn::Zero(d);
+  // "!= 0" is written as not(== 0): Highway's Ne is an ordered compare, false for the NaN that
+  // marks an inexact (hence non-zero) product.
+  const auto lost_y = hn::AndNot(hn::Eq(y, zero), hn::Eq(r, x));
+  const auto lost_x = hn::AndNot(hn::Eq(x, zero), hn::Eq(r, y));
+  return hn::Sub(count, hn::BitCast(di, hn::VecFromMask(d, hn::Or(lost_y, lost_x))));
+}
+
+// The product as a float when it is exact (always, unless the fma path multiplies wide operands),
+// else NaN, which compares unequal to everything: an inexact product cannot equal a float sum.
+template <class D, class V>
+HWY_INLINE V ExactProductOrNaN(D d, V a, V b, bool use_fma) {
+  const V p = hn::Mul(a, b);
+#if HWY_NATIVE_FMA
+  if (use_fma) return hn::IfThenElse(hn::Eq(hn::MulAdd(a, b, hn::Neg(p)), hn::Zero(d)), p, hn::Set(d, NAN));
+#else
+  (void)d;
+  (void)use_fma;
+#endif
+  return p;
+}
+
 constexpr size_t kRows = 6;  // 6 x 2 vectors: 12 accumulators + 2 B vectors + 1 broadcast fit 16 registers
 
 // One tile: rows [i0, i0+rows) x columns [j0, j0 + 2 vectors).
-HWY_INLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, float* outer_buf) {
+template <bool kCount>
+HWY_INLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, float* outer_buf, uint64_t* inner_sw,
+                     uint64_t* outer_sw) {
   const hn::ScalableTag<float> d;
   const size_t L = hn::Lanes(d);
   using V = hn::Vec<decltype(d)>;
+  const hn::RebindToSigned<decltype(d)> di;
+  auto inner_count = hn::Zero(di), outer_count = hn::Zero(di);
   const bool scaled = op.sa || op.sb;
   const bool single = op.nblocks == 1 && !scaled;
   // outer_buf holds the outer sums of this tile between blocks (rows x 2L floats).
@@ -72,7 +105,20 @@ HWY_INLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, 
     V acc[kRows][2];
     for (size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = hn::Zero(d);
     const float* bp = op.b + k0 * op.npad + j0;
-    if (rows == kRows) {
+    if (kCount) {
+      for (size_t t = k0; t < k1; ++t, bp += op.npad) {
+        const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
+        for (size_t r = 0; r < rows; ++r) {
+          const V x = hn::Set(d, op.a[(i0 + r) * op.k + t]);
+          for (size_t h = 0; h < 2; ++h) {
+            const V bv = h ? b1 : b0;
+            const V sum = AccumulateProduct(x, bv, acc[r][h], op.use_fma);
+            inner_count = CountSwamped(d, acc[r][h], ExactProductOrNaN(d, x, bv, op.use_fma), sum, inner_count);
+            acc[r][h] = sum;
+          }
+        }
+      }
+    } else if (rows == kRows) {
       // Full tile: kRows x 2 accumulators stay in registers for the whole block (constant trip
       // counts, unrolled by the compiler).
       const float* ar[kRows];
@@ -109,8 +155,15 @@ HWY_INLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, 
           const V sb = op.sb ? hn::LoadU(d, op.sb + bi * op.npad + j0 + h * L) : hn::Set(d, 1.0f);
           t = hn::Mul(t, hn::Mul(sa, sb));
         }
-        hn::StoreU(hn::Add(hn::LoadU(d, o), t), d, o);
+        const V before = hn::LoadU(d, o);
+        const V after = hn::Add(before, t);
+        if (kCount) outer_count = CountSwamped(d, before, t, after, outer_count);
+        hn::StoreU(after, d, o);
       }
+  }
+  if (kCount) {
+    *inner_sw += static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, inner_count)));
+    *outer_sw += static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, outer_count)));
   }
   for (size_t r = 0; r < rows; ++r)
     for (size_t h = 0; h < 2; ++h) {
@@ -120,7 +173,7 @@ HWY_INLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, 
     }
 }
 
-void FastMatmul(const FastOperands& op) {
+void FastMatmul(FastOperands& op) {
   const hn::ScalableTag<float> d;
   const size_t L = hn::Lanes(d);
   const size_t row_tiles = (op.m + kRows - 1) / kRows;
@@ -133,13 +186,21 @@ void FastMatmul(const FastOperands& op) {
     const size_t t = static_cast<size_t>(omp_get_thread_num());
     const size_t rt0 = row_tiles * t / threads, rt1 = row_tiles * (t + 1) / threads;
     std::vector<float> buf(kRows * 2 * L);
+    uint64_t inner_sw = 0, outer_sw = 0;
     for (size_t p0 = 0; p0 < op.npad; p0 += panel) {
       const size_t p1 = std::min(op.npad, p0 + panel);
       for (size_t rt = rt0; rt < rt1; ++rt) {
         const size_t i0 = rt * kRows, rows = std::min(kRows, op.m - i0);
-        for (size_t j0 = p0; j0 < p1; j0 += 2 * L) Tile(op, i0, rows, j0, buf.data());
+        for (size_t j0 = p0; j0 < p1; j0 += 2 * L) {
+          if (op.count_swamping) Tile<true>(op, i0, rows, j0, buf.data(), &inner_sw, &outer_sw);
+          else Tile<false>(op, i0, rows, j0, buf.data(), &inner_sw, &outer_sw);
+        }
       }
     }
+#pragma omp atomic
+    op.inner_swamped += inner_sw;
+#pragma omp atomic
+    op.outer_swamped += outer_sw;
   }
 }
 
@@ -177,7 +238,6 @@ bool is_fp32_rne_keep(const Accumulator& acc) {
 
 bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const MatmulPolicy& policy,
                  const MatmulContext& ctx, MatmulTelemetry& tel) {
-  (void)ctx;
   if (policy.product_format || !is_fp32_rne_keep(policy.inner) || !is_fp32_rne_keep(policy.outer)) return false;
   if (!fits_float_grid(policy.a.format) || !fits_float_grid(policy.b.format)) return false;
   const bool exact_in_float = sig_bits(policy.a.format) + sig_bits(policy.b.format) <= 24;
@@ -196,6 +256,7 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
   op.kblock = ops.kblock;
   op.nblocks = k == 0 ? 0 : (k + ops.kblock - 1) / ops.kblock;
   op.use_fma = !exact_in_float;
+  op.count_swamping = ctx.count_swamping;
   // Any NaN/inf among the operands or scales goes to the reference (overflow rules live there).
   auto all_finite = [](const std::vector<double>& v) {
     for (double x : v)
@@ -203,6 +264,17 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
     return true;
   };
   if (!all_finite(A.q) || !all_finite(B.q) || !all_finite(A.block_scale) || !all_finite(B.block_scale)) return false;
+  if (ctx.count_swamping) {
+    // The counting kernel tells a product's exactness from an fma residual, which is exact only
+    // while the product stays above 2^-100 (no underflow); tinier products go to the reference.
+    auto min_nonzero = [](const std::vector<double>& v) {
+      double m = 1e300;
+      for (double x : v)
+        if (x != 0) m = std::min(m, abs_of(x));
+      return m;
+    };
+    if (min_nonzero(A.q) * min_nonzero(B.q) < 0x1p-100) return false;
+  }
   // Per-thread scratch, grown and never cleared: every element read below is written first.
   static thread_local std::vector<float> a_buf, b_buf, c_buf;
   if (a_buf.size() < m * k) a_buf.resize(m * k);
@@ -248,7 +320,7 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
                            : op_mul(A.tensor_scale, B.tensor_scale, policy.outer.format, policy.outer.round);
   op.alpha = static_cast<float>(alpha);
   op.c = cbuf;
-  if (k > 0) HWY_DYNAMIC_DISPATCH(FastMatmul)(op);
+  if (k > 0) HWY_DYNAMIC_DISPATCH(FastMatmul)(op);  // fills op.inner_swamped / outer_swamped when counting
   else std::fill(cbuf, cbuf + m * op.npad, 0.0f);
   for (size_t i = 0; i < m; ++i)
     for (size_t j = 0; j < n; ++j) {
@@ -266,7 +338,9 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
       c[i * ldc + j] = out_is_identity ? y : round_to(y, of, policy.out_round);
     }
   // Adds performed (swamping is counted only by the reference path).
-  tel.swamping_counted = false;
+  tel.swamping_counted = ctx.count_swamping;
+  tel.inner_swamped += op.inner_swamped;
+  tel.outer_swamped += op.outer_swamped;
   tel.inner_adds += m * n * k;
   tel.outer_adds += m * n * op.nblocks;  // the reference adds every block term into the outer sum, from +0
   return true;

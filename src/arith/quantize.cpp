@@ -75,6 +75,7 @@ void record_scale(QuantStats& st, double dequant_scale) {
   st.scale_exp_max = std::max(st.scale_exp_max, e);
   st.scale_exp_sum += e;
   ++st.scale_count;
+  ++st.scale_exp_hist[std::clamp(e, -QuantStats::kScaleExpOffset, QuantStats::kScaleExpOffset) + QuantStats::kScaleExpOffset];
 }
 
 // The region a scale covers: rows [r0, r1) x columns [c0, c1).
@@ -225,6 +226,7 @@ void QuantStats::merge(const QuantStats& o) {
   }
   scale_count += o.scale_count;
   scale_exp_sum += o.scale_exp_sum;
+  for (size_t i = 0; i < scale_exp_hist.size(); ++i) scale_exp_hist[i] += o.scale_exp_hist[i];
 }
 
 int mx_scale_exponent(double amax, const Format& elem, ExpRule rule) {

@@ -7,6 +7,7 @@
 // quantization identical whether it is used as W or W^T.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -58,6 +59,10 @@ struct QuantStats {
   uint64_t scale_count = 0;
   int scale_exp_min = 0, scale_exp_max = 0;
   double scale_exp_sum = 0;
+  // The distribution: scale_exp_hist[e + kScaleExpOffset] counts scales with exponent e (clamped
+  // to [-kScaleExpOffset, kScaleExpOffset]; covers e8m0, e4m3 and fp32 scales).
+  static constexpr int kScaleExpOffset = 160;
+  std::array<uint64_t, 2 * kScaleExpOffset + 1> scale_exp_hist{};
   void merge(const QuantStats& o);
 };
 

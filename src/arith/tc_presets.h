@@ -19,7 +19,8 @@ struct TcPreset {
   std::string output;   // catalogue name of the output/accumulator format (fp32 or fp16)
   Format in_format;     // derived catalogue formats
   Format out_format;
-  FusedModel model;     // model.out == out_format, model.in_emin == in_format.emin
+  FusedModel model;     // model.out == out_format; model.in_emin == in_format.emin, or the emin of the
+                        // format the inputs are unpacked to (Hopper's emulated FP8 mma.sync: fp16)
   int neab = 0;         // the published "extra alignment bits" (kept_bits = 23 + neab)
   std::string source;   // where the parameters are published
   std::string doc;      // the parameters in words and what validates them

@@ -32,7 +32,7 @@ void list_presets(bool json) {
                      {"sticky", m.sticky}, {"align_includes_acc", m.align_includes_acc},
                      {"min_align_exp", m.min_align_exp == kNoMinAlignExp ? nlohmann::json(nullptr)
                                                                          : nlohmann::json(m.min_align_exp)},
-                     {"promote_every", m.promote_every}, {"source", p.source}, {"doc", p.doc},
+                     {"promote_every", m.promote_every}, {"interleave", m.interleave}, {"source", p.source}, {"doc", p.doc},
                      {"validated", p.validated}});
     }
     std::printf("%s\n", out.dump(2).c_str());

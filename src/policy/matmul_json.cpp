@@ -204,7 +204,7 @@ void apply_quantizer(const json& j, const std::string& path, Quantizer& q) {
 const char* const kFusedKeys[] = {"preset",        "terms",          "kept_bits",     "align_includes_acc",
                                   "sticky",        "carry_bits",     "final_rounding", "out_man_bits",
                                   "out",           "in_emin",        "in_subnormals", "out_subnormals",
-                                  "min_align_exp", "promote_every"};
+                                  "min_align_exp", "promote_every",  "interleave"};
 
 FusedModel fused_preset_or_throw(const std::string& name, const std::string& path) {
   if (auto t = find_tc_preset(name)) return t->model;
@@ -251,6 +251,7 @@ FusedModel parse_fused(const json& j, const std::string& path) {
                           ? kNoMinAlignExp
                           : static_cast<int>(get_int(j["min_align_exp"], join(path, "min_align_exp"), -100000, 100000));
   i("promote_every", m.promote_every, 0, 1 << 30);
+  i("interleave", m.interleave, 0, 1 << 20);
   if (const char* err = fused_model_invalid(m)) throw ConfigError(path, err);
   return m;
 }
@@ -268,7 +269,8 @@ json fused_fields_json(const FusedModel& m) {
           {"in_subnormals", m.in_subnormals},
           {"out_subnormals", m.out_subnormals},
           {"min_align_exp", m.min_align_exp == kNoMinAlignExp ? json(nullptr) : json(m.min_align_exp)},
-          {"promote_every", m.promote_every}};
+          {"promote_every", m.promote_every},
+          {"interleave", m.interleave}};
 }
 
 // The preset's name where the model is exactly a tc preset's, else every field.
