@@ -267,3 +267,34 @@ TEST_CASE("models: initial loss of the float model is near ln(V), sites are name
   CHECK(names == std::vector<std::string>{"hidden0.forward", "hidden0.grad_input", "hidden0.grad_weight", "head.forward",
                                           "head.grad_input", "head.grad_weight"});
 }
+
+TEST_CASE("linear sites cast both operands along the reduction axis (MXFP8, checked by hand in float)") {
+  // forward: Y = X·Wᵀ, both X (N x C) and W (OC x C) quantized in 32-element blocks along C.
+  MatmulSites s;
+  const LinearSites site = s.add_linear("lin");
+  for (auto& st : s.sites()) st.policy = parse_matmul_policy("mxfp8_e4m3");
+  const size_t n = 3, c = 64, oc = 5;
+  std::vector<float> x(n * c), w(oc * c), y(n * oc);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(normal_draw(1, 50, i) * (i % 7 == 0 ? 9.0 : 1.0));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(normal_draw(1, 51, i) * 0.1);
+  linear_forward(s, site, y.data(), x.data(), w.data(), static_cast<const float*>(nullptr), n, c, oc);
+  std::vector<double> xd(x.begin(), x.end()), wd(w.begin(), w.end());
+  const Quantizer qz = parse_quantizer("mxfp8_e4m3");
+  const QuantizedOperand qx = quantize(xd.data(), n, c, c, qz, 0, 0), qw = quantize(wd.data(), oc, c, c, qz, 0, 0);
+  REQUIRE(qx.block_k == 32);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < oc; ++j) {
+      float outer = 0.0f;
+      for (size_t blk = 0; blk < c / 32; ++blk) {
+        float inner = 0.0f;
+        for (size_t k = blk * 32; k < blk * 32 + 32; ++k)
+          inner += static_cast<float>(qx.q[i * c + k]) * static_cast<float>(qw.q[j * c + k]);  // e4m3 products: exact
+        const float scale = static_cast<float>(qx.block_scale[i * 2 + blk] * qw.block_scale[j * 2 + blk]);
+        outer += inner * scale;
+      }
+      CHECK(y[i * oc + j] == outer);
+    }
+  // The telemetry of the call is the quantizers': X's elements and W's elements.
+  CHECK(s.sites()[site.fwd].tel.a.elements == n * c);
+  CHECK(s.sites()[site.fwd].tel.b.elements == oc * c);
+}

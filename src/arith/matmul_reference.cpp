@@ -29,11 +29,6 @@ struct Summer {
     if ((y != 0 && r == x) || (x != 0 && r == y)) ++*swamped;
     return r;
   }
-  double round(double x) {
-    const uint32_t rnd = acc.round.mode == Rounding::sr ? random_u32(seed, stream, base + counter) : 0;
-    ++counter;
-    return round_to(x, acc.format, acc.round, rnd);
-  }
 };
 
 // Sum of terms t[idx[0..n)] in the accumulator's order.
@@ -116,7 +111,7 @@ void matmul_reference(const PreparedOperands& ops, double* c, size_t ldc, const 
   uint64_t inner_adds = 0, inner_sw = 0, outer_adds = 0, outer_sw = 0;
 #pragma omp parallel for schedule(static) reduction(+ : inner_adds, inner_sw, outer_adds, outer_sw)
   for (size_t i = 0; i < m; ++i) {
-    std::vector<double> terms, prod_a, prod_b, block_terms(nblocks);
+    std::vector<double> terms, block_terms(nblocks);
     for (size_t j = 0; j < n; ++j) {
       const uint64_t base = (i * n + j) * per_elem;
       Summer inner{policy.inner, ctx.seed, ctx.stream ^ (kStreamInner << 56), base, &inner_adds, &inner_sw};
@@ -126,9 +121,8 @@ void matmul_reference(const PreparedOperands& ops, double* c, size_t ldc, const 
         const size_t k0 = bi * kb, len = std::min(kb, k - k0);
         double inner_sum;
         if (policy.inner.fused) {
-          prod_a.assign(A.q.begin() + i * k + k0, A.q.begin() + i * k + k0 + len);
-          prod_b.assign(B.q.begin() + j * k + k0, B.q.begin() + j * k + k0 + len);
-          inner_sum = fused_dot(0.0, prod_a.data(), prod_b.data(), static_cast<int>(len), *policy.inner.fused);
+          inner_sum = fused_dot(0.0, A.q.data() + i * k + k0, B.q.data() + j * k + k0, static_cast<int>(len),
+                                *policy.inner.fused);
           inner_adds += len;
         } else {
           terms.resize(len);

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   drift::cli::add_tcverify_command(app);
   drift::cli::add_matmul_command(app);
   drift::cli::add_quantize_command(app);
+  drift::cli::add_train_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

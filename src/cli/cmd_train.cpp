@@ -1,0 +1,201 @@
+// drift train: a training run from a config file (docs/config.md), writing the run directory.
+// drift explain: the resolved precision policy of every matmul site of that config, as a table or JSON.
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "arith/catalogue.h"
+#include "cli/commands.h"
+#include "io/npy.h"
+#include "policy/matmul_json.h"
+#include "policy/site_rules.h"
+#include "train/config.h"
+#include "train/trainer.h"
+
+namespace drift::cli {
+
+namespace {
+
+struct ConfigOptions {
+  std::string config;
+  std::vector<std::string> sets;
+  int64_t seed = -1;
+  std::string out;
+};
+
+void add_config_options(CLI::App* cmd, ConfigOptions& o) {
+  cmd->add_option("--config", o.config, "Run config (JSON; keys and defaults: docs/config.md)")->required();
+  cmd->add_option("--set", o.sets, "Override a key: path=value (value parsed as JSON, else a string), repeatable");
+  cmd->add_option("--seed", o.seed, "Shortcut for --set seed=N");
+  cmd->add_option("--out", o.out, "Shortcut for --set output.dir=DIR (the run directory)");
+}
+
+// The config file with the overrides applied, parsed and checked.
+RunConfig load_run_config(const ConfigOptions& o) {
+  nlohmann::json j = load_config_file(o.config);
+  if (!j.is_object()) throw ConfigError("", "config file '" + o.config + "': expected a JSON object");
+  if (!j.contains("output") || !j["output"].is_object() || !j["output"].contains("name"))
+    j["output"]["name"] = std::filesystem::path(o.config).stem().string();
+  for (const auto& s : o.sets) apply_set(j, s);
+  if (o.seed >= 0) j["seed"] = static_cast<uint64_t>(o.seed);
+  if (!o.out.empty()) j["output"]["dir"] = o.out;
+  return parse_run_config(j);
+}
+
+PreparedRun prepare_or_throw(const RunConfig& cfg) {
+  try {
+    return prepare_run(cfg);
+  } catch (const io::IoError& e) {
+    throw InputError(std::string("data.path: ") + e.what());
+  } catch (const std::invalid_argument& e) {
+    throw InputError(std::string("model: ") + e.what());
+  }
+}
+
+std::string fmt_loss(double x) {
+  if (std::isnan(x)) return "-";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.4f", x);
+  return b;
+}
+
+std::string fmt_time(double s) {
+  char b[32];
+  if (s >= 3600)
+    std::snprintf(b, sizeof b, "%dh%02dm", static_cast<int>(s / 3600), static_cast<int>(std::fmod(s, 3600) / 60));
+  else if (s >= 60)
+    std::snprintf(b, sizeof b, "%dm%02ds", static_cast<int>(s / 60), static_cast<int>(std::fmod(s, 60)));
+  else
+    std::snprintf(b, sizeof b, "%.1fs", s);
+  return b;
+}
+
+struct TrainOptions : ConfigOptions {
+  bool quiet = false;
+};
+
+void run_train(const TrainOptions& o) {
+  const RunConfig cfg = load_run_config(o);
+  PreparedRun run = prepare_or_throw(cfg);
+  if (o.quiet) spdlog::set_level(spdlog::level::warn);
+  const auto& c = run.cfg;
+  size_t nparams = run.model->params.size();
+  spdlog::info("model {} ({} parameters, vocab {}, context {}), {} matmul sites; data {} ({} train / {} val tokens)",
+               c.model.kind, nparams, c.model.vocab, c.model.context, run.model->sites.size(), c.data.path,
+               run.corpus.train.size(), run.corpus.val.size());
+  spdlog::info("{} steps of batch {}, {} lr {}; run directory {}", c.train.steps, c.train.batch, c.train.optimizer,
+               c.train.lr, c.run_dir());
+  const bool tty = !o.quiet && isatty(STDERR_FILENO);
+  auto progress = [&](const Progress& p) {
+    if (o.quiet) return;
+    char line[256];
+    std::snprintf(line, sizeof line, "step %llu/%llu  loss %s  val %s  lr %.3g  %.0f tok/s  ETA %s",
+                  static_cast<unsigned long long>(p.step + 1), static_cast<unsigned long long>(p.steps),
+                  fmt_loss(p.loss).c_str(), fmt_loss(p.val_loss).c_str(), p.lr, p.tokens_per_s, fmt_time(p.eta_s).c_str());
+    if (tty) {
+      std::fprintf(stderr, "\r%-100s", line);
+      if (p.evaluated) std::fprintf(stderr, "\n");
+      std::fflush(stderr);
+    } else if (p.evaluated) {
+      spdlog::info("{}", line);
+    }
+  };
+  const RunSummary s = train(run, progress);
+  if (tty) std::fprintf(stderr, "\n");
+  if (o.quiet) return;
+  std::printf("\n");
+  if (s.diverged)
+    std::printf("DIVERGED at step %lld: %s\n", static_cast<long long>(s.divergence_step), s.reason.c_str());
+  else
+    std::printf("finished %llu steps without diverging\n", static_cast<unsigned long long>(s.steps_completed));
+  std::printf("  train loss %s (smoothed %s), validation loss %s (best %s) in nats per token; ln(vocab) = %.3f\n",
+              fmt_loss(s.final_train_loss).c_str(), fmt_loss(s.smoothed_train_loss).c_str(),
+              fmt_loss(s.final_val_loss).c_str(), fmt_loss(s.best_val_loss).c_str(),
+              std::log(static_cast<double>(c.model.vocab)));
+  std::printf("  %s: %.1f steps/s, %.0f tokens/s\n", fmt_time(s.wall_s).c_str(),
+              s.steps_per_s, s.tokens_per_s);
+  std::printf("  results: %s/{config.json, metrics.jsonl, summary.json}\n", s.run_dir.c_str());
+}
+
+struct ExplainOptions : ConfigOptions {
+  bool json = false;
+  uint64_t step = 0;
+};
+
+void run_explain(const ExplainOptions& o) {
+  RunConfig cfg = load_run_config(o);
+  // Only the sites are needed: the vocabulary matters only for a char tokenizer.
+  if (cfg.data.tokenizer == "char") {
+    cfg = prepare_or_throw(cfg).cfg;
+  } else {
+    cfg.model.vocab = 256;
+  }
+  std::unique_ptr<LmModel<float>> model;
+  try {
+    model = make_model<float>(cfg.model, cfg.seed);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(std::string("model: ") + e.what());
+  }
+  resolve_sites_at_step(cfg.precision, o.step, model->sites);
+  const auto& sites = model->sites.sites();
+  if (o.json) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::array();
+    for (const auto& s : sites)
+      j.push_back({{"site", s.name()},
+                   {"layer", s.layer},
+                   {"role", to_string(s.role)},
+                   {"a_class", to_string(s.a_class)},
+                   {"b_class", to_string(s.b_class)},
+                   {"policy", nlohmann::ordered_json::parse(policy_to_json(s.policy).dump())}});
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::vector<std::vector<std::string>> rows = {{"site", "a (class: quantizer)", "b (class: quantizer)", "product", "inner", "outer", "output"}};
+  for (const auto& s : sites)
+    rows.push_back({s.name(), std::string(to_string(s.a_class)) + ": " + describe_quantizer(s.policy.a),
+                    std::string(to_string(s.b_class)) + ": " + describe_quantizer(s.policy.b),
+                    s.policy.product_format ? format_name(*s.policy.product_format) : std::string("exact"),
+                    describe_accumulator(s.policy.inner), describe_accumulator(s.policy.outer),
+                    format_name(s.policy.out_format)});
+  std::vector<size_t> w(rows[0].size(), 0);
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
+  std::printf("model %s, step %llu: %zu matmul sites\n", cfg.model.kind.c_str(), static_cast<unsigned long long>(o.step),
+              sites.size());
+  for (size_t k = 0; k < rows.size(); ++k) {
+    std::string line;
+    for (size_t i = 0; i < rows[k].size(); ++i) {
+      line += rows[k][i];
+      if (i + 1 < rows[k].size()) line += std::string(w[i] - rows[k][i].size() + 2, ' ');
+    }
+    std::printf("%s\n", line.c_str());
+  }
+}
+
+}  // namespace
+
+void add_train_commands(CLI::App& app) {
+  auto t = std::make_shared<TrainOptions>();
+  auto* train = app.add_subcommand("train", "Train a model under a precision policy (config: docs/config.md); "
+                                            "writes config.json, metrics.jsonl and summary.json to the run directory");
+  add_config_options(train, *t);
+  train->add_flag("--quiet", t->quiet, "No progress or summary output");
+  train->callback([t] { run_train(*t); });
+
+  auto e = std::make_shared<ExplainOptions>();
+  auto* explain = app.add_subcommand("explain", "Print the resolved matmul policy of every site of a config");
+  add_config_options(explain, *e);
+  explain->add_flag("--json", e->json, "Every site's full policy as JSON");
+  explain->add_option("--step", e->step, "Resolve with the precision.schedule entries in force at this step")
+      ->capture_default_str();
+  explain->callback([e] { run_explain(*e); });
+}
+
+}  // namespace drift::cli

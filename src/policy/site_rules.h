@@ -1,0 +1,36 @@
+// The cascade of precision rules (DESIGN.md, "Policy"): `precision.matmul` is an ordered list of
+//   { "match": { "layer": <glob>, "role": forward|grad_input|grad_weight, "class": activation|weight|gradient },
+//     <POLICY keys of matmul_json.h: preset, a, b, product, inner, outer, output>,
+//     "operand": QUANT }
+// A site matches when every key of `match` does (a missing key matches all; `class` matches when
+// either operand has that class). Each matching rule is applied, in order, on top of the
+// resolution so far (apply_matmul_policy), starting from the fp32 passthrough MatmulPolicy();
+// later rules win. "operand" (only with match.class) is a quantizer applied to whichever operand(s)
+// of the site have that class, e.g. every weight operand of every site.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "arith/matmul.h"
+#include "model/sites.h"
+#include "policy/config_error.h"
+
+namespace drift {
+
+// Throws ConfigError (naming the rule's path) for a malformed rule list.
+void check_matmul_rules(const nlohmann::json& rules, const std::string& path);
+
+// The policy of one site under the rules (at `path` in the document). Throws ConfigError.
+MatmulPolicy resolve_site_policy(const nlohmann::json& rules, const std::string& path, const MatmulSite& site,
+                                 const MatmulPolicy& base = MatmulPolicy());
+
+// Resolves every site of `sites` in place. Rules that match no site are still checked against the
+// default policy, so that a typo does not pass silently. Throws ConfigError.
+void resolve_sites(const nlohmann::json& rules, const std::string& path, MatmulSites& sites);
+
+// A one-line description of a quantizer / accumulator / rounding target for tables.
+std::string describe_quantizer(const Quantizer& q);
+std::string describe_accumulator(const Accumulator& a);
+
+}  // namespace drift

@@ -1,0 +1,306 @@
+#include "train/config.h"
+
+#include <cmath>
+#include <fstream>
+#include <initializer_list>
+#include <limits>
+#include <sstream>
+
+#include "policy/site_rules.h"
+
+namespace drift {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string join(const std::string& p, const std::string& k) { return p.empty() ? k : p + "." + k; }
+
+void check_keys(const json& j, const std::string& path, std::initializer_list<const char*> keys) {
+  if (!j.is_object()) throw ConfigError(path, "expected an object");
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    bool ok = false;
+    for (const char* k : keys) ok = ok || it.key() == k;
+    if (!ok) {
+      std::string list;
+      for (const char* k : keys) list += (list.empty() ? "" : ", ") + std::string(k);
+      throw ConfigError(join(path, it.key()), "unknown key (expected one of: " + list + ")");
+    }
+  }
+}
+
+void get_uint(const json& j, const std::string& path, const char* key, size_t* out, size_t lo = 0,
+              size_t hi = std::numeric_limits<uint32_t>::max()) {
+  if (!j.contains(key)) return;
+  const json& v = j[key];
+  const std::string p = join(path, key);
+  if (!v.is_number_integer() || (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0))
+    throw ConfigError(p, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  const uint64_t x = v.get<uint64_t>();
+  if (x < lo || x > hi)
+    throw ConfigError(p, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                             std::to_string(x));
+  *out = static_cast<size_t>(x);
+}
+
+std::string num(double x) {
+  std::ostringstream o;
+  o << x;
+  return o.str();
+}
+
+// lo/hi inclusive unless open_lo (x > lo).
+void get_double(const json& j, const std::string& path, const char* key, double* out, double lo, double hi,
+                bool open_lo = false) {
+  if (!j.contains(key)) return;
+  const json& v = j[key];
+  const std::string p = join(path, key);
+  const std::string range = std::string(open_lo ? "(" : "[") + num(lo) + ", " + num(hi) + "]";
+  if (!v.is_number()) throw ConfigError(p, "expected a number in " + range);
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || (open_lo ? x <= lo : x < lo) || x > hi)
+    throw ConfigError(p, "expected a number in " + range + ", got " + num(x));
+  *out = x;
+}
+
+void get_bool(const json& j, const std::string& path, const char* key, bool* out) {
+  if (!j.contains(key)) return;
+  if (!j[key].is_boolean()) throw ConfigError(join(path, key), "expected true or false");
+  *out = j[key].get<bool>();
+}
+
+void get_string(const json& j, const std::string& path, const char* key, std::string* out,
+                std::initializer_list<const char*> choices = {}) {
+  if (!j.contains(key)) return;
+  const std::string p = join(path, key);
+  std::string list;
+  for (const char* c : choices) list += (list.empty() ? "" : ", ") + std::string(c);
+  if (!j[key].is_string()) throw ConfigError(p, choices.size() ? "expected one of: " + list : "expected a string");
+  const std::string s = j[key].get<std::string>();
+  if (choices.size()) {
+    bool ok = false;
+    for (const char* c : choices) ok = ok || s == c;
+    if (!ok) throw ConfigError(p, "unknown value '" + s + "' (expected one of: " + list + ")");
+  }
+  *out = s;
+}
+
+bool non_negative_int(const json& v) {
+  return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
+}
+
+const json& section(const json& j, const char* key) {
+  static const json empty = json::object();
+  return j.contains(key) ? j[key] : empty;
+}
+
+}  // namespace
+
+std::string RunConfig::run_dir() const {
+  if (!output.dir.empty()) return output.dir;
+  return "runs/" + output.name + "/seed" + std::to_string(seed);
+}
+
+RunConfig parse_run_config(const json& j) {
+  RunConfig c;
+  check_keys(j, "", {"seed", "model", "data", "train", "precision", "divergence", "output"});
+  if (j.contains("seed")) {
+    if (!non_negative_int(j["seed"])) throw ConfigError("seed", "expected an integer >= 0");
+    c.seed = j["seed"].get<uint64_t>();
+  }
+  {
+    const json& m = section(j, "model");
+    const std::string p = "model";
+    check_keys(m, p, {"kind", "context", "embed", "hidden", "hidden_layers", "d_model", "heads", "layers", "mlp_mult",
+                      "activation", "init_scale", "vocab"});
+    auto& mc = c.model;
+    get_string(m, p, "kind", &mc.kind, {"mlp", "attn"});
+    get_uint(m, p, "context", &mc.context, 1, 4096);
+    get_uint(m, p, "embed", &mc.embed, 1, 65536);
+    get_uint(m, p, "hidden", &mc.hidden, 1, 65536);
+    get_uint(m, p, "hidden_layers", &mc.hidden_layers, 0, 64);
+    get_uint(m, p, "d_model", &mc.d_model, 1, 65536);
+    get_uint(m, p, "heads", &mc.heads, 1, 1024);
+    get_uint(m, p, "layers", &mc.layers, 0, 64);
+    get_uint(m, p, "mlp_mult", &mc.mlp_mult, 1, 64);
+    get_string(m, p, "activation", &mc.activation, {"tanh", "gelu"});
+    get_double(m, p, "init_scale", &mc.init_scale, 0, 1e6, true);
+    // "vocab" is accepted (a resolved config records it) but always comes from the tokenizer.
+    if (m.contains("vocab") && !non_negative_int(m["vocab"]))
+      throw ConfigError("model.vocab", "expected an integer (informational: the tokenizer sets it)");
+    if (mc.kind == "attn" && mc.d_model % mc.heads)
+      throw ConfigError("model.heads", "must divide model.d_model (" + std::to_string(mc.d_model) + ")");
+  }
+  {
+    const json& d = section(j, "data");
+    check_keys(d, "data", {"path", "tokenizer", "val_fraction"});
+    get_string(d, "data", "path", &c.data.path);
+    if (c.data.path.empty()) throw ConfigError("data.path", "expected a file or directory name");
+    get_string(d, "data", "tokenizer", &c.data.tokenizer, {"byte", "char"});
+    get_double(d, "data", "val_fraction", &c.data.val_fraction, 0, 0.9, true);
+  }
+  {
+    const json& t = section(j, "train");
+    const std::string p = "train";
+    check_keys(t, p, {"steps", "batch", "lr", "optimizer", "momentum", "beta1", "beta2", "eps", "weight_decay",
+                      "grad_clip", "warmup", "decay", "min_lr_frac", "eval_every", "eval_batches", "log_every"});
+    auto& tc = c.train;
+    get_uint(t, p, "steps", &tc.steps, 1, 100000000);
+    get_uint(t, p, "batch", &tc.batch, 1, 1 << 20);
+    get_double(t, p, "lr", &tc.lr, 0, 1e3, true);
+    get_string(t, p, "optimizer", &tc.optimizer, {"adamw", "sgd"});
+    get_double(t, p, "momentum", &tc.momentum, 0, 1);
+    get_double(t, p, "beta1", &tc.beta1, 0, 1);
+    get_double(t, p, "beta2", &tc.beta2, 0, 1);
+    get_double(t, p, "eps", &tc.eps, 0, 1, true);
+    get_double(t, p, "weight_decay", &tc.weight_decay, 0, 1e3);
+    get_double(t, p, "grad_clip", &tc.grad_clip, 0, 1e30);
+    get_uint(t, p, "warmup", &tc.warmup, 0, 100000000);
+    get_string(t, p, "decay", &tc.decay, {"cosine", "linear", "constant"});
+    get_double(t, p, "min_lr_frac", &tc.min_lr_frac, 0, 1);
+    get_uint(t, p, "eval_every", &tc.eval_every, 1, 100000000);
+    get_uint(t, p, "eval_batches", &tc.eval_batches, 1, 100000);
+    get_uint(t, p, "log_every", &tc.log_every, 1, 100000000);
+  }
+  {
+    const json& pr = section(j, "precision");
+    check_keys(pr, "precision", {"matmul", "schedule", "elementwise", "master"});
+    auto& pc = c.precision;
+    if (pr.contains("matmul")) {
+      pc.matmul = pr["matmul"].is_string() || (pr["matmul"].is_object())
+                      ? json::array({pr["matmul"].is_string() ? json{{"preset", pr["matmul"]}} : pr["matmul"]})
+                      : pr["matmul"];
+      check_matmul_rules(pc.matmul, "precision.matmul");
+      // A policy that does not hold on its own is reported here; site-specific failures at resolution.
+    }
+    if (pr.contains("schedule")) {
+      pc.schedule = pr["schedule"];
+      if (!pc.schedule.is_array()) throw ConfigError("precision.schedule", "expected a list [{\"step\": N, \"matmul\": [rules]}]");
+      uint64_t prev = 0;
+      for (size_t i = 0; i < pc.schedule.size(); ++i) {
+        const std::string ep = "precision.schedule[" + std::to_string(i) + "]";
+        const json& e = pc.schedule[i];
+        check_keys(e, ep, {"step", "matmul"});
+        if (!e.contains("step") || !non_negative_int(e["step"]) || e["step"].get<uint64_t>() == 0)
+          throw ConfigError(join(ep, "step"), "expected an integer >= 1 (the first step the rules apply to)");
+        if (i && e["step"].get<uint64_t>() <= prev)
+          throw ConfigError(join(ep, "step"), "schedule steps must increase");
+        prev = e["step"].get<uint64_t>();
+        if (!e.contains("matmul")) throw ConfigError(join(ep, "matmul"), "expected a list of rules");
+        check_matmul_rules(e["matmul"], join(ep, "matmul"));
+      }
+    }
+    if (pr.contains("elementwise")) {
+      if (!pr["elementwise"].is_array() || !pr["elementwise"].empty())
+        throw ConfigError("precision.elementwise",
+                          "elementwise quantizers are not implemented yet: expected [] (elementwise work is fp32)");
+    }
+    get_string(pr, "precision", "master", &pc.master, {"fp32"});
+  }
+  {
+    const json& d = section(j, "divergence");
+    const std::string p = "divergence";
+    check_keys(d, p, {"enabled", "factor", "after_step", "smoothing", "stop"});
+    get_bool(d, p, "enabled", &c.divergence.enabled);
+    get_double(d, p, "factor", &c.divergence.factor, 1, 1e30);
+    get_uint(d, p, "after_step", &c.divergence.after_step, 0, 100000000);
+    get_double(d, p, "smoothing", &c.divergence.smoothing, 0, 1);
+    if (c.divergence.smoothing >= 1) throw ConfigError("divergence.smoothing", "expected a number in [0, 1)");
+    get_bool(d, p, "stop", &c.divergence.stop);
+  }
+  {
+    const json& o = section(j, "output");
+    check_keys(o, "output", {"dir", "name"});
+    get_string(o, "output", "dir", &c.output.dir);
+    get_string(o, "output", "name", &c.output.name);
+    if (c.output.name.empty() || c.output.name.find('/') != std::string::npos)
+      throw ConfigError("output.name", "expected a non-empty name without '/'");
+  }
+  return c;
+}
+
+nlohmann::ordered_json resolved_config_json(const RunConfig& c) {
+  using oj = nlohmann::ordered_json;
+  const auto& m = c.model;
+  const auto& t = c.train;
+  oj j;
+  j["version"] = DRIFT_VERSION;
+  j["seed"] = c.seed;
+  j["model"] = {{"kind", m.kind},         {"vocab", m.vocab},     {"context", m.context},   {"embed", m.embed},
+                {"hidden", m.hidden},     {"hidden_layers", m.hidden_layers},               {"d_model", m.d_model},
+                {"heads", m.heads},       {"layers", m.layers},   {"mlp_mult", m.mlp_mult}, {"activation", m.activation},
+                {"init_scale", m.init_scale}};
+  j["data"] = {{"path", c.data.path}, {"tokenizer", c.data.tokenizer}, {"val_fraction", c.data.val_fraction}};
+  j["train"] = {{"steps", t.steps},         {"batch", t.batch},         {"lr", t.lr},
+                {"optimizer", t.optimizer}, {"momentum", t.momentum},   {"beta1", t.beta1},
+                {"beta2", t.beta2},         {"eps", t.eps},             {"weight_decay", t.weight_decay},
+                {"grad_clip", t.grad_clip}, {"warmup", t.warmup},       {"decay", t.decay},
+                {"min_lr_frac", t.min_lr_frac}, {"eval_every", t.eval_every}, {"eval_batches", t.eval_batches},
+                {"log_every", t.log_every}};
+  j["precision"] = {{"matmul", oj::parse(c.precision.matmul.dump())},
+                    {"schedule", oj::parse(c.precision.schedule.dump())},
+                    {"elementwise", oj::array()},
+                    {"master", c.precision.master}};
+  j["divergence"] = {{"enabled", c.divergence.enabled}, {"factor", c.divergence.factor},
+                     {"after_step", c.divergence.after_step}, {"smoothing", c.divergence.smoothing},
+                     {"stop", c.divergence.stop}};
+  j["output"] = {{"dir", c.output.dir}, {"name", c.output.name}};
+  return j;
+}
+
+json load_config_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw ConfigError("", "cannot read config file '" + path + "'");
+  try {
+    return json::parse(f);
+  } catch (const json::parse_error& e) {
+    throw ConfigError("", "config file '" + path + "' is not valid JSON: " + e.what());
+  }
+}
+
+void apply_set(json& root, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError("", "--set expects path=value (e.g. train.lr=0.01), got '" + assignment + "'");
+  const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  json value;
+  try {
+    value = json::parse(text);
+  } catch (const json::parse_error&) {
+    value = text;  // a bare string
+  }
+  json* cur = &root;
+  std::string done;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = path.find('.', start);
+    const std::string seg = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (seg.empty()) throw ConfigError(path, "--set: empty path segment");
+    const bool last = dot == std::string::npos;
+    if (cur->is_array()) {
+      if (seg.find_first_not_of("0123456789") != std::string::npos || std::stoull(seg) >= cur->size())
+        throw ConfigError(done, "--set: '" + seg + "' is not an index of this list (size " + std::to_string(cur->size()) + ")");
+      cur = &(*cur)[std::stoull(seg)];
+    } else {
+      if (cur->is_null()) *cur = json::object();
+      if (!cur->is_object()) throw ConfigError(done, "--set: not an object, cannot set '" + seg + "' inside it");
+      cur = &(*cur)[seg];
+    }
+    done = join(done, seg);
+    if (last) break;
+    start = dot + 1;
+  }
+  *cur = value;
+}
+
+void resolve_sites_at_step(const PrecisionConfig& p, uint64_t step, MatmulSites& sites) {
+  resolve_sites(p.matmul, "precision.matmul", sites);
+  for (size_t i = 0; i < p.schedule.size(); ++i) {
+    const json& e = p.schedule[i];
+    if (e["step"].get<uint64_t>() > step) break;
+    const std::string path = "precision.schedule[" + std::to_string(i) + "].matmul";
+    for (auto& s : sites.sites()) s.policy = resolve_site_policy(e["matmul"], path, s, s.policy);
+  }
+}
+
+}  // namespace drift

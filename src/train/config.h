@@ -1,0 +1,82 @@
+// A training run's configuration: one JSON document with sections model, data, train, precision,
+// divergence, output and a top-level seed. Every key has a default (docs/config.md); unknown keys,
+// wrong types and out-of-range values are ConfigErrors naming the JSON path.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "model/model.h"
+#include "policy/config_error.h"
+#include "train/data.h"
+
+namespace drift {
+
+struct TrainConfig {
+  size_t steps = 1000;
+  size_t batch = 64;
+  double lr = 3e-3;
+  std::string optimizer = "adamw";  // adamw | sgd
+  double momentum = 0.9;            // sgd
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;  // adamw
+  double weight_decay = 0.0;        // adamw: decoupled; sgd: added to the gradient (L2); weights only
+  double grad_clip = 1.0;           // clip the global gradient norm to this (0: off)
+  size_t warmup = 50;               // linear warmup steps
+  std::string decay = "cosine";     // cosine | linear | constant, after warmup, down to min_lr_frac * lr
+  double min_lr_frac = 0.1;
+  size_t eval_every = 100;          // validation loss every this many steps (and at the last step)
+  size_t eval_batches = 8;          // fixed held-out batches of `batch` windows
+  size_t log_every = 10;            // a metrics.jsonl line every this many steps (and eval/last/diverged steps)
+};
+
+struct PrecisionConfig {
+  nlohmann::json matmul = nlohmann::json::array();    // rules (policy/site_rules.h)
+  nlohmann::json schedule = nlohmann::json::array();  // [{"step": N, "matmul": [rules]}], steps increasing
+  nlohmann::json elementwise = nlohmann::json::array();  // reserved: must be empty for now
+  std::string master = "fp32";                        // master weight format (fp32 only for now)
+};
+
+struct DivergenceConfig {
+  bool enabled = true;
+  double factor = 3.0;       // diverged when loss > factor * best smoothed loss ...
+  size_t after_step = 100;   // ... at or after this step (non-finite loss/gradient: any step)
+  double smoothing = 0.9;    // EMA coefficient of the smoothed loss
+  bool stop = true;          // stop the run at divergence
+};
+
+struct OutputConfig {
+  std::string dir;           // run directory; "" = runs/<name>/seed<seed>
+  std::string name = "run";  // run name (drift train sets it from the config file's name when absent)
+};
+
+struct RunConfig {
+  uint64_t seed = 0;
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  PrecisionConfig precision;
+  DivergenceConfig divergence;
+  OutputConfig output;
+  std::string run_dir() const;
+};
+
+// Parses and checks a whole config (missing keys take defaults). Throws ConfigError.
+RunConfig parse_run_config(const nlohmann::json& j);
+
+// Every key with its value (defaults filled in) plus "version"; parse_run_config reads it back
+// (after dropping "version") to an equal config. model.vocab is the tokenizer's, for the record.
+nlohmann::ordered_json resolved_config_json(const RunConfig& c);
+
+// Reads a config file (JSON). Throws ConfigError at the root naming the file.
+nlohmann::json load_config_file(const std::string& path);
+
+// `--set a.b.c=value`: value parsed as JSON, else taken as a string; intermediate objects are
+// created; a numeric segment indexes an existing array element. Throws ConfigError.
+void apply_set(nlohmann::json& root, const std::string& assignment);
+
+// Resolves every site's policy at `step`: precision.matmul, then the rules of every schedule entry
+// with entry.step <= step on top (errors name the rule's own path). Throws ConfigError.
+void resolve_sites_at_step(const PrecisionConfig& p, uint64_t step, MatmulSites& sites);
+
+}  // namespace drift

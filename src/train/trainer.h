@@ -1,0 +1,50 @@
+// The training loop: data -> model (every matmul through the engine at its site's policy) ->
+// optimizer, with validation, divergence detection and the run directory's files:
+//   config.json     the resolved config (every default filled in, plus drift's version)
+//   metrics.jsonl   one line per logged step; "tokens_per_s" and "elapsed_s" are the only timing
+//                   fields (drop them and the file is byte-identical for the same config and seed)
+//   summary.json    written atomically at the end
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "model/model.h"
+#include "train/config.h"
+#include "train/data.h"
+
+namespace drift {
+
+// What the command line shows while a run goes.
+struct Progress {
+  uint64_t step = 0, steps = 0;
+  double loss = 0, val_loss = 0;  // val_loss: NaN when not evaluated at this step
+  double lr = 0, grad_norm = 0, tokens_per_s = 0, eta_s = 0;
+  bool evaluated = false;
+};
+
+struct RunSummary {
+  bool diverged = false;
+  int64_t divergence_step = -1;
+  std::string reason;
+  uint64_t steps_completed = 0;
+  double final_train_loss = 0, smoothed_train_loss = 0, final_val_loss = 0, best_val_loss = 0;
+  double wall_s = 0, steps_per_s = 0, tokens_per_s = 0;
+  std::string run_dir;
+};
+
+// Everything a run needs, built (and checked) before anything is written.
+struct PreparedRun {
+  RunConfig cfg;
+  Corpus corpus;
+  std::unique_ptr<LmModel<float>> model;
+};
+
+// Loads the data, builds the model and resolves every site's policy. Throws ConfigError or io::IoError.
+PreparedRun prepare_run(const RunConfig& cfg);
+
+// Trains, writing the run directory. `progress` (may be empty) is called at every logged step.
+RunSummary train(PreparedRun& run, const std::function<void(const Progress&)>& progress);
+
+}  // namespace drift
