@@ -79,7 +79,8 @@ struct MatmulContext {
   DelayedState* delayed_a = nullptr;   // required when an operand uses delayed scaling
   DelayedState* delayed_b = nullptr;
   bool force_reference = false;        // always take the literal reference path
-  bool count_swamping = true;          // the fast path counts swamping only when asked (it costs ~2x)
+  bool count_swamping = false;         // the fast path counts swamping only when asked (its counting
+                                       // kernel is several times slower); the reference always counts
 };
 
 // C (M x N, row stride ldc) = A (M x K) * B (K x N) under `policy`.

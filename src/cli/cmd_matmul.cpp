@@ -108,6 +108,7 @@ void run_matmul(const MatmulOptions& o) {
   ctx.delayed_a = &da;
   ctx.delayed_b = &db;
   ctx.force_reference = o.reference;
+  ctx.count_swamping = true;  // a one-off diagnostic call: report swamping on every path
   MatmulTelemetry tel;
   try {
     tel = matmul(va, vb, c.data.data(), n, policy, ctx);
