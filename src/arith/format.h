@@ -99,4 +99,12 @@ DRIFT_HD void derive_format(Format& f) {
   f.finite_codes = f.nan == NanCode::negzero ? 2 * per_sign - 1 : 2 * per_sign;
 }
 
+// Bits of significand a value of f can carry (the implicit bit included): what decides whether a
+// product of two values is exact in a wider format.
+DRIFT_HD int significand_bits(const Format& f) {
+  if (f.kind == Kind::floating) return f.man_bits + 1;
+  if (f.kind == Kind::integer) return f.man_bits;
+  return 1;
+}
+
 }  // namespace drift

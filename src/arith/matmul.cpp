@@ -27,12 +27,6 @@ void MatmulTelemetry::merge(const MatmulTelemetry& o) {
 
 namespace {
 
-int significand_bits(const Format& f) {
-  if (f.kind == Kind::floating) return f.man_bits + 1;
-  if (f.kind == Kind::integer) return f.man_bits;
-  return 1;
-}
-
 std::string validate_accumulator(const Accumulator& acc, const char* name) {
   if (acc.order == SumOrder::split && acc.split < 1) return std::string(name) + ".split must be >= 1";
   if (acc.promote_every < 0) return std::string(name) + ".promote_every must be >= 0";
@@ -94,13 +88,6 @@ void prepare_operands_into(PreparedOperands& ops, const MatView& a, const MatVie
   } else {
     ops.kblock = policy.inner.promote_every > 0 ? static_cast<size_t>(policy.inner.promote_every) : std::max<size_t>(k, 1);
   }
-}
-
-PreparedOperands prepare_operands(const MatView& a, const MatView& b, const MatmulPolicy& policy,
-                                  const MatmulContext& ctx) {
-  PreparedOperands ops;
-  prepare_operands_into(ops, a, b, policy, ctx);
-  return ops;
 }
 
 MatmulTelemetry matmul(const MatView& a, const MatView& b, double* c, size_t ldc, const MatmulPolicy& policy,

@@ -92,8 +92,6 @@ struct PreparedOperands {
   QuantizedOperand a, b;
   size_t kblock = 0;  // K-block of the two-level sum
 };
-PreparedOperands prepare_operands(const MatView& a, const MatView& b, const MatmulPolicy& policy,
-                                  const MatmulContext& ctx);
 
 void prepare_operands_into(PreparedOperands& ops, const MatView& a, const MatView& b, const MatmulPolicy& policy,
                            const MatmulContext& ctx);

@@ -18,6 +18,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 
+#include "arith/cast_span.h"
 #include "arith/matmul.h"
 #include "arith/ops.h"
 
@@ -219,14 +220,6 @@ HWY_EXPORT(FloatLanes);
 
 namespace {
 
-bool fits_float_grid(const Format& f) {
-  if (f.kind == Kind::floating) return f.man_bits <= 23 && f.emax <= 127 && f.emin - f.man_bits >= -149;
-  if (f.kind == Kind::integer) return f.man_bits <= 24;
-  return f.emin >= -149 && f.emax <= 127;
-}
-int sig_bits(const Format& f) {
-  return f.kind == Kind::floating ? f.man_bits + 1 : f.kind == Kind::integer ? f.man_bits : 1;
-}
 bool is_fp32_rne_keep(const Accumulator& acc) {
   const Format& f = acc.format;
   return f.kind == Kind::floating && f.exp_bits == 8 && f.man_bits == 23 && f.bias == 127 && f.inf &&
@@ -239,8 +232,8 @@ bool is_fp32_rne_keep(const Accumulator& acc) {
 bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const MatmulPolicy& policy,
                  const MatmulContext& ctx, MatmulTelemetry& tel) {
   if (policy.product_format || !is_fp32_rne_keep(policy.inner) || !is_fp32_rne_keep(policy.outer)) return false;
-  if (!fits_float_grid(policy.a.format) || !fits_float_grid(policy.b.format)) return false;
-  const bool exact_in_float = sig_bits(policy.a.format) + sig_bits(policy.b.format) <= 24;
+  if (!fits_float(policy.a.format) || !fits_float(policy.b.format)) return false;
+  const bool exact_in_float = significand_bits(policy.a.format) + significand_bits(policy.b.format) <= 24;
   const bool native_fma = HWY_DYNAMIC_DISPATCH(HasNativeFma)();
   if (!exact_in_float && !native_fma) return false;
   const QuantizedOperand& A = ops.a;
