@@ -41,7 +41,7 @@ std::array<float, 256> build_dynamic_map(bool is_signed) {
   }
   v.push_back(0.0);
   v.push_back(1.0);
-  while (v.size() < 256) v.push_back(0.0);  // the unsigned map has 2 spare codes (zero, as bitsandbytes pads)
+  // 2 x (1 + 2 + ... + 64) = 254 signed values, or 2 + 4 + ... + 128 = 254 unsigned ones, plus 0 and 1.
   std::sort(v.begin(), v.end());
   std::array<float, 256> m{};
   for (size_t i = 0; i < 256; ++i) m[i] = static_cast<float>(v[i]);
