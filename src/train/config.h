@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "policy/config_error.h"
 #include "train/data.h"
+#include "train/allreduce.h"
 #include "train/loss_scale.h"
 
 namespace drift {
@@ -46,6 +47,7 @@ struct PrecisionConfig {
   MasterConfig master;
   std::string optimizer_state = "fp32";                 // fp32 | bf16 | int8_block (train/opt_state.h)
   LossScaleConfig loss_scale;
+  AllreduceConfig allreduce;                            // simulated data-parallel reduction (ranks 1: off)
 };
 
 // The divergence record (summary.json): first_nonfinite_step, spike_step and, against a reference
