@@ -206,7 +206,7 @@ RunConfig parse_run_config(const json& j) {
     const std::string p = "train";
     check_keys(t, p, {"steps", "batch", "lr", "optimizer", "momentum", "beta1", "beta2", "eps", "weight_decay",
                       "grad_clip", "warmup", "decay", "min_lr_frac", "eval_every", "eval_batches", "log_every",
-                      "checkpoint_every"});
+                      "checkpoint_every", "keep_checkpoints"});
     auto& tc = c.train;
     get_uint(t, p, "steps", &tc.steps, 1, 100000000);
     get_uint(t, p, "batch", &tc.batch, 1, 1 << 20);
@@ -225,6 +225,7 @@ RunConfig parse_run_config(const json& j) {
     get_uint(t, p, "eval_batches", &tc.eval_batches, 1, 100000);
     get_uint(t, p, "log_every", &tc.log_every, 1, 100000000);
     get_uint(t, p, "checkpoint_every", &tc.checkpoint_every, 0, 100000000);
+    get_bool(t, p, "keep_checkpoints", &tc.keep_checkpoints);
   }
   {
     const json& pr = section(j, "precision");
@@ -325,7 +326,8 @@ nlohmann::ordered_json resolved_config_json(const RunConfig& c) {
                 {"beta2", t.beta2},         {"eps", t.eps},             {"weight_decay", t.weight_decay},
                 {"grad_clip", t.grad_clip}, {"warmup", t.warmup},       {"decay", t.decay},
                 {"min_lr_frac", t.min_lr_frac}, {"eval_every", t.eval_every}, {"eval_batches", t.eval_batches},
-                {"log_every", t.log_every}, {"checkpoint_every", t.checkpoint_every}};
+                {"log_every", t.log_every}, {"checkpoint_every", t.checkpoint_every},
+                {"keep_checkpoints", t.keep_checkpoints}};
   j["precision"] = {{"matmul", oj::parse(c.precision.matmul.dump())},
                     {"schedule", oj::parse(c.precision.schedule.dump())},
                     {"elementwise", oj::array()},

@@ -32,6 +32,7 @@ struct TrainConfig {
   size_t eval_batches = 8;          // fixed held-out batches of `batch` windows
   size_t log_every = 10;            // a metrics.jsonl line every this many steps (and eval/last/diverged steps)
   size_t checkpoint_every = 0;      // a checkpoint every this many steps (0: only at exit)
+  bool keep_checkpoints = false;    // also keep each periodic one as checkpoint-<step>.bin (to branch from)
 };
 
 // Master weights: the format the parameters are kept in between steps, and how updates round to it.

@@ -373,7 +373,12 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
       sum.interrupted = true;
       break;
     }
-    if (c.train.checkpoint_every && (step + 1) % c.train.checkpoint_every == 0 && !last) save_checkpoint();
+    if (c.train.checkpoint_every && (step + 1) % c.train.checkpoint_every == 0 && !last) {
+      save_checkpoint();
+      if (c.train.keep_checkpoints)  // named by the step it resumes at
+        fs::copy_file(ckpt_path, (dir / ("checkpoint-" + std::to_string(step + 1) + ".bin")).string(),
+                      fs::copy_options::overwrite_existing);
+    }
   }
   metrics.close();
   if (!metrics) throw io::IoError(metrics_path + ": write failed");
