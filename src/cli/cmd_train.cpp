@@ -17,6 +17,7 @@
 #include "policy/matmul_json.h"
 #include "policy/site_rules.h"
 #include "train/config.h"
+#include "train/dump_init.h"
 #include "train/trainer.h"
 
 namespace drift::cli {
@@ -79,6 +80,7 @@ std::string fmt_time(double s) {
 
 struct TrainOptions : ConfigOptions {
   bool quiet = false;
+  bool dump_init = false;
 };
 
 void run_train(const TrainOptions& o) {
@@ -92,6 +94,10 @@ void run_train(const TrainOptions& o) {
                run.corpus.train.size(), run.corpus.val.size());
   spdlog::info("{} steps of batch {}, {} lr {}; run directory {}", c.train.steps, c.train.batch, c.train.optimizer,
                c.train.lr, c.run_dir());
+  if (o.dump_init) {
+    dump_init(run, c.run_dir());
+    spdlog::info("initial weights and batches written to {}/init/", c.run_dir());
+  }
   const bool tty = !o.quiet && isatty(STDERR_FILENO);
   auto progress = [&](const Progress& p) {
     if (o.quiet) return;
@@ -187,6 +193,9 @@ void add_train_commands(CLI::App& app) {
                                             "writes config.json, metrics.jsonl and summary.json to the run directory");
   add_config_options(train, *t);
   train->add_flag("--quiet", t->quiet, "No progress or summary output");
+  train->add_flag("--dump-init", t->dump_init,
+                  "Also write init/: the initial weights (<param>.npy, float32) and every step's training windows "
+                  "(batches.npy) and the validation windows (val_batches.npy), int32; see docs/config.md");
   train->callback([t] { run_train(*t); });
 
   auto e = std::make_shared<ExplainOptions>();
