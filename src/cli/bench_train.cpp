@@ -167,8 +167,17 @@ void run_bench_train(const Options& o) {
   std::vector<BenchPolicy> policies;
   for (const auto& p : kPolicies)
     if (selected(o.policies, p.name)) policies.push_back(p);
-  if (models.empty()) throw InputError("--models: expected some of mlp, attn");
-  if (policies.empty()) throw InputError("--policies: expected some of fp32, mxfp8_e4m3");
+  // One corpus for every model, loaded (and checked) before any output.
+  DataConfig dc;
+  dc.path = o.data;
+  size_t max_context = 0;
+  for (const auto& m : models) max_context = std::max(max_context, m.cfg.context);
+  Corpus corpus;
+  try {
+    corpus = load_corpus(dc, max_context);
+  } catch (const io::IoError& e) {
+    throw InputError(std::string("--data: ") + e.what());
+  }
 
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   if (!o.json) {
@@ -179,14 +188,6 @@ void run_bench_train(const Options& o) {
     std::printf("\n");
   }
   for (const auto& bm : models) {
-    DataConfig dc;
-    dc.path = o.data;
-    Corpus corpus;
-    try {
-      corpus = load_corpus(dc, bm.cfg.context);
-    } catch (const io::IoError& e) {
-      throw InputError(std::string("--data: ") + e.what());
-    }
     const TorchFigures* torch = nullptr;
     for (const auto& f : pytorch)
       if (f.model == bm.name) torch = &f;
@@ -244,8 +245,9 @@ void add_bench_train_command(CLI::App& bench) {
   cmd->add_option("--threads", o->threads, "OpenMP threads (give PyTorch the same: reference_pytorch.py --threads)")
       ->capture_default_str();
   cmd->add_option("--data", o->data, "Corpus the batches are drawn from")->capture_default_str();
-  cmd->add_option("--models", o->models, "Models to time (default both): mlp attn");
-  cmd->add_option("--policies", o->policies, "Policies to time (default both): fp32 mxfp8_e4m3");
+  cmd->add_option("--models", o->models, "Models to time (default both)")->check(CLI::IsMember({"mlp", "attn"}));
+  cmd->add_option("--policies", o->policies, "Policies to time (default both)")
+      ->check(CLI::IsMember({"fp32", "mxfp8_e4m3"}));
   cmd->add_option("--pytorch", o->pytorch,
                   "JSON from `scripts/reference_pytorch.py --bench --json`: adds PyTorch's ms/step, drift's speed as a "
                   "ratio to it and the targets (fp32 >= 1x, mxfp8 >= 0.5x)");

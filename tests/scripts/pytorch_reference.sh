@@ -11,7 +11,8 @@ set -euo pipefail
 drift="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 src="$(cd "$2" && pwd)"
 ref="$src/scripts/reference_pytorch.py"
-py=/usr/bin/python3  # Debian's python3-torch is installed for Debian's interpreter only
+# Debian's python3-torch is installed for Debian's interpreter only (DRIFT_TORCH_PYTHON: another one).
+py="${DRIFT_TORCH_PYTHON:-/usr/bin/python3}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$work"
