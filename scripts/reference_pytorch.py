@@ -258,6 +258,9 @@ def load_run(run_dir, steps):
                            "with no schedule; the reference trains in plain float32" % run_dir)
     init = os.path.join(run_dir, "init")
     params = {n: np.load(need(os.path.join(init, n + ".npy"))) for n, _ in param_names(cfg)}
+    for n, a in params.items():
+        if a.dtype != np.float32:
+            raise InputProblem("%s: expected float32, found %s" % (os.path.join(init, n + ".npy"), a.dtype))
     batches = np.load(need(os.path.join(init, "batches.npy")))
     b, ctx = cfg["train"]["batch"], cfg["model"]["context"]
     if batches.dtype != np.int32 or batches.shape[1:] != (b, ctx + 1):
@@ -483,6 +486,9 @@ def main():
         return check(args)
     except (InputProblem, OSError, ValueError, KeyError) as e:
         sys.stderr.write("reference_pytorch.py: %s\n" % e)
+        return 2
+    except RuntimeError as e:  # torch: a dumped tensor whose shape does not fit the config's model
+        sys.stderr.write("reference_pytorch.py: the run's tensors do not fit its config.json: %s\n" % e)
         return 2
 
 
