@@ -14,6 +14,7 @@ void add_quantize_command(CLI::App& app);
 void add_train_commands(CLI::App& app);  // train, explain
 void add_bench_gemm_command(CLI::App& bench);
 void add_bench_cast_command(CLI::App& bench);
+void add_bench_train_command(CLI::App& bench);
 
 // Exit codes shared by every command.
 constexpr int kExitOk = 0;
