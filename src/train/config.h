@@ -33,7 +33,7 @@ struct TrainConfig {
 struct PrecisionConfig {
   nlohmann::json matmul = nlohmann::json::array();    // rules (policy/site_rules.h)
   nlohmann::json schedule = nlohmann::json::array();  // [{"step": N, "matmul": [rules]}], steps increasing
-  nlohmann::json elementwise = nlohmann::json::array();  // reserved: must be empty for now
+  nlohmann::json elementwise = nlohmann::json::array();  // rules (policy/elementwise_rules.h)
   std::string master = "fp32";                        // master weight format (fp32 only for now)
 };
 
