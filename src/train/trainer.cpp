@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "io/npy.h"
+#include "policy/elementwise_rules.h"
 #include "train/optimizer.h"
 
 namespace drift {
@@ -16,11 +17,14 @@ using ojson = nlohmann::ordered_json;
 PreparedRun prepare_run(const RunConfig& cfg) {
   PreparedRun r;
   r.cfg = cfg;
-  r.corpus = load_corpus(cfg.data, cfg.model.context);
-  r.cfg.model.vocab = r.corpus.tok.vocab();
+  if (model_needs_text(cfg.model)) {  // the proxy model draws its own inputs: no corpus
+    r.corpus = load_corpus(cfg.data, cfg.model.context);
+    r.cfg.model.vocab = r.corpus.tok.vocab();
+  }
   r.model = make_model<float>(r.cfg.model, cfg.seed);
   r.model->sites.seed = cfg.seed;
   resolve_sites_at_step(r.cfg.precision, 0, r.model->sites);
+  resolve_elementwise(r.cfg.precision.elementwise, "precision.elementwise", r.model->elementwise);
   return r;
 }
 
@@ -40,6 +44,26 @@ ojson site_metrics(const MatmulSites& sites) {
   return j;
 }
 
+// Per quantized elementwise tensor (precision.elementwise), as site_metrics does for matmul operands.
+ojson elementwise_metrics(const ElementwiseSites& e) {
+  ojson j = ojson::object();
+  for (const auto& s : e.sites())
+    if (s.calls)
+      j[s.name()] = {{"clipped", s.stats.clipped}, {"flushed", s.stats.flushed}, {"subnormal", s.stats.subnormal},
+                     {"amax", s.stats.amax}};
+  return j;
+}
+
+// One batch through the model: text windows drawn from `tokens`, or the model's own inputs (proxy).
+double forward_batch(PreparedRun& run, const std::vector<int32_t>& tokens, uint64_t stream, uint64_t draw,
+                     std::vector<int32_t>& windows) {
+  auto& m = *run.model;
+  const auto& c = run.cfg;
+  if (!m.needs_text()) return m.forward_generated(stream, draw, c.train.batch);
+  sample_windows(tokens, c.model.context, c.train.batch, c.seed, stream, draw, windows.data());
+  return m.forward(windows.data(), c.train.batch);
+}
+
 // A JSON number, or null when not finite.
 ojson num(double x) { return std::isfinite(x) ? ojson(x) : ojson(nullptr); }
 
@@ -48,13 +72,12 @@ double evaluate(PreparedRun& run, uint64_t step, std::vector<int32_t>& windows) 
   const auto& c = run.cfg;
   // Evaluation must not disturb training: keep the sites' telemetry and delayed-scaling state.
   const std::vector<MatmulSite> saved = m.sites.sites();
-  m.sites.begin_step(kEvalStepBase + step);
+  const std::vector<ElementwiseSite> saved_elementwise = m.elementwise.sites();
+  m.begin_step(kEvalStepBase + step);
   double total = 0;
-  for (size_t i = 0; i < c.train.eval_batches; ++i) {
-    sample_windows(run.corpus.val, c.model.context, c.train.batch, c.seed, kValDataStream, i, windows.data());
-    total += m.forward(windows.data(), c.train.batch);
-  }
+  for (size_t i = 0; i < c.train.eval_batches; ++i) total += forward_batch(run, run.corpus.val, kValDataStream, i, windows);
   m.sites.sites() = saved;
+  m.elementwise.sites() = saved_elementwise;
   return total / static_cast<double>(c.train.eval_batches);
 }
 
@@ -90,10 +113,9 @@ RunSummary train(PreparedRun& run, const std::function<void(const Progress&)>& p
       resolve_sites_at_step(c.precision, step, m.sites);
       ++next_schedule;
     }
-    m.sites.begin_step(step);
-    m.sites.reset_telemetry();
-    sample_windows(run.corpus.train, c.model.context, c.train.batch, c.seed, kTrainDataStream, step, windows.data());
-    loss = m.forward(windows.data(), c.train.batch);
+    m.begin_step(step);
+    m.reset_telemetry();
+    loss = forward_batch(run, run.corpus.train, kTrainDataStream, step, windows);
     m.backward();
     const double gnorm = global_norm(m.grads.data(), m.grads.size());
     const double lr = learning_rate(c.train, step);
@@ -142,6 +164,7 @@ RunSummary train(PreparedRun& run, const std::function<void(const Progress&)>& p
       ojson line = {{"step", step},          {"loss", num(loss)},          {"val_loss", num(val)},
                     {"lr", lr},              {"grad_norm", num(gnorm)},    {"clipped", c.train.grad_clip > 0 && gnorm > c.train.grad_clip},
                     {"sites", site_metrics(m.sites)}};
+      if (m.elementwise.any_active()) line["elementwise"] = elementwise_metrics(m.elementwise);
       if (diverged_now) line["diverged"] = reason;
       line["tokens_per_s"] = tps;  // timing fields last
       line["elapsed_s"] = elapsed;
