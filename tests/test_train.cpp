@@ -63,7 +63,7 @@ TEST_CASE("config: defaults, errors name the JSON path, the resolved config read
   CHECK(error_path(json{{"precision", {{"matmul", json::array({{{"preset", "mxfp9"}}})}}}}) == "(no error)");
   CHECK(error_path(json{{"precision", {{"matmul", json::array({{{"match", {{"layer", 3}}}}})}}}}) ==
         "precision.matmul[0].match.layer");
-  CHECK(error_path(json{{"precision", {{"elementwise", json::array({1})}}}}) == "precision.elementwise");
+  CHECK(error_path(json{{"precision", {{"elementwise", json::array({1})}}}}) == "precision.elementwise[0]");
   CHECK(error_path(json{{"precision", {{"schedule", json::array({{{"step", 5}, {"matmul", json::array()}},
                                                                   {{"step", 5}, {"matmul", json::array()}}})}}}}) ==
         "precision.schedule[1].step");

@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "io/npy.h"
 #include "policy/matmul_json.h"
+#include "policy/elementwise_rules.h"
 #include "policy/site_rules.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
@@ -111,9 +112,14 @@ void run_train(const TrainCmdOptions& o) {
   if (o.quiet) spdlog::set_level(spdlog::level::warn);
   const auto& c = run.cfg;
   size_t nparams = run.model->params.size();
-  spdlog::info("model {} ({} parameters, vocab {}, context {}), {} matmul sites; data {} ({} train / {} val tokens)",
-               c.model.kind, nparams, c.model.vocab, c.model.context, run.model->sites.size(), c.data.path,
-               run.corpus.train.size(), run.corpus.val.size());
+  if (run.model->needs_text())
+    spdlog::info("model {} ({} parameters, vocab {}, context {}), {} matmul sites; data {} ({} train / {} val tokens)",
+                 c.model.kind, nparams, c.model.vocab, c.model.context, run.model->sites.size(), c.data.path,
+                 run.corpus.train.size(), run.corpus.val.size());
+  else
+    spdlog::info("model {} ({} parameters, input {}, output {}), {} matmul sites; Gaussian inputs, teacher seed {}",
+                 c.model.kind, nparams, c.model.input_dim, c.model.output_dim, run.model->sites.size(),
+                 c.model.teacher_seed);
   spdlog::info("{} steps of batch {}, {} lr {}; run directory {}", c.train.steps, c.train.batch, c.train.optimizer,
                c.train.lr, c.run_dir());
   if (o.dump_init) {
@@ -162,10 +168,16 @@ void run_train(const TrainCmdOptions& o) {
     std::printf("DIVERGED at step %lld: %s\n", static_cast<long long>(s.divergence_step), s.reason.c_str());
   else
     std::printf("finished %llu steps without diverging\n", static_cast<unsigned long long>(s.steps_completed));
-  std::printf("  train loss %s (smoothed %s), validation loss %s (best %s) in nats per token; ln(vocab) = %.3f\n",
-              fmt_loss(s.final_train_loss).c_str(), fmt_loss(s.smoothed_train_loss).c_str(),
-              fmt_loss(s.final_val_loss).c_str(), fmt_loss(s.best_val_loss).c_str(),
-              std::log(static_cast<double>(c.model.vocab)));
+  if (run.model->needs_text())
+    std::printf("  train loss %s (smoothed %s), validation loss %s (best %s) in nats per token; ln(vocab) = %.3f\n",
+                fmt_loss(s.final_train_loss).c_str(), fmt_loss(s.smoothed_train_loss).c_str(),
+                fmt_loss(s.final_val_loss).c_str(), fmt_loss(s.best_val_loss).c_str(),
+                std::log(static_cast<double>(c.model.vocab)));
+  else
+    std::printf("  train loss %s (smoothed %s), validation loss %s (best %s): mean squared error against the teacher; "
+                "predicting 0 scores about 1\n",
+                fmt_loss(s.final_train_loss).c_str(), fmt_loss(s.smoothed_train_loss).c_str(),
+                fmt_loss(s.final_val_loss).c_str(), fmt_loss(s.best_val_loss).c_str());
   std::printf("  %s: %.1f steps/s, %.0f tokens/s\n", fmt_time(s.wall_s).c_str(),
               s.steps_per_s, s.tokens_per_s);
   if (s.skipped_steps)
@@ -193,6 +205,7 @@ void run_explain(const ExplainOptions& o) {
     throw InputError(std::string("model: ") + e.what());
   }
   resolve_sites_at_step(cfg.precision, o.step, model->sites);
+  resolve_elementwise(cfg.precision.elementwise, "precision.elementwise", model->elementwise);
   const auto& sites = model->sites.sites();
   if (o.json) {
     nlohmann::ordered_json j = nlohmann::ordered_json::array();
@@ -226,6 +239,18 @@ void run_explain(const ExplainOptions& o) {
     }
     std::printf("%s\n", line.c_str());
   }
+  // Elementwise tensors (precision.elementwise): only listed when some are quantized.
+  const auto& elem = model->elementwise.sites();
+  if (!model->elementwise.any_active()) {
+    std::printf("%zu elementwise tensors, none quantized (fp32)\n", elem.size());
+    return;
+  }
+  size_t width = 6;
+  for (const auto& e : elem) width = std::max(width, e.name().size());
+  std::printf("%zu elementwise tensors\n%-*s  quantizer\n", elem.size(), static_cast<int>(width), "tensor");
+  for (const auto& e : elem)
+    std::printf("%-*s  %s\n", static_cast<int>(width), e.name().c_str(),
+                e.quantizer ? describe_quantizer(*e.quantizer).c_str() : "- (fp32)");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/elementwise.h"
 #include "model/sites.h"
 
 namespace drift {
@@ -137,17 +138,17 @@ void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, cons
 // Causal multi-head self-attention core.
 // qkv (B,T,3C) holds q | k | v per position; out (B,T,C); att (B,H,T,T) the softmax probabilities
 // (zero above the diagonal). Per (b, h): S = Q·Kᵀ (site score), P = softmax(S / sqrt(hs)) causal,
-// O = P·V (site value); hs = C / H.
+// O = P·V (site value); hs = C / H. In two passes (all P, then all O) so that P can be quantized in
+// between (model/elementwise.h); each site's calls keep their (b, h) order either way.
 template <typename T>
-void attention_forward(MatmulSites& s, const LinearSites& score, const LinearSites& value, T* out, T* att,
-                       const T* qkv, size_t bsz, size_t t, size_t c, size_t nh) {
+void attention_probs_forward(MatmulSites& s, const LinearSites& score, T* att, const T* qkv, size_t bsz, size_t t,
+                             size_t c, size_t nh) {
   const size_t hs = c / nh, c3 = 3 * c;
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
   for (size_t b = 0; b < bsz; ++b)
     for (size_t h = 0; h < nh; ++h) {
       const T* q = qkv + b * t * c3 + h * hs;
       const T* k = q + c;
-      const T* v = q + 2 * c;
       T* p = att + (b * nh + h) * t * t;
       // S (T,T) = Q (T,hs) · Kᵀ (hs,T): K is stored (T,hs) with ld 3C, i.e. Kᵀ transposed.
       s.matmul<T>(score.fwd, t, hs, t, q, c3, false, k, c3, true, p, t, false, false);
@@ -164,15 +165,37 @@ void attention_forward(MatmulSites& s, const LinearSites& score, const LinearSit
         for (size_t j = 0; j <= i; ++j) row[j] *= inv;
         for (size_t j = i + 1; j < t; ++j) row[j] = 0;
       }
-      // O (T,hs) = P (T,T) · V (T,hs)
+    }
+}
+
+// out (B,T,C): O (T,hs) = P (T,T) · V (T,hs) per (b, h), P from att (B,H,T,T).
+template <typename T>
+void attention_values_forward(MatmulSites& s, const LinearSites& value, T* out, const T* att, const T* qkv,
+                              size_t bsz, size_t t, size_t c, size_t nh) {
+  const size_t hs = c / nh, c3 = 3 * c;
+  for (size_t b = 0; b < bsz; ++b)
+    for (size_t h = 0; h < nh; ++h) {
+      const T* v = qkv + b * t * c3 + h * hs + 2 * c;
+      const T* p = att + (b * nh + h) * t * t;
       s.matmul<T>(value.fwd, t, t, hs, p, t, false, v, c3, false, out + b * t * c + h * hs, c, false, false);
     }
 }
 
+template <typename T>
+void attention_forward(MatmulSites& s, const LinearSites& score, const LinearSites& value, T* out, T* att,
+                       const T* qkv, size_t bsz, size_t t, size_t c, size_t nh) {
+  attention_probs_forward(s, score, att, qkv, bsz, t, c, nh);
+  attention_values_forward(s, value, out, att, qkv, bsz, t, c, nh);
+}
+
 // dqkv (B,T,3C) = gradient of the loss through the attention core; datt (T,T) scratch of one head.
+// att: the softmax probabilities; att_mm: P as the value product used it (Q(P) when quantized;
+// null: att). dV uses att_mm; the softmax backward uses att (straight-through past Q).
 template <typename T>
 void attention_backward(MatmulSites& s, const LinearSites& score, const LinearSites& value, T* dqkv, T* datt,
-                        const T* dout, const T* qkv, const T* att, size_t bsz, size_t t, size_t c, size_t nh) {
+                        const T* dout, const T* qkv, const T* att, size_t bsz, size_t t, size_t c, size_t nh,
+                        const T* att_mm = nullptr) {
+  if (!att_mm) att_mm = att;
   const size_t hs = c / nh, c3 = 3 * c;
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
   for (size_t b = 0; b < bsz; ++b)
@@ -184,11 +207,12 @@ void attention_backward(MatmulSites& s, const LinearSites& score, const LinearSi
       T* dk = dq + c;
       T* dv = dq + 2 * c;
       const T* p = att + (b * nh + h) * t * t;
+      const T* pm = att_mm + (b * nh + h) * t * t;
       const T* dO = dout + b * t * c + h * hs;
       // dP (T,T) = dO (T,hs) · Vᵀ (hs,T)          [value.grad_input]
       s.matmul<T>(value.gi, t, hs, t, dO, c, false, v, c3, true, datt, t, false, false);
       // dV (T,hs) = Pᵀ (T,T) · dO (T,hs)           [value.grad_weight]
-      s.matmul<T>(value.gw, t, t, hs, p, t, true, dO, c, false, dv, c3, false, false);
+      s.matmul<T>(value.gw, t, t, hs, pm, t, true, dO, c, false, dv, c3, false, false);
       // dS = P * (dP - rowsum(dP * P)) * scale (softmax backward, causal)
       for (size_t i = 0; i < t; ++i) {
         T* d = datt + i * t;
@@ -238,6 +262,69 @@ void crossentropy_backward(T* dlogits, const T* probs, const int32_t* targets, s
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j < v; ++j)
       dlogits[i * v + j] = (probs[i * v + j] - (static_cast<size_t>(targets[i]) == j ? T(1) : T(0))) * inv_n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Elementwise quantization around LayerNorm and the activation (model/elementwise.h): the forward
+// uses Q(γ), Q(β) and hands on Q(output); the backward is straight-through (the gradient passes Q
+// unchanged) and uses what the forward used.
+
+// out (N,C) = Q_out(LN(inp; Q_w(w), Q_b(b))); wq, bq hold Q(w), Q(b) when those sites quantize.
+template <typename T>
+void layernorm_q_forward(ElementwiseSites& e, const LayerNormSites& s, T* out, T* mean, T* rstd, const T* inp,
+                         const T* w, const T* b, size_t n, size_t c, std::vector<T>& wq, std::vector<T>& bq) {
+  const T* wu = e.quantized(s.weight, w, 1, c, wq);
+  const T* bu = e.quantized(s.bias, b, 1, c, bq);
+  layernorm_forward(out, mean, rstd, inp, wu, bu, n, c);
+  e.quantize(s.out, out, n, c);
+}
+
+// The γ the last layernorm_q_forward used (what the backward's dx must use).
+template <typename T>
+const T* layernorm_weight_used(const ElementwiseSites& e, const LayerNormSites& s, const T* w, const std::vector<T>& wq) {
+  return e.active(s.weight) ? wq.data() : w;
+}
+
+// act = tanh or gelu over pre (rows, k): pre is quantized in place (act_in), out = act(pre), and the
+// tensor the next layer reads is returned: out itself, or Q(out) in out_q (act_out). The backward
+// needs out unquantized (tanh') or pre as quantized (gelu'): both are kept.
+template <typename T>
+const T* activation_q_forward(ElementwiseSites& e, const ActivationSites& s, bool gelu, T* out, T* pre, size_t rows,
+                              size_t k, std::vector<T>& out_q) {
+  e.quantize(s.in, pre, rows, k);
+  if (gelu)
+    gelu_forward(out, pre, rows * k);
+  else
+    tanh_forward(out, pre, rows * k);
+  return e.quantized(s.out, static_cast<const T*>(out), rows, k, out_q);
+}
+
+// dpre (N) from dout (N): tanh' from out, gelu' from pre (the forward's own values).
+template <typename T>
+void activation_backward(bool gelu, T* dpre, const T* dout, const T* pre, const T* out, size_t n) {
+  if (gelu)
+    gelu_backward(dpre, dout, pre, n);
+  else
+    tanh_backward(dpre, dout, out, n);
+}
+
+// Mean squared error over pred, target (N,O): the mean of (pred - target)^2, each square in T,
+// summed in double in index order.
+template <typename T>
+double mse_forward(const T* pred, const T* target, size_t n, size_t o) {
+  double total = 0;
+  for (size_t i = 0; i < n * o; ++i) {
+    const T d = pred[i] - target[i];
+    total += static_cast<double>(d * d);
+  }
+  return total / static_cast<double>(n * o);
+}
+
+// dpred (N,O) = 2 (pred - target) * loss_scale / (N*O)
+template <typename T>
+void mse_backward(T* dpred, const T* pred, const T* target, size_t n, size_t o, double loss_scale = 1.0) {
+  const T g = T(2) * static_cast<T>(loss_scale) / static_cast<T>(n * o);
+  for (size_t i = 0; i < n * o; ++i) dpred[i] = (pred[i] - target[i]) * g;
 }
 
 }  // namespace drift

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "arith/random.h"
+#include "model/init.h"
 #include "model/layers.h"
 
 namespace drift {
@@ -31,24 +32,8 @@ T* LmModel<T>::grad(const std::string& name) {
 
 namespace {
 
-constexpr uint64_t kInitStream = 0x1000;  // + parameter index
-
-// Fills each tensor with N(0, std^2) (std 0: constant `fill`), keyed by its index in the table.
-template <typename T>
-void init_param(LmModel<T>& m, const std::string& name, double stddev, uint64_t seed, double fill = 0.0) {
-  const ParamSpec* p = m.table.find(name);
-  const uint64_t stream = kInitStream + static_cast<uint64_t>(p - m.table.specs.data());
-  T* x = m.params.data() + p->offset;
-  for (size_t i = 0; i < p->size; ++i)
-    x[i] = stddev > 0 ? static_cast<T>(static_cast<float>(stddev * m.cfg.init_scale * normal_draw(seed, stream, i)))
-                      : static_cast<T>(fill);
-}
-
-template <typename T>
-void finish_table(LmModel<T>& m) {
-  m.params.assign(m.table.total, T(0));
-  m.grads.assign(m.table.total, T(0));
-}
+using model_init::finish_table;
+using model_init::init_param;
 
 // ---------------------------------------------------------------------------------------------
 // mlp: Bengio et al. (2003). tokens (B,ctx) -> emb (B, ctx*E) -> [tanh(linear)] x L -> logits (B,V).
@@ -65,6 +50,7 @@ class MlpModel final : public LmModel<T> {
       tb.add(n + ".w", {c.hidden, in});
       tb.add(n + ".b", {c.hidden}, false);
       hsites_.push_back(this->sites.add_linear(n));
+      hact_.push_back(this->elementwise.add_activation(n));
       in = c.hidden;
     }
     tb.add("head.w", {c.vocab, in});
@@ -99,6 +85,7 @@ class MlpModel final : public LmModel<T> {
     embedding_forward(emb_.data(), tokens_.data(), this->param("wte"), b * ctx, e);
     pre_.resize(nl);
     act_.resize(nl);
+    actq_.resize(nl);
     const T* x = emb_.data();
     size_t in = ctx * e;
     for (size_t l = 0; l < nl; ++l) {
@@ -106,8 +93,7 @@ class MlpModel final : public LmModel<T> {
       pre_[l].resize(b * h);
       act_[l].resize(b * h);
       linear_forward(this->sites, hsites_[l], pre_[l].data(), x, this->param(n + ".w"), this->param(n + ".b"), b, in, h);
-      tanh_forward(act_[l].data(), pre_[l].data(), b * h);
-      x = act_[l].data();
+      x = activation_q_forward(this->elementwise, hact_[l], false, act_[l].data(), pre_[l].data(), b, h, actq_[l]);
       in = h;
     }
     logits_.resize(b * v);
@@ -124,7 +110,7 @@ class MlpModel final : public LmModel<T> {
     dlogits_.resize(b * v);
     crossentropy_backward(dlogits_.data(), probs_.data(), targets_.data(), b, v, this->loss_scale);
     const size_t last_in = nl ? h : ctx * e;
-    const T* last_x = nl ? act_[nl - 1].data() : emb_.data();
+    const T* last_x = nl ? act_used(nl - 1) : emb_.data();
     dx_.resize(b * std::max(h, ctx * e));
     linear_backward(this->sites, head_, dx_.data(), this->grad("head.w"), this->grad("head.b"), dlogits_.data(), last_x,
                     this->param("head.w"), b, last_in, v);
@@ -133,7 +119,7 @@ class MlpModel final : public LmModel<T> {
       const std::string n = "hidden" + std::to_string(l);
       tanh_backward(dpre_.data(), dx_.data(), act_[l].data(), b * h);
       const size_t in = l ? h : ctx * e;
-      const T* xin = l ? act_[l - 1].data() : emb_.data();
+      const T* xin = l ? act_used(l - 1) : emb_.data();
       linear_backward(this->sites, hsites_[l], dx_.data(), this->grad(n + ".w"), this->grad(n + ".b"), dpre_.data(), xin,
                       this->param(n + ".w"), b, in, h);
     }
@@ -141,12 +127,17 @@ class MlpModel final : public LmModel<T> {
   }
 
  private:
+  // The hidden layer's output as the next layer read it (Q(tanh) when act_out quantizes).
+  const T* act_used(size_t l) const {
+    return this->elementwise.active(hact_[l].out) ? actq_[l].data() : act_[l].data();
+  }
   std::vector<LinearSites> hsites_;
+  std::vector<ActivationSites> hact_;
   LinearSites head_;
   size_t b_ = 0;
   std::vector<int32_t> tokens_, targets_;
   std::vector<T> emb_, logits_, probs_, losses_, dlogits_, dx_, dpre_;
-  std::vector<std::vector<T>> pre_, act_;
+  std::vector<std::vector<T>> pre_, act_, actq_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -157,7 +148,13 @@ template <typename T>
 class AttnModel final : public LmModel<T> {
   struct Block {
     LinearSites qkv, score, value, proj, fc, fc2;
+    LayerNormSites ln1s, ln2s;
+    size_t softmax = 0;
+    ActivationSites acts;
     std::vector<T> ln1, ln1_mean, ln1_rstd, qkv_out, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_act, res3;
+    std::vector<T> ln1w_q, ln1b_q, ln2w_q, ln2b_q, att_q, fch_act_q;  // quantized copies (elementwise sites)
+    const T* att_used(const ElementwiseSites& e) const { return e.active(softmax) ? att_q.data() : att.data(); }
+    const T* act_used(const ElementwiseSites& e) const { return e.active(acts.out) ? fch_act_q.data() : fch_act.data(); }
   };
 
  public:
@@ -190,11 +187,16 @@ class AttnModel final : public LmModel<T> {
       bk.proj = this->sites.add_linear(n + ".attn.proj");
       bk.fc = this->sites.add_linear(n + ".mlp.fc");
       bk.fc2 = this->sites.add_linear(n + ".mlp.proj");
+      bk.ln1s = this->elementwise.add_layernorm(n + ".ln1");
+      bk.softmax = this->elementwise.add(n + ".attn", ElemTensor::softmax);
+      bk.ln2s = this->elementwise.add_layernorm(n + ".ln2");
+      bk.acts = this->elementwise.add_activation(n + ".mlp");
     }
     tb.add("ln_f.w", {C}, false);
     tb.add("ln_f.b", {C}, false);
     tb.add("head.w", {c.vocab, C});
     head_ = this->sites.add_linear("head");
+    lnf_sites_ = this->elementwise.add_layernorm("ln_f");
     finish_table(*this);
     const double sd = 0.02, sd_proj = 0.02 / std::sqrt(2.0 * static_cast<double>(std::max<size_t>(c.layers, 1)));
     for (const auto& p : this->table.specs) {
@@ -218,6 +220,8 @@ class AttnModel final : public LmModel<T> {
     const auto& c = this->cfg;
     b_ = b;
     const size_t t = c.context, C = c.d_model, F = c.mlp_mult * C, v = c.vocab, nh = c.heads, n = b * t;
+    auto& e = this->elementwise;
+    const bool gelu = c.activation == "gelu";
     tokens_.resize(n);
     targets_.resize(n);
     for (size_t i = 0; i < b; ++i)
@@ -239,30 +243,29 @@ class AttnModel final : public LmModel<T> {
       bk.qkv_out.resize(n * 3 * C), bk.att.resize(b * nh * t * t), bk.atty.resize(n * C);
       bk.res2.resize(n * C), bk.ln2.resize(n * C), bk.ln2_mean.resize(n), bk.ln2_rstd.resize(n);
       bk.fch.resize(n * F), bk.fch_act.resize(n * F), bk.res3.resize(n * C);
-      layernorm_forward(bk.ln1.data(), bk.ln1_mean.data(), bk.ln1_rstd.data(), x, this->param(p + ".ln1.w"),
-                        this->param(p + ".ln1.b"), n, C);
+      layernorm_q_forward(e, bk.ln1s, bk.ln1.data(), bk.ln1_mean.data(), bk.ln1_rstd.data(), x,
+                          this->param(p + ".ln1.w"), this->param(p + ".ln1.b"), n, C, bk.ln1w_q, bk.ln1b_q);
       linear_forward(this->sites, bk.qkv, bk.qkv_out.data(), bk.ln1.data(), this->param(p + ".attn.qkv.w"),
                      this->param(p + ".attn.qkv.b"), n, C, 3 * C);
-      attention_forward(this->sites, bk.score, bk.value, bk.atty.data(), bk.att.data(), bk.qkv_out.data(), b, t, C, nh);
+      attention_probs_forward(this->sites, bk.score, bk.att.data(), bk.qkv_out.data(), b, t, C, nh);
+      const T* att = e.quantized(bk.softmax, static_cast<const T*>(bk.att.data()), b * nh * t, t, bk.att_q);
+      attention_values_forward(this->sites, bk.value, bk.atty.data(), att, bk.qkv_out.data(), b, t, C, nh);
       linear_forward(this->sites, bk.proj, bk.res2.data(), bk.atty.data(), this->param(p + ".attn.proj.w"),
                      this->param(p + ".attn.proj.b"), n, C, C);
       for (size_t i = 0; i < n * C; ++i) bk.res2[i] += x[i];
-      layernorm_forward(bk.ln2.data(), bk.ln2_mean.data(), bk.ln2_rstd.data(), bk.res2.data(), this->param(p + ".ln2.w"),
-                        this->param(p + ".ln2.b"), n, C);
+      layernorm_q_forward(e, bk.ln2s, bk.ln2.data(), bk.ln2_mean.data(), bk.ln2_rstd.data(), bk.res2.data(),
+                          this->param(p + ".ln2.w"), this->param(p + ".ln2.b"), n, C, bk.ln2w_q, bk.ln2b_q);
       linear_forward(this->sites, bk.fc, bk.fch.data(), bk.ln2.data(), this->param(p + ".mlp.fc.w"),
                      this->param(p + ".mlp.fc.b"), n, C, F);
-      if (c.activation == "gelu")
-        gelu_forward(bk.fch_act.data(), bk.fch.data(), n * F);
-      else
-        tanh_forward(bk.fch_act.data(), bk.fch.data(), n * F);
-      linear_forward(this->sites, bk.fc2, bk.res3.data(), bk.fch_act.data(), this->param(p + ".mlp.proj.w"),
+      const T* act = activation_q_forward(e, bk.acts, gelu, bk.fch_act.data(), bk.fch.data(), n, F, bk.fch_act_q);
+      linear_forward(this->sites, bk.fc2, bk.res3.data(), act, this->param(p + ".mlp.proj.w"),
                      this->param(p + ".mlp.proj.b"), n, F, C);
       for (size_t i = 0; i < n * C; ++i) bk.res3[i] += bk.res2[i];
       x = bk.res3.data();
     }
     lnf_.resize(n * C), lnf_mean_.resize(n), lnf_rstd_.resize(n);
-    layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), x, this->param("ln_f.w"), this->param("ln_f.b"),
-                      n, C);
+    layernorm_q_forward(e, lnf_sites_, lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), x, this->param("ln_f.w"),
+                        this->param("ln_f.b"), n, C, lnfw_q_, lnfb_q_);
     logits_.resize(n * v), probs_.resize(n * v), losses_.resize(n);
     linear_forward(this->sites, head_, logits_.data(), lnf_.data(), this->param("head.w"), static_cast<const T*>(nullptr),
                    n, C, v);
@@ -272,6 +275,7 @@ class AttnModel final : public LmModel<T> {
   void backward() override {
     const auto& c = this->cfg;
     const size_t b = b_, t = c.context, C = c.d_model, F = c.mlp_mult * C, v = c.vocab, nh = c.heads, n = b * t;
+    const auto& e = this->elementwise;
     std::fill(this->grads.begin(), this->grads.end(), T(0));
     dlogits_.resize(n * v);
     crossentropy_backward(dlogits_.data(), probs_.data(), targets_.data(), n, v, this->loss_scale);
@@ -282,7 +286,8 @@ class AttnModel final : public LmModel<T> {
     dres_.assign(n * C, T(0));
     const T* xlast = c.layers ? blocks_[c.layers - 1].res3.data() : x0_.data();
     layernorm_backward(dres_.data(), this->grad("ln_f.w"), this->grad("ln_f.b"), dlnf_.data(), xlast,
-                       this->param("ln_f.w"), lnf_mean_.data(), lnf_rstd_.data(), n, C);
+                       layernorm_weight_used(e, lnf_sites_, this->param("ln_f.w"), lnfw_q_), lnf_mean_.data(),
+                       lnf_rstd_.data(), n, C);
     dtmp_.resize(n * C), dfch_.resize(n * F), dfch_pre_.resize(n * F), dqkv_.resize(n * 3 * C), datt_.resize(t * t);
     dln_.resize(n * C);
     for (size_t l = c.layers; l-- > 0;) {
@@ -291,24 +296,24 @@ class AttnModel final : public LmModel<T> {
       const T* xin = l ? blocks_[l - 1].res3.data() : x0_.data();
       // res3 = res2 + proj(act(fc(ln2(res2))))
       linear_backward(this->sites, bk.fc2, dfch_.data(), this->grad(p + ".mlp.proj.w"), this->grad(p + ".mlp.proj.b"),
-                      dres_.data(), bk.fch_act.data(), this->param(p + ".mlp.proj.w"), n, F, C);
-      if (c.activation == "gelu")
-        gelu_backward(dfch_pre_.data(), dfch_.data(), bk.fch.data(), n * F);
-      else
-        tanh_backward(dfch_pre_.data(), dfch_.data(), bk.fch_act.data(), n * F);
+                      dres_.data(), bk.act_used(e), this->param(p + ".mlp.proj.w"), n, F, C);
+      activation_backward(c.activation == "gelu", dfch_pre_.data(), dfch_.data(), bk.fch.data(), bk.fch_act.data(),
+                          n * F);
       linear_backward(this->sites, bk.fc, dln_.data(), this->grad(p + ".mlp.fc.w"), this->grad(p + ".mlp.fc.b"),
                       dfch_pre_.data(), bk.ln2.data(), this->param(p + ".mlp.fc.w"), n, C, F);
       layernorm_backward(dres_.data(), this->grad(p + ".ln2.w"), this->grad(p + ".ln2.b"), dln_.data(), bk.res2.data(),
-                         this->param(p + ".ln2.w"), bk.ln2_mean.data(), bk.ln2_rstd.data(), n, C);
+                         layernorm_weight_used(e, bk.ln2s, this->param(p + ".ln2.w"), bk.ln2w_q), bk.ln2_mean.data(),
+                         bk.ln2_rstd.data(), n, C);
       // res2 = x + proj(attn(qkv(ln1(x))))
       linear_backward(this->sites, bk.proj, dtmp_.data(), this->grad(p + ".attn.proj.w"), this->grad(p + ".attn.proj.b"),
                       dres_.data(), bk.atty.data(), this->param(p + ".attn.proj.w"), n, C, C);
       attention_backward(this->sites, bk.score, bk.value, dqkv_.data(), datt_.data(), dtmp_.data(), bk.qkv_out.data(),
-                         bk.att.data(), b, t, C, nh);
+                         bk.att.data(), b, t, C, nh, bk.att_used(e));
       linear_backward(this->sites, bk.qkv, dln_.data(), this->grad(p + ".attn.qkv.w"), this->grad(p + ".attn.qkv.b"),
                       dqkv_.data(), bk.ln1.data(), this->param(p + ".attn.qkv.w"), n, C, 3 * C);
       layernorm_backward(dres_.data(), this->grad(p + ".ln1.w"), this->grad(p + ".ln1.b"), dln_.data(), xin,
-                         this->param(p + ".ln1.w"), bk.ln1_mean.data(), bk.ln1_rstd.data(), n, C);
+                         layernorm_weight_used(e, bk.ln1s, this->param(p + ".ln1.w"), bk.ln1w_q), bk.ln1_mean.data(),
+                         bk.ln1_rstd.data(), n, C);
     }
     embedding_backward(this->grad("wte"), dres_.data(), tokens_.data(), n, C);
     T* dwpe = this->grad("wpe");
@@ -320,20 +325,38 @@ class AttnModel final : public LmModel<T> {
  private:
   std::vector<Block> blocks_;
   LinearSites head_;
+  LayerNormSites lnf_sites_;
   size_t b_ = 0;
   std::vector<int32_t> tokens_, targets_;
-  std::vector<T> x0_, lnf_, lnf_mean_, lnf_rstd_, logits_, probs_, losses_;
+  std::vector<T> x0_, lnf_, lnf_mean_, lnf_rstd_, lnfw_q_, lnfb_q_, logits_, probs_, losses_;
   std::vector<T> dlogits_, dlnf_, dres_, dtmp_, dfch_, dfch_pre_, dqkv_, datt_, dln_;
 };
 
 }  // namespace
 
 template <typename T>
+double LmModel<T>::forward_generated(uint64_t, uint64_t, size_t) {
+  throw std::logic_error("the " + cfg.kind + " model trains on text: call forward with token windows");
+}
+
+bool model_needs_text(const ModelConfig& cfg) { return cfg.kind != "proxy"; }
+
+template <typename T>
 std::unique_ptr<LmModel<T>> make_model(const ModelConfig& cfg, uint64_t seed) {
-  if (cfg.vocab == 0 || cfg.context == 0) throw std::invalid_argument("vocab and context must be positive");
-  if (cfg.kind == "mlp") return std::make_unique<MlpModel<T>>(cfg, seed);
-  if (cfg.kind == "attn") return std::make_unique<AttnModel<T>>(cfg, seed);
-  throw std::invalid_argument("unknown model kind '" + cfg.kind + "'");
+  std::unique_ptr<LmModel<T>> m;
+  if (cfg.kind == "proxy") {
+    m = make_proxy_model<T>(cfg, seed);
+  } else {
+    if (cfg.vocab == 0 || cfg.context == 0) throw std::invalid_argument("vocab and context must be positive");
+    if (cfg.kind == "mlp")
+      m = std::make_unique<MlpModel<T>>(cfg, seed);
+    else if (cfg.kind == "attn")
+      m = std::make_unique<AttnModel<T>>(cfg, seed);
+    else
+      throw std::invalid_argument("unknown model kind '" + cfg.kind + "'");
+  }
+  m->elementwise.seed = seed;
+  return m;
 }
 
 template class LmModel<float>;

@@ -1,9 +1,12 @@
-// The language models. One interface serves every kind (makemore style): the training loop gives
-// a batch of token windows and gets the mean loss; backward fills the gradient buffer.
+// The models. One interface serves every kind (makemore style): the training loop gives a batch
+// and gets the mean loss; backward fills the gradient buffer.
 //
-// A batch is B windows of context+1 tokens (B, context+1):
+// Text models take a batch of B windows of context+1 tokens (B, context+1) through forward():
 //   mlp:  predicts window[context] from window[0..context)       (B predictions)
 //   attn: predicts window[1..context] from window[0..context)    (B*context predictions)
+// The proxy model (model/proxy.cpp) needs no text: it draws its own batch of B Gaussian inputs
+// from (seed, stream, draw) through forward_generated() and scores them against a fixed teacher
+// (B predictions, MSE).
 #pragma once
 
 #include <cstddef>
@@ -12,25 +15,30 @@
 #include <string>
 #include <vector>
 
+#include "model/elementwise.h"
 #include "model/params.h"
 #include "model/sites.h"
 
 namespace drift {
 
 struct ModelConfig {
-  std::string kind = "mlp";      // mlp | attn
+  std::string kind = "mlp";      // mlp | attn | proxy
   size_t vocab = 256;            // set from the tokenizer
   size_t context = 16;           // tokens of context (mlp: window; attn: sequence length)
   // mlp
   size_t embed = 32;             // embedding width per token
   size_t hidden = 512;           // width of each tanh hidden layer
   size_t hidden_layers = 1;
-  // attn
+  // attn (and proxy: d_model, layers, mlp_mult, activation)
   size_t d_model = 64;
   size_t heads = 4;
   size_t layers = 2;
   size_t mlp_mult = 4;           // MLP width = mlp_mult * d_model
   std::string activation = "tanh";  // tanh | gelu
+  // proxy
+  size_t input_dim = 32;         // width of the Gaussian inputs
+  size_t output_dim = 8;         // width of the teacher's (and student's) output
+  uint64_t teacher_seed = 0;     // keys the teacher's weights (not the run's seed)
   double init_scale = 1.0;       // multiplies every initial weight's standard deviation
 };
 
@@ -41,22 +49,44 @@ class LmModel {
   ParamTable table;
   std::vector<T> params, grads;
   MatmulSites sites;
+  ElementwiseSites elementwise;  // LayerNorm / activation / softmax quantizers (precision.elementwise)
   ModelConfig cfg;
 
-  // windows (B, context+1). Stores what backward needs; returns the mean cross-entropy.
+  // Text models: windows (B, context+1). Stores what backward needs; returns the mean loss.
   virtual double forward(const int32_t* windows, size_t b) = 0;
+  // Models that draw their own data (needs_text() false): a batch of b examples from (the model's
+  // seed, stream, draw), as sample_windows draws text windows; returns the mean loss. Text models throw.
+  virtual double forward_generated(uint64_t stream, uint64_t draw, size_t b);
+  virtual bool needs_text() const { return true; }
   // grads = loss_scale * d(mean loss)/d(params) of the last forward (overwritten).
   virtual void backward() = 0;
   double loss_scale = 1.0;  // multiplies the loss gradient entering the backward pass (train/loss_scale.h)
   virtual size_t predictions(size_t b) const = 0;
   T* param(const std::string& name);
   T* grad(const std::string& name);
+  // Both site registries at once: random streams keyed by `step`, telemetry since the last reset.
+  void begin_step(uint64_t step) {
+    sites.begin_step(step);
+    elementwise.begin_step(step);
+  }
+  void reset_telemetry() {
+    sites.reset_telemetry();
+    elementwise.reset_telemetry();
+  }
 };
 
-// Builds a model with initial weights drawn from the counter-based generator keyed by `seed`.
+// Whether a model kind trains on text (mlp, attn) or draws its own inputs (proxy): the trainer
+// loads a corpus only for the former.
+bool model_needs_text(const ModelConfig& cfg);
+
+// Builds a model with initial weights drawn from the counter-based generator keyed by `seed`
+// (which also keys the elementwise sites' stochastic rounding and the proxy's inputs).
 // Throws std::invalid_argument for impossible sizes (the config layer checks them first).
 template <typename T>
 std::unique_ptr<LmModel<T>> make_model(const ModelConfig& cfg, uint64_t seed);
+// The proxy model's own factory (model/proxy.cpp); make_model calls it for kind "proxy".
+template <typename T>
+std::unique_ptr<LmModel<T>> make_proxy_model(const ModelConfig& cfg, uint64_t seed);
 
 // A standard normal draw from (seed, stream, index): Box-Muller on two counter-based words.
 double normal_draw(uint64_t seed, uint64_t stream, uint64_t index);

@@ -389,6 +389,11 @@ Format parse_format(const json& j, const std::string& path) {
 Quantizer parse_quantizer(const json& j, const std::string& path) {
   Quantizer q;
   q.format = *find_format("fp32");
+  return parse_quantizer(j, path, q);
+}
+
+Quantizer parse_quantizer(const json& j, const std::string& path, const Quantizer& base) {
+  Quantizer q = base;
   apply_quantizer(j, path, q);
   // Checked with the engine's own rules, through a policy whose b mirrors a (the Hadamard pairing holds).
   MatmulPolicy probe;

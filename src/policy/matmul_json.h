@@ -52,6 +52,8 @@ MatmulPolicy apply_matmul_policy(const nlohmann::json& j, const std::string& pat
 
 // One operand quantizer from JSON (a quantizer preset name or a QUANT object). Throws ConfigError.
 Quantizer parse_quantizer(const nlohmann::json& j, const std::string& path = "");
+// The same, on top of `base` (its fields are kept where `j` does not set them).
+Quantizer parse_quantizer(const nlohmann::json& j, const std::string& path, const Quantizer& base);
 
 // A format from JSON (catalogue name or custom object). Throws ConfigError.
 Format parse_format(const nlohmann::json& j, const std::string& path);

@@ -8,6 +8,7 @@
 
 #include "arith/cast_span.h"
 #include "arith/catalogue.h"
+#include "policy/elementwise_rules.h"
 #include "policy/site_rules.h"
 
 namespace drift {
@@ -174,9 +175,9 @@ RunConfig parse_run_config(const json& j) {
     const json& m = section(j, "model");
     const std::string p = "model";
     check_keys(m, p, {"kind", "context", "embed", "hidden", "hidden_layers", "d_model", "heads", "layers", "mlp_mult",
-                      "activation", "init_scale", "vocab"});
+                      "activation", "init_scale", "vocab", "input_dim", "output_dim", "teacher_seed"});
     auto& mc = c.model;
-    get_string(m, p, "kind", &mc.kind, {"mlp", "attn"});
+    get_string(m, p, "kind", &mc.kind, {"mlp", "attn", "proxy"});
     get_uint(m, p, "context", &mc.context, 1, 4096);
     get_uint(m, p, "embed", &mc.embed, 1, 65536);
     get_uint(m, p, "hidden", &mc.hidden, 1, 65536);
@@ -187,6 +188,12 @@ RunConfig parse_run_config(const json& j) {
     get_uint(m, p, "mlp_mult", &mc.mlp_mult, 1, 64);
     get_string(m, p, "activation", &mc.activation, {"tanh", "gelu"});
     get_double(m, p, "init_scale", &mc.init_scale, 0, 1e6, true);
+    get_uint(m, p, "input_dim", &mc.input_dim, 1, 65536);
+    get_uint(m, p, "output_dim", &mc.output_dim, 1, 65536);
+    if (m.contains("teacher_seed")) {
+      if (!non_negative_int(m["teacher_seed"])) throw ConfigError("model.teacher_seed", "expected an integer >= 0");
+      mc.teacher_seed = m["teacher_seed"].get<uint64_t>();
+    }
     // "vocab" is accepted (a resolved config records it) but always comes from the tokenizer.
     if (m.contains("vocab") && !non_negative_int(m["vocab"]))
       throw ConfigError("model.vocab", "expected an integer (informational: the tokenizer sets it)");
@@ -257,14 +264,15 @@ RunConfig parse_run_config(const json& j) {
       }
     }
     if (pr.contains("elementwise")) {
-      if (!pr["elementwise"].is_array() || !pr["elementwise"].empty())
-        throw ConfigError("precision.elementwise",
-                          "elementwise quantizers are not implemented yet: expected [] (elementwise work is fp32)");
+      pc.elementwise = pr["elementwise"];
+      check_elementwise_rules(pc.elementwise, "precision.elementwise");
     }
     parse_master(pr, pc.master);
     get_string(pr, "precision", "optimizer_state", &pc.optimizer_state, {"fp32", "bf16", "int8_block"});
     parse_loss_scale(pr, pc.loss_scale);
     parse_allreduce(pr, pc.allreduce);
+    if (pc.allreduce.ranks > 1 && c.model.kind == "proxy")
+      throw ConfigError("precision.allreduce.ranks", "simulated data parallelism needs a text model (mlp or attn)");
     if (c.train.batch % pc.allreduce.ranks)
       throw ConfigError("precision.allreduce.ranks", "must divide train.batch (" + std::to_string(c.train.batch) + ")");
   }
@@ -319,7 +327,8 @@ nlohmann::ordered_json resolved_config_json(const RunConfig& c) {
   j["model"] = {{"kind", m.kind},         {"vocab", m.vocab},     {"context", m.context},   {"embed", m.embed},
                 {"hidden", m.hidden},     {"hidden_layers", m.hidden_layers},               {"d_model", m.d_model},
                 {"heads", m.heads},       {"layers", m.layers},   {"mlp_mult", m.mlp_mult}, {"activation", m.activation},
-                {"init_scale", m.init_scale}};
+                {"init_scale", m.init_scale}, {"input_dim", m.input_dim}, {"output_dim", m.output_dim},
+                {"teacher_seed", m.teacher_seed}};
   j["data"] = {{"path", c.data.path}, {"tokenizer", c.data.tokenizer}, {"val_fraction", c.data.val_fraction}};
   j["train"] = {{"steps", t.steps},         {"batch", t.batch},         {"lr", t.lr},
                 {"optimizer", t.optimizer}, {"momentum", t.momentum},   {"beta1", t.beta1},
@@ -330,7 +339,7 @@ nlohmann::ordered_json resolved_config_json(const RunConfig& c) {
                 {"keep_checkpoints", t.keep_checkpoints}};
   j["precision"] = {{"matmul", oj::parse(c.precision.matmul.dump())},
                     {"schedule", oj::parse(c.precision.schedule.dump())},
-                    {"elementwise", oj::array()},
+                    {"elementwise", oj::parse(c.precision.elementwise.dump())},
                     {"master", {{"format", c.precision.master.format}, {"rounding", c.precision.master.rounding}}},
                     {"optimizer_state", c.precision.optimizer_state},
                     {"loss_scale", {{"kind", c.precision.loss_scale.kind}, {"init", c.precision.loss_scale.init},

@@ -44,7 +44,7 @@ struct MasterConfig {
 struct PrecisionConfig {
   nlohmann::json matmul = nlohmann::json::array();    // rules (policy/site_rules.h)
   nlohmann::json schedule = nlohmann::json::array();  // [{"step": N, "matmul": [rules]}], steps increasing
-  nlohmann::json elementwise = nlohmann::json::array();  // reserved: must be empty for now
+  nlohmann::json elementwise = nlohmann::json::array();  // rules (policy/elementwise_rules.h)
   MasterConfig master;
   std::string optimizer_state = "fp32";                 // fp32 | bf16 | int8_block (train/opt_state.h)
   LossScaleConfig loss_scale;

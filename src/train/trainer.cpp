@@ -11,6 +11,7 @@
 #include "io/npy.h"
 #include "train/checkpoint.h"
 #include "train/divergence.h"
+#include "policy/elementwise_rules.h"
 #include "train/optimizer.h"
 #include "train/telemetry.h"
 
@@ -21,11 +22,14 @@ using ojson = nlohmann::ordered_json;
 PreparedRun prepare_run(const RunConfig& cfg) {
   PreparedRun r;
   r.cfg = cfg;
-  r.corpus = load_corpus(cfg.data, cfg.model.context);
-  r.cfg.model.vocab = r.corpus.tok.vocab();
+  if (model_needs_text(cfg.model)) {  // the proxy model draws its own inputs: no corpus
+    r.corpus = load_corpus(cfg.data, cfg.model.context);
+    r.cfg.model.vocab = r.corpus.tok.vocab();
+  }
   r.model = make_model<float>(r.cfg.model, cfg.seed);
   r.model->sites.seed = cfg.seed;
   resolve_sites_at_step(r.cfg.precision, 0, r.model->sites);
+  resolve_elementwise(r.cfg.precision.elementwise, "precision.elementwise", r.model->elementwise);
   // The initial weights are held in the master format from the start (rounded to nearest).
   MasterConfig init_rounding = cfg.precision.master;
   init_rounding.rounding = "rne";
@@ -37,6 +41,26 @@ namespace {
 
 constexpr uint64_t kEvalStepBase = uint64_t{1} << 62;  // matmul streams of evaluation passes
 
+// Per quantized elementwise tensor (precision.elementwise), as site_metrics does for matmul operands.
+ojson elementwise_metrics(const ElementwiseSites& e) {
+  ojson j = ojson::object();
+  for (const auto& s : e.sites())
+    if (s.calls)
+      j[s.name()] = {{"clipped", s.stats.clipped}, {"flushed", s.stats.flushed}, {"subnormal", s.stats.subnormal},
+                     {"amax", s.stats.amax}};
+  return j;
+}
+
+// One batch through the model: text windows drawn from `tokens`, or the model's own inputs (proxy).
+double forward_batch(PreparedRun& run, const std::vector<int32_t>& tokens, uint64_t stream, uint64_t draw,
+                     std::vector<int32_t>& windows) {
+  auto& m = *run.model;
+  const auto& c = run.cfg;
+  if (!m.needs_text()) return m.forward_generated(stream, draw, c.train.batch);
+  sample_windows(tokens, c.model.context, c.train.batch, c.seed, stream, draw, windows.data());
+  return m.forward(windows.data(), c.train.batch);
+}
+
 // A JSON number, or null when not finite.
 ojson num(double x) { return std::isfinite(x) ? ojson(x) : ojson(nullptr); }
 ojson step_or_null(int64_t s) { return s >= 0 ? ojson(s) : ojson(nullptr); }
@@ -46,13 +70,12 @@ double evaluate(PreparedRun& run, uint64_t step, std::vector<int32_t>& windows) 
   const auto& c = run.cfg;
   // Evaluation must not disturb training: keep the sites' telemetry and delayed-scaling state.
   const std::vector<MatmulSite> saved = m.sites.sites();
-  m.sites.begin_step(kEvalStepBase + step);
+  const std::vector<ElementwiseSite> saved_elementwise = m.elementwise.sites();
+  m.begin_step(kEvalStepBase + step);
   double total = 0;
-  for (size_t i = 0; i < c.train.eval_batches; ++i) {
-    sample_windows(run.corpus.val, c.model.context, c.train.batch, c.seed, kValDataStream, i, windows.data());
-    total += m.forward(windows.data(), c.train.batch);
-  }
+  for (size_t i = 0; i < c.train.eval_batches; ++i) total += forward_batch(run, run.corpus.val, kValDataStream, i, windows);
   m.sites.sites() = saved;
+  m.elementwise.sites() = saved_elementwise;
   return total / static_cast<double>(c.train.eval_batches);
 }
 
@@ -127,14 +150,21 @@ std::string checkpoint_payload(const RunConfig& c, const LmModel<float>& m, cons
   w.vec(m.params);
   opt.save(w);
   div.save(w);
+  auto save_delayed = [&w](const DelayedState& d) {
+    w.vec(std::vector<double>(d.history.begin(), d.history.end()));
+    w.f64(d.scale);
+    w.u64(d.initialised);
+  };
   w.u64(m.sites.size());
   for (const auto& s : m.sites.sites()) {
     w.str(s.name());
-    for (const DelayedState* d : {&s.delayed_a, &s.delayed_b}) {
-      w.vec(std::vector<double>(d->history.begin(), d->history.end()));
-      w.f64(d->scale);
-      w.u64(d->initialised);
-    }
+    save_delayed(s.delayed_a);
+    save_delayed(s.delayed_b);
+  }
+  w.u64(m.elementwise.sites().size());
+  for (const auto& s : m.elementwise.sites()) {
+    w.str(s.name());
+    save_delayed(s.delayed);
   }
   return w.bytes();
 }
@@ -168,16 +198,23 @@ void restore_checkpoint(const std::string& path, bool same_run, const RunConfig&
     r.vec_into(m.params, m.table.total, "parameters");
     opt.restore(r);
     div.restore(r);
-    const uint64_t sites = r.u64();
-    if (sites != m.sites.size()) throw CheckpointError(path + ": site count differs from this model's");
+    auto restore_delayed = [&r](DelayedState& d) {
+      const auto h = r.vec<double>();
+      d.history.assign(h.begin(), h.end());
+      d.scale = r.f64();
+      d.initialised = r.u64() != 0;
+    };
+    if (r.u64() != m.sites.size()) throw CheckpointError(path + ": matmul site count differs from this model's");
     for (auto& s : m.sites.sites()) {
       if (r.str() != s.name()) throw CheckpointError(path + ": matmul sites differ from this model's");
-      for (DelayedState* d : {&s.delayed_a, &s.delayed_b}) {
-        const auto h = r.vec<double>();
-        d->history.assign(h.begin(), h.end());
-        d->scale = r.f64();
-        d->initialised = r.u64() != 0;
-      }
+      restore_delayed(s.delayed_a);
+      restore_delayed(s.delayed_b);
+    }
+    if (r.u64() != m.elementwise.sites().size())
+      throw CheckpointError(path + ": elementwise tensor count differs from this model's");
+    for (auto& s : m.elementwise.sites()) {
+      if (r.str() != s.name()) throw CheckpointError(path + ": elementwise tensors differ from this model's");
+      restore_delayed(s.delayed);
     }
     if (r.left()) throw CheckpointError(path + ": unexpected data after the training state");
   } catch (const BlobError& e) {
@@ -267,14 +304,14 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
       resolve_sites_at_step(c.precision, step, m.sites);
       ++next_schedule;
     }
-    m.sites.begin_step(step);
-    m.sites.reset_telemetry();
-    sample_windows(run.corpus.train, c.model.context, c.train.batch, c.seed, kTrainDataStream, step, windows.data());
+    m.begin_step(step);
+    m.reset_telemetry();
     m.loss_scale = st.scaler.scale;
     if (ar.ranks == 1) {
-      st.loss = m.forward(windows.data(), c.train.batch);
+      st.loss = forward_batch(run, run.corpus.train, kTrainDataStream, step, windows);
       m.backward();
     } else {
+      sample_windows(run.corpus.train, c.model.context, c.train.batch, c.seed, kTrainDataStream, step, windows.data());
       // Simulated data parallelism: each rank's share of the batch, then the reduction in the
       // wire format (of the loss-scaled gradients, as real training reduces them), then the mean.
       const size_t share = c.train.batch / ar.ranks, width = c.model.context + 1;
@@ -345,6 +382,7 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
       }
       line["sites"] = site_metrics(m.sites);
       line["classes"] = class_metrics(m.sites);
+      if (m.elementwise.any_active()) line["elementwise"] = elementwise_metrics(m.elementwise);
       if (diverged_now) {
         line["diverged"] = reason;
         st.at_divergence = ojson{{"step", step}, {"classes", line["classes"]}, {"sites", line["sites"]}}.dump();

@@ -1,0 +1,31 @@
+// Shared by the model files: the parameter buffer and its initial values, each tensor drawn from
+// the counter-based generator keyed by (seed, its index in the table).
+#pragma once
+
+#include <string>
+
+#include "model/model.h"
+
+namespace drift::model_init {
+
+constexpr uint64_t kInitStream = 0x1000;  // + parameter index
+
+// Fills each tensor with N(0, std^2) (std 0: constant `fill`), keyed by its index in the table.
+template <typename T>
+void init_param(LmModel<T>& m, const std::string& name, double stddev, uint64_t seed, double fill = 0.0) {
+  const ParamSpec* p = m.table.find(name);
+  const uint64_t stream = kInitStream + static_cast<uint64_t>(p - m.table.specs.data());
+  T* x = m.params.data() + p->offset;
+  for (size_t i = 0; i < p->size; ++i)
+    x[i] = stddev > 0 ? static_cast<T>(static_cast<float>(stddev * m.cfg.init_scale * normal_draw(seed, stream, i)))
+                      : static_cast<T>(fill);
+}
+
+// Allocates params and grads once every tensor is in the table.
+template <typename T>
+void finish_table(LmModel<T>& m) {
+  m.params.assign(m.table.total, T(0));
+  m.grads.assign(m.table.total, T(0));
+}
+
+}  // namespace drift::model_init

@@ -1,0 +1,254 @@
+// proxy: the synthetic student-teacher residual MLP with LayerNorm that the MX-instability
+// literature trains as a small stand-in for a transformer (Gaussian inputs, a fixed random teacher,
+// MSE loss): no text, and every piece the instability is blamed on (LayerNorm affine weights near 1
+// under block quantization, residual growth) in a few lines.
+//
+// Student (every matmul through the engine at its site; LayerNorms and the activation under
+// precision.elementwise):
+//   h0 = input(x)                                      x (B, input_dim) -> (B, D)      site "input"
+//   h_{l+1} = h_l + proj(act(fc(LN_l(h_l))))           fc (D -> F = mlp_mult D), proj (F -> D)
+//                                                      sites block<l>.mlp.fc, block<l>.mlp.proj;
+//                                                      LayerNorm block<l>.ln, activation block<l>.mlp
+//   y_hat = head(LN_f(h_L))                            (B, output_dim)                 site "head", LayerNorm ln_f
+//   loss = mean over B x output_dim of (y_hat - y)^2
+// Teacher: the same architecture with its own fixed weights (no biases, LayerNorms without affine
+// weights), drawn from model.teacher_seed and not from the run's seed, so that a seed sweep varies
+// the student's initialisation, data and rounding but not the task. It is the data generator: it
+// runs in double with plain loops, outside every precision policy, on the inputs as the student
+// sees them (rounded to T), and its output is rounded to T.
+// Every weight (student and teacher) starts as N(0, 1/fan_in) (times model.init_scale for the
+// student); biases 0, γ = 1, β = 0. The LayerNorm output has unit variance per feature and the head
+// rows about unit norm, so the targets have about unit variance: predicting 0 scores about 1.
+// Inputs: x[i] = normal_draw(seed, stream, draw * B * input_dim + i), i over the batch row-major;
+// the trainer's train and validation streams (train/data.h) keep the held-out batches apart.
+#include <cmath>
+#include <stdexcept>
+
+#include "model/init.h"
+#include "model/layers.h"
+#include "model/model.h"
+
+namespace drift {
+
+namespace {
+
+using model_init::finish_table;
+using model_init::init_param;
+
+constexpr uint64_t kTeacherStream = 0x7eac0000;  // + teacher tensor index
+
+// y (N, OC) = x (N, C) · wᵀ, w (OC, C); sequential sums in double.
+void dense(double* y, const double* x, const double* w, size_t n, size_t c, size_t oc) {
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < oc; ++j) {
+      double s = 0;
+      for (size_t k = 0; k < c; ++k) s += x[i * c + k] * w[j * c + k];
+      y[i * oc + j] = s;
+    }
+}
+
+struct Teacher {
+  size_t din = 0, d = 0, f = 0, o = 0, layers = 0;
+  bool gelu = false;
+  std::vector<double> w_in, w_out;
+  std::vector<std::vector<double>> w1, w2;
+
+  explicit Teacher(const ModelConfig& c)
+      : din(c.input_dim), d(c.d_model), f(c.mlp_mult * c.d_model), o(c.output_dim), layers(c.layers),
+        gelu(c.activation == "gelu") {
+    uint64_t index = 0;
+    auto draw = [&](size_t n, size_t fan_in) {
+      std::vector<double> w(n);
+      const double sd = 1.0 / std::sqrt(static_cast<double>(fan_in));
+      for (size_t i = 0; i < n; ++i) w[i] = sd * normal_draw(c.teacher_seed, kTeacherStream + index, i);
+      ++index;
+      return w;
+    };
+    w_in = draw(d * din, din);
+    for (size_t l = 0; l < layers; ++l) {
+      w1.push_back(draw(f * d, d));
+      w2.push_back(draw(d * f, f));
+    }
+    w_out = draw(o * d, d);
+  }
+
+  // y (B, o) from x (B, din).
+  void forward(double* y, const double* x, size_t b) const {
+    std::vector<double> h(b * d), a(b * d), u(b * f), v(b * f), r(b * d), mean(b), rstd(b);
+    const std::vector<double> ones(d, 1.0), zeros(d, 0.0);
+    dense(h.data(), x, w_in.data(), b, din, d);
+    for (size_t l = 0; l < layers; ++l) {
+      layernorm_forward(a.data(), mean.data(), rstd.data(), h.data(), ones.data(), zeros.data(), b, d);
+      dense(u.data(), a.data(), w1[l].data(), b, d, f);
+      if (gelu)
+        gelu_forward(v.data(), u.data(), b * f);
+      else
+        tanh_forward(v.data(), u.data(), b * f);
+      dense(r.data(), v.data(), w2[l].data(), b, f, d);
+      for (size_t i = 0; i < b * d; ++i) h[i] += r[i];
+    }
+    layernorm_forward(a.data(), mean.data(), rstd.data(), h.data(), ones.data(), zeros.data(), b, d);
+    dense(y, a.data(), w_out.data(), b, d, o);
+  }
+};
+
+template <typename T>
+class ProxyModel final : public LmModel<T> {
+  struct Block {
+    LinearSites fc, proj;
+    LayerNormSites ln;
+    ActivationSites act;
+    std::vector<T> lnout, mean, rstd, lnw_q, lnb_q, pre, out, out_q;
+  };
+
+ public:
+  ProxyModel(const ModelConfig& c, uint64_t seed) : teacher_(c), seed_(seed) {
+    this->cfg = c;
+    if (c.input_dim == 0 || c.output_dim == 0 || c.d_model == 0 || c.mlp_mult == 0)
+      throw std::invalid_argument("proxy: input_dim, output_dim, d_model and mlp_mult must be positive");
+    auto& tb = this->table;
+    auto& e = this->elementwise;
+    const size_t din = c.input_dim, D = c.d_model, F = c.mlp_mult * D, O = c.output_dim;
+    tb.add("input.w", {D, din});
+    tb.add("input.b", {D}, false);
+    in_ = this->sites.add_linear("input");
+    blocks_.resize(c.layers);
+    for (size_t l = 0; l < c.layers; ++l) {
+      const std::string n = "block" + std::to_string(l);
+      tb.add(n + ".ln.w", {D}, false);
+      tb.add(n + ".ln.b", {D}, false);
+      tb.add(n + ".mlp.fc.w", {F, D});
+      tb.add(n + ".mlp.fc.b", {F}, false);
+      tb.add(n + ".mlp.proj.w", {D, F});
+      tb.add(n + ".mlp.proj.b", {D}, false);
+      Block& bk = blocks_[l];
+      bk.ln = e.add_layernorm(n + ".ln");
+      bk.fc = this->sites.add_linear(n + ".mlp.fc");
+      bk.act = e.add_activation(n + ".mlp");
+      bk.proj = this->sites.add_linear(n + ".mlp.proj");
+    }
+    tb.add("ln_f.w", {D}, false);
+    tb.add("ln_f.b", {D}, false);
+    tb.add("head.w", {O, D});
+    tb.add("head.b", {O}, false);
+    lnf_ = e.add_layernorm("ln_f");
+    head_ = this->sites.add_linear("head");
+    finish_table(*this);
+    for (const auto& p : this->table.specs) {
+      const std::string& n = p.name;
+      const bool ln_weight = n == "ln_f.w" || (n.size() > 5 && n.compare(n.size() - 5, 5, ".ln.w") == 0);
+      if (ln_weight)
+        init_param(*this, n, 0.0, seed, 1.0);
+      else if (p.shape.size() == 1)
+        init_param(*this, n, 0.0, seed);
+      else
+        init_param(*this, n, 1.0 / std::sqrt(static_cast<double>(p.shape[1])), seed);
+    }
+  }
+
+  bool needs_text() const override { return false; }
+  size_t predictions(size_t b) const override { return b; }
+
+  double forward(const int32_t*, size_t) override {
+    throw std::logic_error("the proxy model draws its own inputs: call forward_generated");
+  }
+
+  double forward_generated(uint64_t stream, uint64_t draw, size_t b) override {
+    const auto& c = this->cfg;
+    auto& e = this->elementwise;
+    const size_t din = c.input_dim, D = c.d_model, F = c.mlp_mult * D, O = c.output_dim, L = c.layers;
+    const bool gelu = c.activation == "gelu";
+    b_ = b;
+    // The batch: inputs as T, the teacher's targets from exactly those inputs.
+    x_.resize(b * din);
+    std::vector<double> xd(b * din), yd(b * O);
+    for (size_t i = 0; i < b * din; ++i) {
+      x_[i] = static_cast<T>(normal_draw(seed_, stream, draw * b * din + i));
+      xd[i] = static_cast<double>(x_[i]);
+    }
+    teacher_.forward(yd.data(), xd.data(), b);
+    y_.resize(b * O);
+    for (size_t i = 0; i < b * O; ++i) y_[i] = static_cast<T>(yd[i]);
+
+    h_.resize(L + 1);
+    h_[0].resize(b * D);
+    linear_forward(this->sites, in_, h_[0].data(), x_.data(), this->param("input.w"), this->param("input.b"), b, din, D);
+    for (size_t l = 0; l < L; ++l) {
+      Block& bk = blocks_[l];
+      const std::string p = "block" + std::to_string(l);
+      bk.lnout.resize(b * D), bk.mean.resize(b), bk.rstd.resize(b), bk.pre.resize(b * F), bk.out.resize(b * F);
+      layernorm_q_forward(e, bk.ln, bk.lnout.data(), bk.mean.data(), bk.rstd.data(), h_[l].data(),
+                          this->param(p + ".ln.w"), this->param(p + ".ln.b"), b, D, bk.lnw_q, bk.lnb_q);
+      linear_forward(this->sites, bk.fc, bk.pre.data(), bk.lnout.data(), this->param(p + ".mlp.fc.w"),
+                     this->param(p + ".mlp.fc.b"), b, D, F);
+      const T* a = activation_q_forward(e, bk.act, gelu, bk.out.data(), bk.pre.data(), b, F, bk.out_q);
+      h_[l + 1].resize(b * D);
+      linear_forward(this->sites, bk.proj, h_[l + 1].data(), a, this->param(p + ".mlp.proj.w"),
+                     this->param(p + ".mlp.proj.b"), b, F, D);
+      for (size_t i = 0; i < b * D; ++i) h_[l + 1][i] += h_[l][i];
+    }
+    z_.resize(b * D), zmean_.resize(b), zrstd_.resize(b);
+    layernorm_q_forward(e, lnf_, z_.data(), zmean_.data(), zrstd_.data(), h_[L].data(), this->param("ln_f.w"),
+                        this->param("ln_f.b"), b, D, lnfw_q_, lnfb_q_);
+    pred_.resize(b * O);
+    linear_forward(this->sites, head_, pred_.data(), z_.data(), this->param("head.w"), this->param("head.b"), b, D, O);
+    return mse_forward(pred_.data(), y_.data(), b, O);
+  }
+
+  void backward() override {
+    const auto& c = this->cfg;
+    auto& e = this->elementwise;
+    const size_t b = b_, din = c.input_dim, D = c.d_model, F = c.mlp_mult * D, O = c.output_dim, L = c.layers;
+    const bool gelu = c.activation == "gelu";
+    std::fill(this->grads.begin(), this->grads.end(), T(0));
+    dpred_.resize(b * O);
+    mse_backward(dpred_.data(), pred_.data(), y_.data(), b, O, this->loss_scale);
+    dz_.resize(b * D);
+    linear_backward(this->sites, head_, dz_.data(), this->grad("head.w"), this->grad("head.b"), dpred_.data(), z_.data(),
+                    this->param("head.w"), b, D, O);
+    dres_.assign(b * D, T(0));  // the gradient along the residual stream
+    layernorm_backward(dres_.data(), this->grad("ln_f.w"), this->grad("ln_f.b"), dz_.data(), h_[L].data(),
+                       layernorm_weight_used(e, lnf_, this->param("ln_f.w"), lnfw_q_), zmean_.data(), zrstd_.data(),
+                       b, D);
+    dact_.resize(b * F), dpre_.resize(b * F), dln_.resize(b * D);
+    for (size_t l = L; l-- > 0;) {
+      Block& bk = blocks_[l];
+      const std::string p = "block" + std::to_string(l);
+      const T* a = e.active(bk.act.out) ? bk.out_q.data() : bk.out.data();
+      linear_backward(this->sites, bk.proj, dact_.data(), this->grad(p + ".mlp.proj.w"), this->grad(p + ".mlp.proj.b"),
+                      dres_.data(), a, this->param(p + ".mlp.proj.w"), b, F, D);
+      activation_backward(gelu, dpre_.data(), dact_.data(), bk.pre.data(), bk.out.data(), b * F);
+      linear_backward(this->sites, bk.fc, dln_.data(), this->grad(p + ".mlp.fc.w"), this->grad(p + ".mlp.fc.b"),
+                      dpre_.data(), bk.lnout.data(), this->param(p + ".mlp.fc.w"), b, D, F);
+      layernorm_backward(dres_.data(), this->grad(p + ".ln.w"), this->grad(p + ".ln.b"), dln_.data(), h_[l].data(),
+                         layernorm_weight_used(e, bk.ln, this->param(p + ".ln.w"), bk.lnw_q), bk.mean.data(),
+                         bk.rstd.data(), b, D);
+    }
+    // The inputs need no gradient: only the input layer's weight gradient (its grad_input site is never called).
+    linear_backward(this->sites, in_, static_cast<T*>(nullptr), this->grad("input.w"), this->grad("input.b"),
+                    dres_.data(), x_.data(), this->param("input.w"), b, din, D);
+  }
+
+ private:
+  Teacher teacher_;
+  uint64_t seed_;
+  std::vector<Block> blocks_;
+  LinearSites in_, head_;
+  LayerNormSites lnf_;
+  size_t b_ = 0;
+  std::vector<T> x_, y_, z_, zmean_, zrstd_, lnfw_q_, lnfb_q_, pred_;
+  std::vector<std::vector<T>> h_;
+  std::vector<T> dpred_, dz_, dres_, dact_, dpre_, dln_;
+};
+
+}  // namespace
+
+template <typename T>
+std::unique_ptr<LmModel<T>> make_proxy_model(const ModelConfig& cfg, uint64_t seed) {
+  return std::make_unique<ProxyModel<T>>(cfg, seed);
+}
+
+template std::unique_ptr<LmModel<float>> make_proxy_model<float>(const ModelConfig&, uint64_t);
+template std::unique_ptr<LmModel<double>> make_proxy_model<double>(const ModelConfig&, uint64_t);
+
+}  // namespace drift
