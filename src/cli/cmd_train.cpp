@@ -204,8 +204,7 @@ void run_explain(const ExplainOptions& o) {
   } catch (const std::invalid_argument& e) {
     throw InputError(std::string("model: ") + e.what());
   }
-  resolve_sites_at_step(cfg.precision, o.step, model->sites);
-  resolve_elementwise(cfg.precision.elementwise, "precision.elementwise", model->elementwise);
+  resolve_sites_at_step(cfg.precision, o.step, model->sites, model->elementwise);
   const auto& sites = model->sites.sites();
   if (o.json) {
     nlohmann::ordered_json j = nlohmann::ordered_json::array();

@@ -253,14 +253,16 @@ RunConfig parse_run_config(const json& j) {
       for (size_t i = 0; i < pc.schedule.size(); ++i) {
         const std::string ep = "precision.schedule[" + std::to_string(i) + "]";
         const json& e = pc.schedule[i];
-        check_keys(e, ep, {"step", "matmul"});
+        check_keys(e, ep, {"step", "matmul", "elementwise"});
         if (!e.contains("step") || !non_negative_int(e["step"]) || e["step"].get<uint64_t>() == 0)
           throw ConfigError(join(ep, "step"), "expected an integer >= 1 (the first step the rules apply to)");
         if (i && e["step"].get<uint64_t>() <= prev)
           throw ConfigError(join(ep, "step"), "schedule steps must increase");
         prev = e["step"].get<uint64_t>();
-        if (!e.contains("matmul")) throw ConfigError(join(ep, "matmul"), "expected a list of rules");
-        check_matmul_rules(e["matmul"], join(ep, "matmul"));
+        if (!e.contains("matmul") && !e.contains("elementwise"))
+          throw ConfigError(ep, "expected \"matmul\" and/or \"elementwise\" rules to apply from this step");
+        if (e.contains("matmul")) check_matmul_rules(e["matmul"], join(ep, "matmul"));
+        if (e.contains("elementwise")) check_elementwise_rules(e["elementwise"], join(ep, "elementwise"));
       }
     }
     if (pr.contains("elementwise")) {
@@ -402,11 +404,24 @@ void apply_set(json& root, const std::string& assignment) {
   *cur = value;
 }
 
+void resolve_sites_at_step(const PrecisionConfig& p, uint64_t step, MatmulSites& sites, ElementwiseSites& elementwise) {
+  resolve_sites_at_step(p, step, sites);
+  // Schedule rules apply on top, and later rules win: the cascade of the concatenated lists.
+  json rules = p.elementwise;
+  for (const json& e : p.schedule) {
+    if (e["step"].get<uint64_t>() > step) break;
+    if (e.contains("elementwise"))
+      for (const json& r : e["elementwise"]) rules.push_back(r);
+  }
+  resolve_elementwise(rules, "precision.elementwise", elementwise);
+}
+
 void resolve_sites_at_step(const PrecisionConfig& p, uint64_t step, MatmulSites& sites) {
   resolve_sites(p.matmul, "precision.matmul", sites);
   for (size_t i = 0; i < p.schedule.size(); ++i) {
     const json& e = p.schedule[i];
     if (e["step"].get<uint64_t>() > step) break;
+    if (!e.contains("matmul")) continue;
     const std::string path = "precision.schedule[" + std::to_string(i) + "].matmul";
     for (auto& s : sites.sites()) s.policy = resolve_site_policy(e["matmul"], path, s, s.policy);
   }

@@ -99,5 +99,8 @@ void apply_set(nlohmann::json& root, const std::string& assignment);
 // Resolves every site's policy at `step`: precision.matmul, then the rules of every schedule entry
 // with entry.step <= step on top (errors name the rule's own path). Throws ConfigError.
 void resolve_sites_at_step(const PrecisionConfig& p, uint64_t step, MatmulSites& sites);
+// The same, and the elementwise quantizers: precision.elementwise, then the "elementwise" rules of
+// every schedule entry in force.
+void resolve_sites_at_step(const PrecisionConfig& p, uint64_t step, MatmulSites& sites, ElementwiseSites& elementwise);
 
 }  // namespace drift

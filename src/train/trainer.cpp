@@ -28,8 +28,7 @@ PreparedRun prepare_run(const RunConfig& cfg) {
   }
   r.model = make_model<float>(r.cfg.model, cfg.seed);
   r.model->sites.seed = cfg.seed;
-  resolve_sites_at_step(r.cfg.precision, 0, r.model->sites);
-  resolve_elementwise(r.cfg.precision.elementwise, "precision.elementwise", r.model->elementwise);
+  resolve_sites_at_step(r.cfg.precision, 0, r.model->sites, r.model->elementwise);
   // The initial weights are held in the master format from the start (rounded to nearest).
   MasterConfig init_rounding = cfg.precision.master;
   init_rounding.rounding = "rne";
@@ -271,7 +270,7 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
   } else if (!opts.resume_from.empty()) {
     restore_checkpoint(opts.resume_from, false, c, m, opt, div, st);
   }
-  resolve_sites_at_step(c.precision, st.next_step, m.sites);
+  resolve_sites_at_step(c.precision, st.next_step, m.sites, m.elementwise);
 
   fs::create_directories(dir);
   io::write_file_atomic((dir / "config.json").string(), resolved_config_json(c).dump(2) + "\n");
@@ -301,7 +300,7 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
     // Scheduled precision switches take effect at their step.
     while (next_schedule < c.precision.schedule.size() &&
            c.precision.schedule[next_schedule]["step"].get<uint64_t>() <= step) {
-      resolve_sites_at_step(c.precision, step, m.sites);
+      resolve_sites_at_step(c.precision, step, m.sites, m.elementwise);
       ++next_schedule;
     }
     m.begin_step(step);
