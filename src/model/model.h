@@ -49,8 +49,13 @@ class LmModel {
   virtual void backward() = 0;
   double loss_scale = 1.0;  // multiplies the loss gradient entering the backward pass (train/loss_scale.h)
   virtual size_t predictions(size_t b) const = 0;
+  // The logits of the last forward (predictions x vocab), for diagnostics; empty if a model keeps none.
+  virtual const std::vector<T>& last_logits() const { return no_logits_; }
   T* param(const std::string& name);
   T* grad(const std::string& name);
+
+ private:
+  std::vector<T> no_logits_;
 };
 
 // Builds a model with initial weights drawn from the counter-based generator keyed by `seed`.
