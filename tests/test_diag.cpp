@@ -40,7 +40,7 @@ std::vector<double> cancelling_rows(size_t m, size_t k, uint64_t seed) {
   std::vector<double> a = random_values(m * k, seed);
   for (size_t i = 0; i < m; ++i)
     for (size_t t = 0; t + 1 < k; t += 2) {
-      a[i * k + t] = std::ldexp(std::fabs(a[i * k + t]) + 1, 6);
+      a[i * k + t] = std::ldexp(std::fabs(a[i * k + t]) + 1, 3);
       a[i * k + t + 1] = (t % 16 == 0) ? a[i * k + t + 1] : -a[i * k + t];
     }
   return a;
@@ -82,13 +82,16 @@ BoundCheck engine_check(const MatmulPolicy& p, const std::vector<double>& a, con
   return total;
 }
 
-void check_silent(const MatmulPolicy& p, const std::string& name) {
-  const size_t m = 3, k = 300, n = 5;
+// k = 300 crosses MX (32), NVFP4 (16) and DeepSeek (128) blocks with a partial last one; fp16
+// results need a shorter k to stay in range.
+void check_silent(const MatmulPolicy& p, const std::string& name, size_t k = 300) {
+  const size_t m = 3, n = 5;
   for (int data = 0; data < 2; ++data) {
     const auto a = data ? cancelling_rows(m, k, 11) : random_values(m * k, 11);
     const auto b = data ? paired_rows(k, n, 12) : random_values(k * n, 12);
     const BoundCheck chk = engine_check(p, a, b, m, k, n);
-    INFO(name << (data ? " (cancellation)" : " (random)") << ": max ratio " << chk.max_ratio);
+    const std::string what = name + (data ? " (cancellation)" : " (random)");
+    INFO(what << ": max ratio " << chk.max_ratio << ", unchecked " << chk.unchecked);
     CHECK(chk.checked > 0);
     CHECK(chk.violations == 0);
     CHECK(chk.max_ratio <= 1.0);
@@ -198,13 +201,14 @@ TEST_CASE("error bound: silent on every tensor-core preset") {
     p.a.format = p.b.format = tc.in_format;
     p.inner.fused = tc.model;
     p.out_format = tc.out_format;
-    check_silent(p, tc.name);
+    check_silent(p, tc.name, tc.output == "fp16" ? 64 : 300);
   }
 }
 
 TEST_CASE("error bound: silent on accumulator variants (orders, roundings, narrow and flushing formats)") {
   // fp32 sums under MXFP8 operands; the narrow accumulators under bf16 operands (MX products of up
-  // to 448^2 would overflow them, leaving nothing to check).
+  // to 448^2 would overflow them, leaving nothing to check). An fp8_e5m2 accumulator (3 significand
+  // bits) has a bound of (1 + 2^-3)^n - 1: finite, and checked, only for short sums.
   for (const char* acc : {"fp32", "bf16", "fp16", "fp8_e5m2"})
     for (SumOrder order : {SumOrder::sequential, SumOrder::reverse, SumOrder::pairwise, SumOrder::split,
                            SumOrder::permuted})
@@ -221,7 +225,8 @@ TEST_CASE("error bound: silent on accumulator variants (orders, roundings, narro
           p.product_round.mode = r;
           p.out_format = fmt("bf16");
           p.out_round.mode = r;
-          check_silent(p, std::string(acc) + " " + to_string(order) + " " + to_string(r) + " " + to_string(sub));
+          check_silent(p, std::string(acc) + " " + to_string(order) + " " + to_string(r) + " " + to_string(sub),
+                       std::string(acc) == "fp8_e5m2" ? 8 : 300);
         }
 }
 
