@@ -16,6 +16,7 @@
 #include "diag/grad_quality.h"
 #include "policy/presets.h"
 #include "policy/probes.h"
+#include "train/config.h"
 
 using namespace drift;
 
@@ -402,4 +403,30 @@ TEST_CASE("probes: bad entries are config errors naming the entry") {
   }
   CHECK_THROWS_AS(parse_probes(nlohmann::json::array({42}), "diagnostics.probes"), ConfigError);
   CHECK_THROWS_AS(parse_probes(nlohmann::json("fp32"), "diagnostics.probes"), ConfigError);
+}
+
+TEST_CASE("diagnostics config: defaults, bad values name the key, the resolved config reads back") {
+  const RunConfig def = parse_run_config(nlohmann::json::object());
+  CHECK(def.diagnostics.every == 0);
+  CHECK(def.diagnostics.probes.empty());
+  auto error_path = [](const nlohmann::json& j) {
+    try {
+      parse_run_config(j);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error_path({{"diagnostics", {{"every", -1}}}}).find("diagnostics.every") != std::string::npos);
+  CHECK(error_path({{"diagnostics", {{"bogus", 1}}}}).find("diagnostics.bogus") != std::string::npos);
+  CHECK(error_path({{"diagnostics", {{"probes", {"bf16", "nope"}}}}}).find("diagnostics.probes[1]") !=
+        std::string::npos);
+  const nlohmann::json j = {{"diagnostics", {{"every", 25}, {"probes", {"fp32", {{{"preset", "bf16"}}}}}}}};
+  const RunConfig c = parse_run_config(j);
+  CHECK(c.diagnostics.every == 25);
+  nlohmann::json back = nlohmann::json::parse(resolved_config_json(c).dump());
+  back.erase("version");
+  const RunConfig c2 = parse_run_config(back);
+  CHECK(c2.diagnostics.every == 25);
+  CHECK(c2.diagnostics.probes == c.diagnostics.probes);
 }
