@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "arith/cast_error.h"
 #include "arith/catalogue.h"
+#include "arith/error_bound.h"
 
 namespace drift {
 
@@ -23,6 +25,9 @@ void MatmulTelemetry::merge(const MatmulTelemetry& o) {
   inner_swamped += o.inner_swamped;
   outer_adds += o.outer_adds;
   outer_swamped += o.outer_swamped;
+  a_cast.merge(o.a_cast);
+  b_cast.merge(o.b_cast);
+  bound.merge(o.bound);
 }
 
 namespace {
@@ -98,11 +103,17 @@ MatmulTelemetry matmul(const MatView& a, const MatView& b, double* c, size_t ldc
   MatmulTelemetry tel;
   tel.a = ops.a.stats;
   tel.b = ops.b.stats;
-  if (!ctx.force_reference && matmul_fast(ops, c, ldc, policy, ctx, tel)) {
+  if (!ctx.force_reference && matmul_fast(ops, c, ldc, policy, ctx, tel))
     tel.fast_path = true;
-    return tel;
+  else
+    matmul_reference(ops, c, ldc, policy, ctx, tel);
+  if (ctx.cast_error) {  // the inputs as prepare_operands_into read them (A as M x K, B as N x K)
+    const StridedInput ak = a.transposed ? StridedInput{a.data, 1, a.ld} : StridedInput{a.data, a.ld, 1};
+    const StridedInput bk = b.transposed ? StridedInput{b.data, b.ld, 1} : StridedInput{b.data, 1, b.ld};
+    accumulate_cast_error(tel.a_cast, ak, ops.a, policy.a.scaling.hadamard != 0);
+    accumulate_cast_error(tel.b_cast, bk, ops.b, policy.b.scaling.hadamard != 0);
   }
-  matmul_reference(ops, c, ldc, policy, ctx, tel);
+  if (ctx.check_bound) tel.bound = check_matmul_bound(ops, policy, c, ldc);
   return tel;
 }
 

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "arith/diag_stats.h"
 #include "arith/fused_accum.h"
 #include "arith/quantize.h"
 
@@ -61,6 +62,9 @@ struct MatmulTelemetry {
   uint64_t outer_adds = 0, outer_swamped = 0;
   bool fast_path = false;                       // which implementation produced C
   bool swamping_counted = true;                 // false when the fast path ran with count_swamping off
+  // Diagnostics (filled only when MatmulContext::cast_error / check_bound ask for them).
+  CastErrorStats a_cast, b_cast;
+  BoundCheck bound;
   void merge(const MatmulTelemetry& o);
 };
 
@@ -81,6 +85,9 @@ struct MatmulContext {
   bool force_reference = false;        // always take the literal reference path
   bool count_swamping = false;         // the fast path counts swamping only when asked (its counting
                                        // kernel is several times slower); the reference always counts
+  // Diagnostics (off by default; nothing is computed when off). Neither changes C.
+  bool cast_error = false;             // measure each operand's cast error (arith/cast_error.h)
+  bool check_bound = false;            // compare C with its forward-error bound (arith/error_bound.h)
 };
 
 // C (M x N, row stride ldc) = A (M x K) * B (K x N) under `policy`.

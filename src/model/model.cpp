@@ -70,6 +70,7 @@ class MlpModel final : public LmModel<T> {
   }
 
   size_t predictions(size_t b) const override { return b; }
+  const std::vector<T>& last_logits() const override { return logits_; }
 
   double forward(const int32_t* windows, size_t b) override {
     const auto& c = this->cfg;
@@ -215,6 +216,7 @@ class AttnModel final : public LmModel<T> {
   }
 
   size_t predictions(size_t b) const override { return b * this->cfg.context; }
+  const std::vector<T>& last_logits() const override { return logits_; }
 
   double forward(const int32_t* windows, size_t b) override {
     const auto& c = this->cfg;

@@ -62,6 +62,8 @@ class LmModel {
   virtual void backward() = 0;
   double loss_scale = 1.0;  // multiplies the loss gradient entering the backward pass (train/loss_scale.h)
   virtual size_t predictions(size_t b) const = 0;
+  // The logits of the last forward (predictions x vocab), for diagnostics; empty if a model keeps none.
+  virtual const std::vector<T>& last_logits() const { return no_logits_; }
   T* param(const std::string& name);
   T* grad(const std::string& name);
   // Both site registries at once: random streams keyed by `step`, telemetry since the last reset.
@@ -73,6 +75,9 @@ class LmModel {
     sites.reset_telemetry();
     elementwise.reset_telemetry();
   }
+
+ private:
+  std::vector<T> no_logits_;
 };
 
 // Whether a model kind trains on text (mlp, attn) or draws its own inputs (proxy): the trainer

@@ -76,6 +76,7 @@ MatmulTelemetry MatmulSites::call(size_t id, const MatView& a, const MatView& b,
   ctx.delayed_a = &s.delayed_a;
   ctx.delayed_b = &s.delayed_b;
   ctx.force_reference = force_reference;
+  ctx.cast_error = ctx.check_bound = diagnose;
   MatmulTelemetry t = drift::matmul(a, b, c, ldc, s.policy, ctx);
   if (s.calls++ == 0)
     s.tel = t;

@@ -56,6 +56,8 @@ class MatmulSites {
   void begin_step(uint64_t step);
   void reset_telemetry();
   bool force_reference = false;
+  // Diagnostic passes only (diag/): every call also measures cast error and checks the error bound.
+  bool diagnose = false;
 
   // C (M x N) = A (M x K) * B (K x N) at `site`. Operands are stored row-major with leading
   // dimension ld; `ta`/`tb` say the stored matrix is the transpose (A stored K x M, B stored N x K).

@@ -9,6 +9,7 @@
 #include "arith/cast_span.h"
 #include "arith/catalogue.h"
 #include "policy/elementwise_rules.h"
+#include "policy/probes.h"
 #include "policy/site_rules.h"
 
 namespace drift {
@@ -166,7 +167,7 @@ std::string RunConfig::run_dir() const {
 
 RunConfig parse_run_config(const json& j) {
   RunConfig c;
-  check_keys(j, "", {"seed", "model", "data", "train", "precision", "divergence", "output"});
+  check_keys(j, "", {"seed", "model", "data", "train", "precision", "divergence", "diagnostics", "output"});
   if (j.contains("seed")) {
     if (!non_negative_int(j["seed"])) throw ConfigError("seed", "expected an integer >= 0");
     c.seed = j["seed"].get<uint64_t>();
@@ -308,6 +309,17 @@ RunConfig parse_run_config(const json& j) {
     if (c.divergence.smoothing >= 1) throw ConfigError("divergence.smoothing", "expected a number in [0, 1)");
     get_bool(d, p, "stop", &c.divergence.stop);
   }
+  {  // diagnostics (diag/diagnostics.h)
+    const json& d = section(j, "diagnostics");
+    check_keys(d, "diagnostics", {"every", "probes"});
+    get_uint(d, "diagnostics", "every", &c.diagnostics.every, 0, 100000000);
+    if (c.diagnostics.every && c.model.kind == "proxy")
+      throw ConfigError("diagnostics.every", "deep diagnostics need a text model (mlp or attn) for now");
+    if (d.contains("probes")) {
+      parse_probes(d["probes"], "diagnostics.probes");  // checks every entry
+      c.diagnostics.probes = d["probes"];
+    }
+  }
   {
     const json& o = section(j, "output");
     check_keys(o, "output", {"dir", "name"});
@@ -355,6 +367,7 @@ nlohmann::ordered_json resolved_config_json(const RunConfig& c) {
                      {"smoothing", c.divergence.smoothing}, {"departure_tol", c.divergence.departure_tol},
                      {"departure_steps", c.divergence.departure_steps}, {"on", c.divergence.on},
                      {"stop", c.divergence.stop}, {"window", c.divergence.window}};
+  j["diagnostics"] = {{"every", c.diagnostics.every}, {"probes", oj::parse(c.diagnostics.probes.dump())}};
   j["output"] = {{"dir", c.output.dir}, {"name", c.output.name}};
   return j;
 }

@@ -1,5 +1,5 @@
 // A training run's configuration: one JSON document with sections model, data, train, precision,
-// divergence, output and a top-level seed. Every key has a default (docs/config.md); unknown keys,
+// divergence, diagnostics, output and a top-level seed. Every key has a default (docs/config.md); unknown keys,
 // wrong types and out-of-range values are ConfigErrors naming the JSON path.
 #pragma once
 
@@ -66,6 +66,12 @@ struct DivergenceConfig {
   size_t window = 50;        // trailing window (steps) of the loss and grad-norm z-scores
 };
 
+// Deep diagnostics (diag/diagnostics.h, docs/diagnostics.md): diag.jsonl every `every` steps.
+struct DiagnosticsConfig {
+  size_t every = 0;                                   // 0: off
+  nlohmann::json probes = nlohmann::json::array();    // matmul preset names or rule lists (policy/probes.h)
+};
+
 struct OutputConfig {
   std::string dir;           // run directory; "" = runs/<name>/seed<seed>
   std::string name = "run";  // run name (drift train sets it from the config file's name when absent)
@@ -78,6 +84,7 @@ struct RunConfig {
   TrainConfig train;
   PrecisionConfig precision;
   DivergenceConfig divergence;
+  DiagnosticsConfig diagnostics;
   OutputConfig output;
   std::string run_dir() const;
 };

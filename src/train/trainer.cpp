@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "arith/catalogue.h"
+#include "diag/diagnostics.h"
 #include "io/npy.h"
 #include "train/checkpoint.h"
 #include "train/divergence.h"
@@ -116,6 +117,7 @@ std::string config_identity(const RunConfig& c) {
   ojson j = resolved_config_json(c);
   j.erase("version");
   j.erase("output");
+  j.erase("diagnostics");  // measurements only: a run may be resumed with diagnostics switched on or off
   return j.dump();
 }
 
@@ -271,12 +273,22 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
     restore_checkpoint(opts.resume_from, false, c, m, opt, div, st);
   }
   resolve_sites_at_step(c.precision, st.next_step, m.sites, m.elementwise);
+  // Deep diagnostics (diag/diagnostics.h): built now, so that a probe that fails to resolve is an error before any write.
+  Diagnostics diag(c.diagnostics.every, parse_probes(c.diagnostics.probes, "diagnostics.probes"), c.model, c.seed);
+  const std::string diag_path = (dir / "diag.jsonl").string();
+  const std::string kept_diag = opts.resume && fs::exists(diag_path) ? metrics_before(diag_path, st.next_step) : "";
 
   fs::create_directories(dir);
   io::write_file_atomic((dir / "config.json").string(), resolved_config_json(c).dump(2) + "\n");
   io::write_file_atomic(metrics_path, kept_metrics);
   std::ofstream metrics(metrics_path, std::ios::app);
   if (!metrics) throw io::IoError(metrics_path + ": cannot write");
+  std::ofstream diag_out;  // diag.jsonl, only when diagnostics are on
+  if (c.diagnostics.every > 0) {
+    io::write_file_atomic(diag_path, kept_diag);
+    diag_out.open(diag_path, std::ios::app);
+    if (!diag_out) throw io::IoError(diag_path + ": cannot write");
+  }
 
   std::vector<int32_t> windows(c.train.batch * (c.model.context + 1));
   const size_t tokens_per_step = m.predictions(c.train.batch);
@@ -305,6 +317,7 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
     }
     m.begin_step(step);
     m.reset_telemetry();
+    diag.begin_step(step, m.sites, m.elementwise);  // deep diagnostics: snapshot of the sites as the step starts (when due)
     m.loss_scale = st.scaler.scale;
     if (ar.ranks == 1) {
       st.loss = forward_batch(run, run.corpus.train, kTrainDataStream, step, windows);
@@ -328,6 +341,12 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
     if (st.scaler.active(ls)) {
       const float s = static_cast<float>(st.scaler.scale);
       for (float& g : m.grads) g = g / s;
+    }
+    // ---- deep diagnostics (diag/diagnostics.h): reads the run's weights, batch and gradient
+    // (unscaled, unclipped) and works on copies; nothing of the run changes. ----
+    if (diag.due(step)) {
+      diag_out << diag.run(step, m, m.grads.data(), m.loss_scale, windows.data(), c.train.batch).dump() << "\n";
+      diag_out.flush();
     }
     const double gnorm = global_norm(m.grads.data(), m.grads.size());
     const TensorNormMax gmax = max_tensor_norm(m.table, m.grads.data());
@@ -419,6 +438,10 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
   }
   metrics.close();
   if (!metrics) throw io::IoError(metrics_path + ": write failed");
+  if (diag_out.is_open()) {
+    diag_out.close();
+    if (!diag_out) throw io::IoError(diag_path + ": write failed");
+  }
   save_checkpoint();
 
   sum.wall_s = std::chrono::duration<double>(clock::now() - t0).count();
