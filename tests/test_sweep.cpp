@@ -130,5 +130,8 @@ TEST_CASE("a child drift train: its arguments, its resolved config, a finished r
   TrainRun bad = run;
   bad.sets.push_back("train.lrr=1");
   CHECK_THROWS_AS(planned_config(bad), ConfigError);
+  TrainRun unknown_preset = run;  // caught only when the rules meet the model's sites
+  unknown_preset.sets.push_back("precision.schedule=[{\"step\": 5, \"matmul\": [{\"preset\": \"nope\"}]}]");
+  CHECK_THROWS_WITH_AS(planned_config(unknown_preset), doctest::Contains("nope"), ConfigError);
   std::filesystem::remove_all(tmp);
 }

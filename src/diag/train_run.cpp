@@ -1,7 +1,9 @@
 #include "diag/train_run.h"
 
 #include <filesystem>
+#include <memory>
 
+#include "model/model.h"
 #include "train/config.h"
 
 namespace drift {
@@ -24,7 +26,18 @@ nlohmann::ordered_json planned_config(const TrainRun& r) {
   for (const auto& s : r.sets) apply_set(j, s);
   j["seed"] = r.seed;
   j["output"]["dir"] = r.dir;
-  nlohmann::ordered_json c = resolved_config_json(parse_run_config(j));
+  const RunConfig cfg = parse_run_config(j);
+  // The rules are checked against the model's sites (an unknown preset shows only there), at every
+  // step where the policy changes. The sites do not depend on the vocabulary.
+  std::unique_ptr<LmModel<float>> model;
+  try {
+    model = make_model<float>(cfg.model, cfg.seed);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError("model", e.what());
+  }
+  resolve_sites_at_step(cfg.precision, 0, model->sites);
+  for (const auto& e : cfg.precision.schedule) resolve_sites_at_step(cfg.precision, e["step"].get<uint64_t>(), model->sites);
+  nlohmann::ordered_json c = resolved_config_json(cfg);
   c.erase("version");
   c["model"].erase("vocab");
   return c;

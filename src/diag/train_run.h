@@ -23,7 +23,8 @@ struct TrainRun {
 std::vector<std::string> train_args(const TrainRun& r);
 
 // The config `drift train` would write to config.json, without "version" and "model.vocab" (the
-// tokenizer sets it). Throws ConfigError naming the key.
+// tokenizer sets it), after checking it as drift train does before it writes anything (the data
+// file aside): keys, values, and every precision rule resolved at every site. Throws ConfigError.
 nlohmann::ordered_json planned_config(const TrainRun& r);
 
 // The first JSON path (e.g. "/train/lr") where a finished run's config.json differs from `planned`,
