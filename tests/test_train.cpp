@@ -186,8 +186,8 @@ TEST_CASE("optimizers: hand-derived AdamW and SGD-momentum updates") {
   t.weight_decay = 0.5;
   SUBCASE("adamw: the first step moves each weight by lr * (sign(g) + wd * p)") {
     std::vector<float> p = {1.0f, -2.0f, 3.0f}, g = {0.3f, -0.001f, 4.0f};
-    Optimizer o(t, 3);
-    o.step(tb, p.data(), g.data(), 0.1, 1.0);
+    Optimizer o(t, PrecisionConfig{}, tb);
+    o.step(tb, p.data(), g.data(), 0.1, 1.0, 0, 0);
     CHECK(p[0] == doctest::Approx(1.0 - 0.1 * (1.0 + 0.5 * 1.0)).epsilon(1e-6));
     CHECK(p[1] == doctest::Approx(-2.0 - 0.1 * (-1.0 + 0.5 * -2.0)).epsilon(1e-4));
     CHECK(p[2] == doctest::Approx(3.0 - 0.1 * 1.0).epsilon(1e-6));  // bias: no decay
@@ -197,10 +197,10 @@ TEST_CASE("optimizers: hand-derived AdamW and SGD-momentum updates") {
     t.momentum = 0.5;
     t.weight_decay = 0;
     std::vector<float> p = {1.0f, 0.0f, 0.0f}, g = {2.0f, 0.0f, 0.0f};
-    Optimizer o(t, 3);
-    o.step(tb, p.data(), g.data(), 0.1, 0.5);  // g' = 1: m = 1, p = 0.9
+    Optimizer o(t, PrecisionConfig{}, tb);
+    o.step(tb, p.data(), g.data(), 0.1, 0.5, 0, 0);  // g' = 1: m = 1, p = 0.9
     CHECK(p[0] == doctest::Approx(0.9f));
-    o.step(tb, p.data(), g.data(), 0.1, 0.5);  // m = 0.5 + 1 = 1.5, p = 0.75
+    o.step(tb, p.data(), g.data(), 0.1, 0.5, 0, 0);  // m = 0.5 + 1 = 1.5, p = 0.75
     CHECK(p[0] == doctest::Approx(0.75f));
   }
   const float g3[] = {3.0f, 4.0f, 0.0f};
@@ -224,7 +224,7 @@ TEST_CASE("trainer: a tiny run learns, a blown-up one is recorded as diverged wi
   c.train.eval_batches = 2;
   c.output.dir = (t.dir / "ok").string();
   PreparedRun r = prepare_run(c);
-  const RunSummary s = train(r, {});
+  const RunSummary s = train(r, TrainOptions{}, {});
   CHECK_FALSE(s.diverged);
   CHECK(s.steps_completed == 60);
   CHECK(s.final_val_loss < 0.5 * std::log(256.0));  // a 4-symbol periodic text is easy
@@ -239,7 +239,7 @@ TEST_CASE("trainer: a tiny run learns, a blown-up one is recorded as diverged wi
   c.divergence.after_step = 0;
   c.output.dir = (t.dir / "bad").string();
   PreparedRun r2 = prepare_run(c);
-  const RunSummary s2 = train(r2, {});
+  const RunSummary s2 = train(r2, TrainOptions{}, {});
   CHECK(s2.diverged);
   CHECK(s2.divergence_step >= 1);
   CHECK(s2.steps_completed == static_cast<uint64_t>(s2.divergence_step));  // stopped before that step's update

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -16,6 +18,7 @@
 #include "io/npy.h"
 #include "policy/matmul_json.h"
 #include "policy/site_rules.h"
+#include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/trainer.h"
 
@@ -77,11 +80,28 @@ std::string fmt_time(double s) {
   return b;
 }
 
-struct TrainOptions : ConfigOptions {
+struct TrainCmdOptions : ConfigOptions {
   bool quiet = false;
+  bool resume = false;
+  std::string resume_from, reference;
 };
 
-void run_train(const TrainOptions& o) {
+// Ctrl-C (or SIGTERM) asks the loop to stop after the current step and write a checkpoint; a
+// second Ctrl-C kills at once (SA_RESETHAND restores the default action).
+std::atomic<bool> g_stop_requested{false};
+extern "C" void on_stop_signal(int) { g_stop_requested.store(true); }
+
+void install_stop_handler() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sa.sa_flags = SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+void run_train(const TrainCmdOptions& o) {
+  if (o.resume && !o.resume_from.empty()) throw InputError("--resume and --resume-from exclude each other");
   const RunConfig cfg = load_run_config(o);
   PreparedRun run = prepare_or_throw(cfg);
   if (o.quiet) spdlog::set_level(spdlog::level::warn);
@@ -107,8 +127,27 @@ void run_train(const TrainOptions& o) {
       spdlog::info("{}", line);
     }
   };
-  const RunSummary s = train(run, progress);
+  TrainOptions topts;
+  topts.resume = o.resume;
+  topts.resume_from = o.resume_from;
+  topts.reference = o.reference;
+  topts.stop_requested = &g_stop_requested;
+  install_stop_handler();
+  RunSummary s;
+  try {
+    s = train(run, topts, progress);
+  } catch (const CheckpointError& e) {
+    throw InputError(e.what());
+  } catch (const io::IoError& e) {
+    throw InputError(e.what());
+  }
   if (tty) std::fprintf(stderr, "\n");
+  if (s.interrupted) {
+    std::fprintf(stderr, "drift: interrupted after step %llu; checkpoint written to %s/checkpoint.bin "
+                         "(continue with the same command and --resume)\n",
+                 static_cast<unsigned long long>(s.steps_completed), s.run_dir.c_str());
+    std::exit(130);
+  }
   if (o.quiet) return;
   std::printf("\n");
   if (s.diverged)
@@ -121,7 +160,9 @@ void run_train(const TrainOptions& o) {
               std::log(static_cast<double>(c.model.vocab)));
   std::printf("  %s: %.1f steps/s, %.0f tokens/s\n", fmt_time(s.wall_s).c_str(),
               s.steps_per_s, s.tokens_per_s);
-  std::printf("  results: %s/{config.json, metrics.jsonl, summary.json}\n", s.run_dir.c_str());
+  if (s.skipped_steps)
+    std::printf("  loss scaling skipped %llu steps with a non-finite gradient\n", static_cast<unsigned long long>(s.skipped_steps));
+  std::printf("  results: %s/{config.json, metrics.jsonl, summary.json, checkpoint.bin}\n", s.run_dir.c_str());
 }
 
 struct ExplainOptions : ConfigOptions {
@@ -182,11 +223,17 @@ void run_explain(const ExplainOptions& o) {
 }  // namespace
 
 void add_train_commands(CLI::App& app) {
-  auto t = std::make_shared<TrainOptions>();
+  auto t = std::make_shared<TrainCmdOptions>();
   auto* train = app.add_subcommand("train", "Train a model under a precision policy (config: docs/config.md); "
                                             "writes config.json, metrics.jsonl and summary.json to the run directory");
   add_config_options(train, *t);
   train->add_flag("--quiet", t->quiet, "No progress or summary output");
+  train->add_flag("--resume", t->resume,
+                  "Continue the run in the run directory from its checkpoint.bin (same config), bit for bit");
+  train->add_option("--resume-from", t->resume_from,
+                    "Start this run from another run's checkpoint (weights, optimizer, step); the policy may differ");
+  train->add_option("--reference", t->reference,
+                    "A reference run directory (e.g. the fp32 run of this seed): records departure_step");
   train->callback([t] { run_train(*t); });
 
   auto e = std::make_shared<ExplainOptions>();

@@ -229,10 +229,12 @@ double crossentropy_forward(T* probs, T* losses, const T* logits, const int32_t*
   return total / static_cast<double>(n);
 }
 
-// dlogits (N,V) = (probs - onehot(targets)) / N   (the gradient of the mean loss)
+// dlogits (N,V) = (probs - onehot(targets)) * loss_scale / N: the gradient of the mean loss, times
+// the loss scale (a power of two in practice, so the scaled gradient is the unscaled one times it
+// exactly, until it overflows: the point of loss scaling is where the backward operands land).
 template <typename T>
-void crossentropy_backward(T* dlogits, const T* probs, const int32_t* targets, size_t n, size_t v) {
-  const T inv_n = T(1) / static_cast<T>(n);
+void crossentropy_backward(T* dlogits, const T* probs, const int32_t* targets, size_t n, size_t v, double loss_scale = 1.0) {
+  const T inv_n = static_cast<T>(loss_scale) / static_cast<T>(n);
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j < v; ++j)
       dlogits[i * v + j] = (probs[i * v + j] - (static_cast<size_t>(targets[i]) == j ? T(1) : T(0))) * inv_n;

@@ -122,7 +122,7 @@ class MlpModel final : public LmModel<T> {
     const size_t b = b_, ctx = c.context, e = c.embed, v = c.vocab, h = c.hidden, nl = c.hidden_layers;
     std::fill(this->grads.begin(), this->grads.end(), T(0));
     dlogits_.resize(b * v);
-    crossentropy_backward(dlogits_.data(), probs_.data(), targets_.data(), b, v);
+    crossentropy_backward(dlogits_.data(), probs_.data(), targets_.data(), b, v, this->loss_scale);
     const size_t last_in = nl ? h : ctx * e;
     const T* last_x = nl ? act_[nl - 1].data() : emb_.data();
     dx_.resize(b * std::max(h, ctx * e));
@@ -274,7 +274,7 @@ class AttnModel final : public LmModel<T> {
     const size_t b = b_, t = c.context, C = c.d_model, F = c.mlp_mult * C, v = c.vocab, nh = c.heads, n = b * t;
     std::fill(this->grads.begin(), this->grads.end(), T(0));
     dlogits_.resize(n * v);
-    crossentropy_backward(dlogits_.data(), probs_.data(), targets_.data(), n, v);
+    crossentropy_backward(dlogits_.data(), probs_.data(), targets_.data(), n, v, this->loss_scale);
     dlnf_.resize(n * C);
     linear_backward(this->sites, head_, dlnf_.data(), this->grad("head.w"), static_cast<T*>(nullptr), dlogits_.data(),
                     lnf_.data(), this->param("head.w"), n, C, v);

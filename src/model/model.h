@@ -45,8 +45,9 @@ class LmModel {
 
   // windows (B, context+1). Stores what backward needs; returns the mean cross-entropy.
   virtual double forward(const int32_t* windows, size_t b) = 0;
-  // grads = d(mean loss)/d(params) of the last forward (overwritten).
+  // grads = loss_scale * d(mean loss)/d(params) of the last forward (overwritten).
   virtual void backward() = 0;
+  double loss_scale = 1.0;  // multiplies the loss gradient entering the backward pass (train/loss_scale.h)
   virtual size_t predictions(size_t b) const = 0;
   T* param(const std::string& name);
   T* grad(const std::string& name);

@@ -6,6 +6,8 @@
 #include <limits>
 #include <sstream>
 
+#include "arith/cast_span.h"
+#include "arith/catalogue.h"
 #include "policy/site_rules.h"
 
 namespace drift {
@@ -94,6 +96,50 @@ const json& section(const json& j, const char* key) {
   return j.contains(key) ? j[key] : empty;
 }
 
+// precision.master: a format name, or {"format": F, "rounding": R}.
+void parse_master(const json& pr, MasterConfig& m) {
+  if (!pr.contains("master")) return;
+  const json& v = pr["master"];
+  const std::string p = "precision.master";
+  if (v.is_string()) {
+    m.format = v.get<std::string>();
+  } else if (v.is_object()) {
+    check_keys(v, p, {"format", "rounding"});
+    get_string(v, p, "format", &m.format);
+    get_string(v, p, "rounding", &m.rounding);
+  } else {
+    throw ConfigError(p, "expected a format name or {\"format\": F, \"rounding\": \"rne\"|\"sr\"}");
+  }
+  const auto f = find_format(m.format);
+  if (!f) throw ConfigError(v.is_string() ? p : p + ".format", "unknown format '" + m.format + "'");
+  if (!fits_float(*f) || f->kind != Kind::floating)
+    throw ConfigError(v.is_string() ? p : p + ".format",
+                      "master weights need a floating-point format whose values are floats (fp32, bf16, fp16, ...), got '" +
+                          m.format + "'");
+  if (!parse_rounding(m.rounding))
+    throw ConfigError(p + ".rounding", "unknown rounding '" + m.rounding + "' (expected rne, sr, rtz, rna, rup, rdn, rto)");
+}
+
+// precision.loss_scale: {"kind": none|static|dynamic, "init", "growth", "backoff", "interval", "min", "max"}.
+void parse_loss_scale(const json& pr, LossScaleConfig& l) {
+  if (!pr.contains("loss_scale")) return;
+  const json& v = pr["loss_scale"];
+  const std::string p = "precision.loss_scale";
+  check_keys(v, p, {"kind", "init", "growth", "backoff", "interval", "min", "max"});
+  get_string(v, p, "kind", &l.kind, {"none", "static", "dynamic"});
+  get_double(v, p, "init", &l.init, 0, 1e38, true);
+  get_double(v, p, "growth", &l.growth, 1, 1e6);
+  get_double(v, p, "backoff", &l.backoff, 0, 1, true);
+  size_t interval = l.interval;
+  get_uint(v, p, "interval", &interval, 1, 100000000);
+  l.interval = interval;
+  get_double(v, p, "min", &l.min_scale, 0, 1e38, true);
+  get_double(v, p, "max", &l.max_scale, 0, 1e38, true);
+  if (l.min_scale > l.max_scale) throw ConfigError(p + ".min", "must not exceed precision.loss_scale.max");
+  if (l.init < l.min_scale || l.init > l.max_scale)
+    throw ConfigError(p + ".init", "must lie in [min, max] = [" + num(l.min_scale) + ", " + num(l.max_scale) + "]");
+}
+
 }  // namespace
 
 std::string RunConfig::run_dir() const {
@@ -143,7 +189,8 @@ RunConfig parse_run_config(const json& j) {
     const json& t = section(j, "train");
     const std::string p = "train";
     check_keys(t, p, {"steps", "batch", "lr", "optimizer", "momentum", "beta1", "beta2", "eps", "weight_decay",
-                      "grad_clip", "warmup", "decay", "min_lr_frac", "eval_every", "eval_batches", "log_every"});
+                      "grad_clip", "warmup", "decay", "min_lr_frac", "eval_every", "eval_batches", "log_every",
+                      "checkpoint_every"});
     auto& tc = c.train;
     get_uint(t, p, "steps", &tc.steps, 1, 100000000);
     get_uint(t, p, "batch", &tc.batch, 1, 1 << 20);
@@ -161,10 +208,11 @@ RunConfig parse_run_config(const json& j) {
     get_uint(t, p, "eval_every", &tc.eval_every, 1, 100000000);
     get_uint(t, p, "eval_batches", &tc.eval_batches, 1, 100000);
     get_uint(t, p, "log_every", &tc.log_every, 1, 100000000);
+    get_uint(t, p, "checkpoint_every", &tc.checkpoint_every, 0, 100000000);
   }
   {
     const json& pr = section(j, "precision");
-    check_keys(pr, "precision", {"matmul", "schedule", "elementwise", "master"});
+    check_keys(pr, "precision", {"matmul", "schedule", "elementwise", "master", "optimizer_state", "loss_scale"});
     auto& pc = c.precision;
     if (pr.contains("matmul")) {
       pc.matmul = pr["matmul"].is_string() || (pr["matmul"].is_object())
@@ -195,15 +243,36 @@ RunConfig parse_run_config(const json& j) {
         throw ConfigError("precision.elementwise",
                           "elementwise quantizers are not implemented yet: expected [] (elementwise work is fp32)");
     }
-    get_string(pr, "precision", "master", &pc.master, {"fp32"});
+    parse_master(pr, pc.master);
+    get_string(pr, "precision", "optimizer_state", &pc.optimizer_state, {"fp32", "bf16", "int8_block"});
+    parse_loss_scale(pr, pc.loss_scale);
   }
   {
     const json& d = section(j, "divergence");
     const std::string p = "divergence";
-    check_keys(d, p, {"enabled", "factor", "after_step", "smoothing", "stop"});
+    check_keys(d, p, {"enabled", "factor", "after_step", "patience", "smoothing", "departure_tol", "departure_steps", "on",
+                      "stop", "window"});
     get_bool(d, p, "enabled", &c.divergence.enabled);
     get_double(d, p, "factor", &c.divergence.factor, 1, 1e30);
     get_uint(d, p, "after_step", &c.divergence.after_step, 0, 100000000);
+    get_uint(d, p, "patience", &c.divergence.patience, 1, 100000000);
+    get_double(d, p, "departure_tol", &c.divergence.departure_tol, 0, 1e30, true);
+    get_uint(d, p, "departure_steps", &c.divergence.departure_steps, 1, 100000000);
+    get_uint(d, p, "window", &c.divergence.window, 2, 100000);
+    if (d.contains("on")) {
+      const json& on = d["on"];
+      const char* expect = "expected a list of events from: nonfinite, spike, departure";
+      if (!on.is_array()) throw ConfigError("divergence.on", expect);
+      c.divergence.on.clear();
+      for (size_t i = 0; i < on.size(); ++i) {
+        const std::string ip = "divergence.on[" + std::to_string(i) + "]";
+        if (!on[i].is_string()) throw ConfigError(ip, expect);
+        const std::string e = on[i].get<std::string>();
+        if (e != "nonfinite" && e != "spike" && e != "departure")
+          throw ConfigError(ip, "unknown event '" + e + "' (expected nonfinite, spike or departure)");
+        c.divergence.on.push_back(e);
+      }
+    }
     get_double(d, p, "smoothing", &c.divergence.smoothing, 0, 1);
     if (c.divergence.smoothing >= 1) throw ConfigError("divergence.smoothing", "expected a number in [0, 1)");
     get_bool(d, p, "stop", &c.divergence.stop);
@@ -236,14 +305,21 @@ nlohmann::ordered_json resolved_config_json(const RunConfig& c) {
                 {"beta2", t.beta2},         {"eps", t.eps},             {"weight_decay", t.weight_decay},
                 {"grad_clip", t.grad_clip}, {"warmup", t.warmup},       {"decay", t.decay},
                 {"min_lr_frac", t.min_lr_frac}, {"eval_every", t.eval_every}, {"eval_batches", t.eval_batches},
-                {"log_every", t.log_every}};
+                {"log_every", t.log_every}, {"checkpoint_every", t.checkpoint_every}};
   j["precision"] = {{"matmul", oj::parse(c.precision.matmul.dump())},
                     {"schedule", oj::parse(c.precision.schedule.dump())},
                     {"elementwise", oj::array()},
-                    {"master", c.precision.master}};
+                    {"master", {{"format", c.precision.master.format}, {"rounding", c.precision.master.rounding}}},
+                    {"optimizer_state", c.precision.optimizer_state},
+                    {"loss_scale", {{"kind", c.precision.loss_scale.kind}, {"init", c.precision.loss_scale.init},
+                                    {"growth", c.precision.loss_scale.growth}, {"backoff", c.precision.loss_scale.backoff},
+                                    {"interval", c.precision.loss_scale.interval}, {"min", c.precision.loss_scale.min_scale},
+                                    {"max", c.precision.loss_scale.max_scale}}}};
   j["divergence"] = {{"enabled", c.divergence.enabled}, {"factor", c.divergence.factor},
-                     {"after_step", c.divergence.after_step}, {"smoothing", c.divergence.smoothing},
-                     {"stop", c.divergence.stop}};
+                     {"after_step", c.divergence.after_step}, {"patience", c.divergence.patience},
+                     {"smoothing", c.divergence.smoothing}, {"departure_tol", c.divergence.departure_tol},
+                     {"departure_steps", c.divergence.departure_steps}, {"on", c.divergence.on},
+                     {"stop", c.divergence.stop}, {"window", c.divergence.window}};
   j["output"] = {{"dir", c.output.dir}, {"name", c.output.name}};
   return j;
 }

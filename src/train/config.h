@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "model/model.h"
 #include "policy/config_error.h"
 #include "train/data.h"
+#include "train/loss_scale.h"
 
 namespace drift {
 
@@ -28,21 +30,37 @@ struct TrainConfig {
   size_t eval_every = 100;          // validation loss every this many steps (and at the last step)
   size_t eval_batches = 8;          // fixed held-out batches of `batch` windows
   size_t log_every = 10;            // a metrics.jsonl line every this many steps (and eval/last/diverged steps)
+  size_t checkpoint_every = 0;      // a checkpoint every this many steps (0: only at exit)
+};
+
+// Master weights: the format the parameters are kept in between steps, and how updates round to it.
+struct MasterConfig {
+  std::string format = "fp32";   // any catalogue format whose values are floats (fp32, bf16, fp16, ...)
+  std::string rounding = "rne";  // rne | sr (and the other rounding modes)
 };
 
 struct PrecisionConfig {
   nlohmann::json matmul = nlohmann::json::array();    // rules (policy/site_rules.h)
   nlohmann::json schedule = nlohmann::json::array();  // [{"step": N, "matmul": [rules]}], steps increasing
   nlohmann::json elementwise = nlohmann::json::array();  // reserved: must be empty for now
-  std::string master = "fp32";                        // master weight format (fp32 only for now)
+  MasterConfig master;
+  std::string optimizer_state = "fp32";                 // fp32 | bf16 | int8_block (train/opt_state.h)
+  LossScaleConfig loss_scale;
 };
 
+// The divergence record (summary.json): first_nonfinite_step, spike_step and, against a reference
+// run, departure_step; divergence_step is the first of those that `on` lists.
 struct DivergenceConfig {
   bool enabled = true;
-  double factor = 3.0;       // diverged when loss > factor * best smoothed loss ...
-  size_t after_step = 100;   // ... at or after this step (non-finite loss/gradient: any step)
+  double factor = 3.0;       // a spike: loss > factor * best smoothed loss ...
+  size_t after_step = 100;   // ... at or after this step ...
+  size_t patience = 1;       // ... for this many consecutive steps (spike_step is the first of them)
   double smoothing = 0.9;    // EMA coefficient of the smoothed loss
+  double departure_tol = 0.05;  // departure: |loss - reference loss| > tol * |reference loss| ...
+  size_t departure_steps = 5;   // ... at this many consecutive steps logged in both runs
+  std::vector<std::string> on = {"nonfinite", "spike"};  // which events end the run / set divergence_step
   bool stop = true;          // stop the run at divergence
+  size_t window = 50;        // trailing window (steps) of the loss and grad-norm z-scores
 };
 
 struct OutputConfig {

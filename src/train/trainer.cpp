@@ -5,9 +5,13 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <sstream>
 
 #include "io/npy.h"
+#include "train/checkpoint.h"
+#include "train/divergence.h"
 #include "train/optimizer.h"
+#include "train/telemetry.h"
 
 namespace drift {
 
@@ -21,6 +25,10 @@ PreparedRun prepare_run(const RunConfig& cfg) {
   r.model = make_model<float>(r.cfg.model, cfg.seed);
   r.model->sites.seed = cfg.seed;
   resolve_sites_at_step(r.cfg.precision, 0, r.model->sites);
+  // The initial weights are held in the master format from the start (rounded to nearest).
+  MasterConfig init_rounding = cfg.precision.master;
+  init_rounding.rounding = "rne";
+  MasterRounding::from(init_rounding).apply(r.model->params.data(), r.model->params.size(), cfg.seed, 0, 0);
   return r;
 }
 
@@ -28,20 +36,9 @@ namespace {
 
 constexpr uint64_t kEvalStepBase = uint64_t{1} << 62;  // matmul streams of evaluation passes
 
-ojson site_metrics(const MatmulSites& sites) {
-  ojson j = ojson::object();
-  for (const auto& s : sites.sites()) {
-    if (!s.calls) continue;
-    auto q = [](const QuantStats& st) {
-      return ojson{{"clipped", st.clipped}, {"flushed", st.flushed}, {"subnormal", st.subnormal}, {"amax", st.amax}};
-    };
-    j[s.name()] = {{"a", q(s.tel.a)}, {"b", q(s.tel.b)}};
-  }
-  return j;
-}
-
 // A JSON number, or null when not finite.
 ojson num(double x) { return std::isfinite(x) ? ojson(x) : ojson(nullptr); }
+ojson step_or_null(int64_t s) { return s >= 0 ? ojson(s) : ojson(nullptr); }
 
 double evaluate(PreparedRun& run, uint64_t step, std::vector<int32_t>& windows) {
   auto& m = *run.model;
@@ -58,32 +55,203 @@ double evaluate(PreparedRun& run, uint64_t step, std::vector<int32_t>& windows) 
   return total / static_cast<double>(c.train.eval_batches);
 }
 
+// Everything of the loop that carries from one step to the next, besides the weights and the
+// optimizer: what a checkpoint must hold for a resumed run to continue bit for bit.
+struct LoopState {
+  uint64_t next_step = 0, steps_completed = 0;
+  double loss = NAN, last_val = NAN, best_val = NAN;
+  LossScaler scaler;
+  RollingZ loss_z, grad_z;
+
+  void save(BlobWriter& w) const {
+    w.u64(next_step);
+    w.u64(steps_completed);
+    for (double v : {loss, last_val, best_val}) w.f64(v);
+    w.f64(scaler.scale);
+    w.u64(scaler.good_steps);
+    w.u64(scaler.skipped);
+    loss_z.save(w);
+    grad_z.save(w);
+  }
+  void restore(BlobReader& r) {
+    next_step = r.u64();
+    steps_completed = r.u64();
+    for (double* v : {&loss, &last_val, &best_val}) *v = r.f64();
+    scaler.scale = r.f64();
+    scaler.good_steps = r.u64();
+    scaler.skipped = r.u64();
+    loss_z.restore(r);
+    grad_z.restore(r);
+  }
+};
+
+// The resolved config as compared between a checkpoint and a resuming run: output and version aside.
+std::string config_identity(const RunConfig& c) {
+  ojson j = resolved_config_json(c);
+  j.erase("version");
+  j.erase("output");
+  return j.dump();
+}
+
+// The first key path where two JSON documents differ ("" when equal).
+std::string first_difference(const ojson& a, const ojson& b, const std::string& path = "") {
+  if (a.is_object() && b.is_object()) {
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      const std::string p = path.empty() ? it.key() : path + "." + it.key();
+      if (!b.contains(it.key())) return p;
+      const std::string d = first_difference(*it, b[it.key()], p);
+      if (!d.empty()) return d;
+    }
+    for (auto it = b.begin(); it != b.end(); ++it)
+      if (!a.contains(it.key())) return path.empty() ? it.key() : path + "." + it.key();
+    return "";
+  }
+  return a == b ? "" : (path.empty() ? "(root)" : path);
+}
+
+std::string checkpoint_payload(const RunConfig& c, const LmModel<float>& m, const Optimizer& opt,
+                               const DivergenceTracker& div, const LoopState& st) {
+  BlobWriter w;
+  w.str(DRIFT_VERSION);
+  w.str(config_identity(c));
+  st.save(w);
+  w.u64(m.table.specs.size());
+  for (const auto& p : m.table.specs) {
+    w.str(p.name);
+    w.u64(p.size);
+  }
+  w.vec(m.params);
+  opt.save(w);
+  div.save(w);
+  w.u64(m.sites.size());
+  for (const auto& s : m.sites.sites()) {
+    w.str(s.name());
+    for (const DelayedState* d : {&s.delayed_a, &s.delayed_b}) {
+      w.vec(std::vector<double>(d->history.begin(), d->history.end()));
+      w.f64(d->scale);
+      w.u64(d->initialised);
+    }
+  }
+  return w.bytes();
+}
+
+// Restores a checkpoint into the run. `same_run`: the configs must match (--resume); otherwise only
+// the model's tensors must (--resume-from).
+void restore_checkpoint(const std::string& path, bool same_run, const RunConfig& c, LmModel<float>& m, Optimizer& opt,
+                        DivergenceTracker& div, LoopState& st) {
+  const std::string payload = read_checkpoint(path);
+  try {
+    BlobReader r(payload.data(), payload.size());
+    r.str();  // the version that wrote it: informational
+    const std::string cfg = r.str();
+    if (same_run && cfg != config_identity(c)) {
+      const std::string key = first_difference(ojson::parse(cfg), ojson::parse(config_identity(c)));
+      throw CheckpointError(path + ": written by a run with a different config (first difference: " + key +
+                            "); --resume continues the same run; use --resume-from to start a new run from it");
+    }
+    st.restore(r);
+    const uint64_t tensors = r.u64();
+    if (tensors != m.table.specs.size())
+      throw CheckpointError(path + ": holds " + std::to_string(tensors) + " tensors, this model has " +
+                            std::to_string(m.table.specs.size()));
+    for (const auto& p : m.table.specs) {
+      const std::string name = r.str();
+      const uint64_t size = r.u64();
+      if (name != p.name || size != p.size)
+        throw CheckpointError(path + ": tensor '" + name + "' (" + std::to_string(size) + " elements) where this model has '" +
+                              p.name + "' (" + std::to_string(p.size) + ")");
+    }
+    r.vec_into(m.params, m.table.total, "parameters");
+    opt.restore(r);
+    div.restore(r);
+    const uint64_t sites = r.u64();
+    if (sites != m.sites.size()) throw CheckpointError(path + ": site count differs from this model's");
+    for (auto& s : m.sites.sites()) {
+      if (r.str() != s.name()) throw CheckpointError(path + ": matmul sites differ from this model's");
+      for (DelayedState* d : {&s.delayed_a, &s.delayed_b}) {
+        const auto h = r.vec<double>();
+        d->history.assign(h.begin(), h.end());
+        d->scale = r.f64();
+        d->initialised = r.u64() != 0;
+      }
+    }
+    if (r.left()) throw CheckpointError(path + ": unexpected data after the training state");
+  } catch (const BlobError& e) {
+    throw CheckpointError(path + ": " + e.what());
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError(path + ": bad config record: " + e.what());
+  }
+}
+
+// metrics.jsonl cut back to the lines of steps before `next_step` (a resumed run rewrites the rest).
+std::string metrics_before(const std::string& path, uint64_t next_step) {
+  std::ifstream f(path);
+  if (!f) throw io::IoError(path + ": cannot read the run's metrics to resume");
+  std::string line, kept;
+  while (std::getline(f, line)) {
+    if (line.empty()) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error&) {
+      break;  // a line cut by the kill: everything after the checkpoint is rewritten anyway
+    }
+    if (!j.contains("step") || j["step"].get<uint64_t>() >= next_step) break;
+    kept += line + "\n";
+  }
+  return kept;
+}
+
 }  // namespace
 
-RunSummary train(PreparedRun& run, const std::function<void(const Progress&)>& progress) {
+RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function<void(const Progress&)>& progress) {
   namespace fs = std::filesystem;
   const RunConfig& c = run.cfg;
   auto& m = *run.model;
   RunSummary sum;
   sum.run_dir = c.run_dir();
-  fs::create_directories(sum.run_dir);
   const fs::path dir(sum.run_dir);
-  io::write_file_atomic((dir / "config.json").string(), resolved_config_json(c).dump(2) + "\n");
   const std::string metrics_path = (dir / "metrics.jsonl").string();
-  std::ofstream metrics(metrics_path, std::ios::trunc);
+  const std::string ckpt_path = (dir / "checkpoint.bin").string();
+
+  // Everything that can fail on bad input is read before anything is written.
+  std::map<uint64_t, double> reference;
+  if (!opts.reference.empty()) reference = read_reference_losses(opts.reference);
+  Optimizer opt(c.train, c.precision, m.table);
+  DivergenceTracker div(c.divergence, opts.reference.empty() ? nullptr : &reference);
+  LoopState st;
+  st.scaler.start(c.precision.loss_scale);
+  st.loss_z = RollingZ(c.divergence.window);
+  st.grad_z = RollingZ(c.divergence.window);
+  std::string kept_metrics;
+  if (opts.resume) {
+    restore_checkpoint(ckpt_path, true, c, m, opt, div, st);
+    kept_metrics = metrics_before(metrics_path, st.next_step);
+  } else if (!opts.resume_from.empty()) {
+    restore_checkpoint(opts.resume_from, false, c, m, opt, div, st);
+  }
+  resolve_sites_at_step(c.precision, st.next_step, m.sites);
+
+  fs::create_directories(dir);
+  io::write_file_atomic((dir / "config.json").string(), resolved_config_json(c).dump(2) + "\n");
+  io::write_file_atomic(metrics_path, kept_metrics);
+  std::ofstream metrics(metrics_path, std::ios::app);
   if (!metrics) throw io::IoError(metrics_path + ": cannot write");
 
-  Optimizer opt(c.train, m.params.size());
   std::vector<int32_t> windows(c.train.batch * (c.model.context + 1));
   const size_t tokens_per_step = m.predictions(c.train.batch);
+  const auto& ls = c.precision.loss_scale;
   size_t next_schedule = 0;
-  double ema = 0, best = std::numeric_limits<double>::infinity(), last_val = NAN, best_val = NAN, loss = NAN;
+  while (next_schedule < c.precision.schedule.size() &&
+         c.precision.schedule[next_schedule]["step"].get<uint64_t>() <= st.next_step)
+    ++next_schedule;
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   auto t_log = t0;
-  uint64_t steps_since_log = 0;
+  uint64_t steps_since_log = 0, steps_this_session = 0;
+  auto save_checkpoint = [&] { write_checkpoint(ckpt_path, checkpoint_payload(c, m, opt, div, st)); };
 
-  for (uint64_t step = 0; step < c.train.steps; ++step) {
+  for (uint64_t step = st.next_step; step < c.train.steps; ++step) {
     // Scheduled precision switches take effect at their step.
     while (next_schedule < c.precision.schedule.size() &&
            c.precision.schedule[next_schedule]["step"].get<uint64_t>() <= step) {
@@ -93,44 +261,41 @@ RunSummary train(PreparedRun& run, const std::function<void(const Progress&)>& p
     m.sites.begin_step(step);
     m.sites.reset_telemetry();
     sample_windows(run.corpus.train, c.model.context, c.train.batch, c.seed, kTrainDataStream, step, windows.data());
-    loss = m.forward(windows.data(), c.train.batch);
+    m.loss_scale = st.scaler.scale;
+    st.loss = m.forward(windows.data(), c.train.batch);
     m.backward();
+    if (st.scaler.active(ls)) {
+      const float s = static_cast<float>(st.scaler.scale);
+      for (float& g : m.grads) g = g / s;
+    }
     const double gnorm = global_norm(m.grads.data(), m.grads.size());
+    const TensorNormMax gmax = max_tensor_norm(m.table, m.grads.data());
     const double lr = learning_rate(c.train, step);
-
-    // Divergence: non-finite loss or gradient at any step; loss spike against the best smoothed loss.
-    std::string reason;
-    if (!std::isfinite(loss))
-      reason = "non-finite loss";
-    else if (!std::isfinite(gnorm))
-      reason = "non-finite gradient";
-    else if (step >= c.divergence.after_step && loss > c.divergence.factor * best)
-      reason = "loss " + std::to_string(loss) + " > " + std::to_string(c.divergence.factor) + " x best smoothed loss " +
-               std::to_string(best);
-    if (std::isfinite(loss)) {
-      ema = step == 0 ? loss : c.divergence.smoothing * ema + (1 - c.divergence.smoothing) * loss;
-      best = std::min(best, ema);
-    }
-    const bool diverged_now = c.divergence.enabled && !reason.empty() && !sum.diverged;
-    if (diverged_now) {
-      sum.diverged = true;
-      sum.divergence_step = static_cast<int64_t>(step);
-      sum.reason = reason;
-    }
+    const double scale_used = st.scaler.scale;
+    const bool apply = st.scaler.after_backward(ls, std::isfinite(gnorm));  // false: a skipped step
+    const std::string reason = div.observe(step, st.loss, !std::isfinite(gnorm) && !st.scaler.active(ls));
+    const bool diverged_now = !reason.empty();
+    const double loss_z = st.loss_z.z(st.loss), grad_z = st.grad_z.z(gnorm);
+    st.loss_z.push(st.loss);
+    st.grad_z.push(gnorm);
     const bool stop = diverged_now && c.divergence.stop;
     if (!stop) {
-      const double scale = c.train.grad_clip > 0 && gnorm > c.train.grad_clip ? c.train.grad_clip / gnorm : 1.0;
-      opt.step(m.table, m.params.data(), m.grads.data(), lr, scale);
-      sum.steps_completed = step + 1;
+      if (apply) {
+        const double clip = c.train.grad_clip > 0 && gnorm > c.train.grad_clip ? c.train.grad_clip / gnorm : 1.0;
+        opt.step(m.table, m.params.data(), m.grads.data(), lr, clip, c.seed, step);
+      }
+      st.steps_completed = step + 1;
     }
+    st.next_step = step + 1;
     ++steps_since_log;
+    ++steps_this_session;
     const bool last = step + 1 == c.train.steps || stop;
     const bool eval = !stop && ((step + 1) % c.train.eval_every == 0 || last);
     double val = NAN;
     if (eval) {
       val = evaluate(run, step, windows);
-      last_val = val;
-      if (std::isnan(best_val) || val < best_val) best_val = val;
+      st.last_val = val;
+      if (std::isnan(st.best_val) || val < st.best_val) st.best_val = val;
     }
     if (step % c.train.log_every == 0 || eval || last || diverged_now) {
       const auto now = clock::now();
@@ -139,9 +304,22 @@ RunSummary train(PreparedRun& run, const std::function<void(const Progress&)>& p
       const double tps = dt > 0 ? static_cast<double>(steps_since_log * tokens_per_step) / dt : 0.0;
       t_log = now;
       steps_since_log = 0;
-      ojson line = {{"step", step},          {"loss", num(loss)},          {"val_loss", num(val)},
-                    {"lr", lr},              {"grad_norm", num(gnorm)},    {"clipped", c.train.grad_clip > 0 && gnorm > c.train.grad_clip},
-                    {"sites", site_metrics(m.sites)}};
+      ojson line = {{"step", step},
+                    {"loss", num(st.loss)},
+                    {"val_loss", num(val)},
+                    {"lr", lr},
+                    {"grad_norm", num(gnorm)},
+                    {"grad_norm_max", num(gmax.norm)},
+                    {"grad_norm_max_tensor", gmax.tensor},
+                    {"loss_z", num(loss_z)},
+                    {"grad_norm_z", num(grad_z)},
+                    {"clipped", c.train.grad_clip > 0 && gnorm > c.train.grad_clip}};
+      if (st.scaler.active(ls)) {
+        line["loss_scale"] = scale_used;
+        line["skipped"] = !apply;
+      }
+      line["sites"] = site_metrics(m.sites);
+      line["classes"] = class_metrics(m.sites);
       if (diverged_now) line["diverged"] = reason;
       line["tokens_per_s"] = tps;  // timing fields last
       line["elapsed_s"] = elapsed;
@@ -151,35 +329,59 @@ RunSummary train(PreparedRun& run, const std::function<void(const Progress&)>& p
         Progress p;
         p.step = step;
         p.steps = c.train.steps;
-        p.loss = loss;
+        p.loss = st.loss;
         p.val_loss = val;
         p.lr = lr;
         p.grad_norm = gnorm;
         p.tokens_per_s = tps;
-        p.eta_s = step + 1 < c.train.steps ? elapsed / static_cast<double>(step + 1) * static_cast<double>(c.train.steps - step - 1) : 0;
+        const double per_step = elapsed / static_cast<double>(steps_this_session);
+        p.eta_s = step + 1 < c.train.steps ? per_step * static_cast<double>(c.train.steps - step - 1) : 0;
         p.evaluated = eval;
         progress(p);
       }
     }
     if (stop) break;
+    if (opts.stop_requested && opts.stop_requested->load()) {
+      sum.interrupted = true;
+      break;
+    }
+    if (c.train.checkpoint_every && (step + 1) % c.train.checkpoint_every == 0 && !last) save_checkpoint();
   }
   metrics.close();
   if (!metrics) throw io::IoError(metrics_path + ": write failed");
+  save_checkpoint();
+
   sum.wall_s = std::chrono::duration<double>(clock::now() - t0).count();
-  sum.final_train_loss = loss;
-  sum.smoothed_train_loss = ema;
-  sum.final_val_loss = last_val;
-  sum.best_val_loss = best_val;
-  sum.steps_per_s = sum.wall_s > 0 ? static_cast<double>(sum.steps_completed) / sum.wall_s : 0;
+  sum.diverged = div.divergence_step >= 0;
+  sum.divergence_step = div.divergence_step;
+  sum.first_nonfinite_step = div.first_nonfinite_step;
+  sum.spike_step = div.spike_step;
+  sum.departure_step = div.departure_step;
+  sum.reason = div.reason;
+  sum.skipped_steps = st.scaler.skipped;
+  sum.steps_completed = st.steps_completed;
+  sum.final_train_loss = st.loss;
+  sum.smoothed_train_loss = div.ema;
+  sum.final_val_loss = st.last_val;
+  sum.best_val_loss = st.best_val;
+  sum.steps_per_s = sum.wall_s > 0 ? static_cast<double>(steps_this_session) / sum.wall_s : 0;
   sum.tokens_per_s = sum.steps_per_s * static_cast<double>(tokens_per_step);
+  if (sum.interrupted) return sum;  // unfinished: the checkpoint is the record; --resume continues
+
   ojson s = {{"version", DRIFT_VERSION},
              {"diverged", sum.diverged},
-             {"divergence_step", sum.diverged ? ojson(sum.divergence_step) : ojson(nullptr)},
+             {"divergence_step", step_or_null(sum.divergence_step)},
              {"reason", sum.diverged ? ojson(sum.reason) : ojson(nullptr)},
+             {"first_nonfinite_step", step_or_null(sum.first_nonfinite_step)},
+             {"spike_step", step_or_null(sum.spike_step)},
+             {"departure_step", opts.reference.empty() ? ojson(nullptr) : step_or_null(sum.departure_step)},
+             {"reference", opts.reference.empty() ? ojson(nullptr) : ojson(opts.reference)},
              {"steps", c.train.steps},
              {"steps_completed", sum.steps_completed},
+             {"skipped_steps", sum.skipped_steps},
+             {"final_loss_scale", st.scaler.scale},
              {"final_train_loss", num(sum.final_train_loss)},
-             {"smoothed_train_loss", num(sum.smoothed_train_loss)},
+             {"smoothed_train_loss", num(div.has_ema ? div.ema : NAN)},
              {"final_val_loss", num(sum.final_val_loss)},
              {"best_val_loss", num(sum.best_val_loss)},
              {"wall_s", sum.wall_s},

@@ -3,9 +3,11 @@
 //   config.json     the resolved config (every default filled in, plus drift's version)
 //   metrics.jsonl   one line per logged step; "tokens_per_s" and "elapsed_s" are the only timing
 //                   fields (drop them and the file is byte-identical for the same config and seed)
-//   summary.json    written atomically at the end
+//   summary.json    written atomically at the end (not when interrupted: the run is not finished)
+//   checkpoint.bin  every train.checkpoint_every steps and at exit, including Ctrl-C (train/checkpoint.h)
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -27,7 +29,10 @@ struct Progress {
 struct RunSummary {
   bool diverged = false;
   int64_t divergence_step = -1;
+  int64_t first_nonfinite_step = -1, spike_step = -1, departure_step = -1;
   std::string reason;
+  bool interrupted = false;       // stopped by a signal: checkpoint written, no summary.json
+  uint64_t skipped_steps = 0;     // loss scaling: steps skipped for a non-finite gradient
   uint64_t steps_completed = 0;
   double final_train_loss = 0, smoothed_train_loss = 0, final_val_loss = 0, best_val_loss = 0;
   double wall_s = 0, steps_per_s = 0, tokens_per_s = 0;
@@ -44,7 +49,22 @@ struct PreparedRun {
 // Loads the data, builds the model and resolves every site's policy. Throws ConfigError or io::IoError.
 PreparedRun prepare_run(const RunConfig& cfg);
 
+struct TrainOptions {
+  // Continue the run in cfg.run_dir() from its checkpoint.bin: the resolved config must be the
+  // checkpoint's (output aside); metrics.jsonl is cut back to the checkpoint's step and continues,
+  // byte for byte as an uninterrupted run would have written it (timing fields aside).
+  bool resume = false;
+  // Start this (new) run from another run's checkpoint: weights, optimizer state, step counter and
+  // the divergence record carry over; the policy and the schedule may differ, the model may not.
+  std::string resume_from;
+  // A reference run directory (usually the fp32 run of the same seed): departure_step.
+  std::string reference;
+  // Set (by a signal handler) to stop after the current step with a checkpoint.
+  const std::atomic<bool>* stop_requested = nullptr;
+};
+
 // Trains, writing the run directory. `progress` (may be empty) is called at every logged step.
-RunSummary train(PreparedRun& run, const std::function<void(const Progress&)>& progress);
+// Throws ConfigError, io::IoError or CheckpointError before anything is written for bad input.
+RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function<void(const Progress&)>& progress);
 
 }  // namespace drift

@@ -1,0 +1,61 @@
+#include "train/checkpoint.h"
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "io/npy.h"
+#include "train/blob.h"
+
+namespace drift {
+
+namespace {
+constexpr char kMagic[8] = {'D', 'R', 'I', 'F', 'T', 'C', 'K', 'P'};
+}
+
+uint64_t fnv1a64(const std::string& bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+void write_checkpoint(const std::string& path, const std::string& payload) {
+  BlobWriter w;
+  w.raw(kMagic, sizeof kMagic);
+  w.u64(kCheckpointFormat);
+  w.u64(payload.size());
+  w.raw(payload.data(), payload.size());
+  w.u64(fnv1a64(payload));
+  io::write_file_atomic(path, w.bytes());
+}
+
+std::string read_checkpoint(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw CheckpointError(path + ": cannot read the checkpoint");
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (bytes.size() < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
+    throw CheckpointError(path + ": not a drift checkpoint (bad magic)");
+  try {
+    BlobReader r(bytes.data() + sizeof kMagic, bytes.size() - sizeof kMagic);
+    const uint64_t version = r.u64();
+    if (version != kCheckpointFormat)
+      throw CheckpointError(path + ": checkpoint format " + std::to_string(version) + ", this drift reads format " +
+                            std::to_string(kCheckpointFormat));
+    const uint64_t n = r.u64();
+    if (n > r.left()) throw CheckpointError(path + ": truncated (payload of " + std::to_string(n) + " bytes, " +
+                                            std::to_string(r.left()) + " present)");
+    std::string payload(n, '\0');
+    r.raw(payload.data(), n);
+    const uint64_t sum = r.u64();
+    if (sum != fnv1a64(payload)) throw CheckpointError(path + ": corrupted (checksum mismatch)");
+    if (r.left()) throw CheckpointError(path + ": trailing bytes after the checkpoint");
+    return payload;
+  } catch (const BlobError& e) {
+    throw CheckpointError(path + ": " + e.what());
+  }
+}
+
+}  // namespace drift

@@ -1,0 +1,101 @@
+#include "train/telemetry.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+namespace drift {
+
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+ojson quant_json(const QuantStats& st) {
+  ojson q = {{"elements", st.elements}, {"clipped", st.clipped}, {"flushed", st.flushed},
+             {"subnormal", st.subnormal}, {"amax", st.amax}};
+  if (st.scale_count)
+    q["scale_exp"] = {{"min", st.scale_exp_min},
+                      {"max", st.scale_exp_max},
+                      {"mean", st.scale_exp_sum / static_cast<double>(st.scale_count)}};
+  return q;
+}
+
+}  // namespace
+
+ojson site_metrics(const MatmulSites& sites) {
+  ojson j = ojson::object();
+  for (const auto& s : sites.sites()) {
+    if (!s.calls) continue;
+    j[s.name()] = {{"a", quant_json(s.tel.a)}, {"b", quant_json(s.tel.b)}};
+  }
+  return j;
+}
+
+ojson class_metrics(const MatmulSites& sites) {
+  std::array<QuantStats, 3> by{};
+  std::array<bool, 3> seen{};
+  for (const auto& s : sites.sites()) {
+    if (!s.calls) continue;
+    for (const auto& [cls, st] : {std::pair{s.a_class, &s.tel.a}, std::pair{s.b_class, &s.tel.b}}) {
+      auto& acc = by[static_cast<size_t>(cls)];
+      acc.elements += st->elements;
+      acc.clipped += st->clipped;
+      acc.flushed += st->flushed;
+      acc.subnormal += st->subnormal;
+      acc.amax = std::max(acc.amax, st->amax);
+      seen[static_cast<size_t>(cls)] = true;
+    }
+  }
+  ojson j = ojson::object();
+  for (TensorClass c : {TensorClass::activation, TensorClass::weight, TensorClass::gradient}) {
+    const auto& a = by[static_cast<size_t>(c)];
+    if (!seen[static_cast<size_t>(c)]) continue;
+    j[to_string(c)] = {{"elements", a.elements}, {"clipped", a.clipped}, {"flushed", a.flushed},
+                       {"subnormal", a.subnormal}, {"amax", a.amax}};
+  }
+  return j;
+}
+
+TensorNormMax max_tensor_norm(const ParamTable& table, const float* grads) {
+  TensorNormMax m;
+  m.norm = -1;
+  for (const auto& p : table.specs) {
+    double s = 0;
+    for (size_t i = p.offset; i < p.offset + p.size; ++i) s += static_cast<double>(grads[i]) * grads[i];
+    const double n = std::sqrt(s);
+    if (n > m.norm || !std::isfinite(n)) {
+      m.norm = n;
+      m.tensor = p.name;
+      if (!std::isfinite(n)) break;
+    }
+  }
+  return m;
+}
+
+double RollingZ::z(double x) const {
+  if (v_.size() < 2 || !std::isfinite(x)) return NAN;
+  double mean = 0;
+  for (double y : v_) mean += y;
+  mean /= static_cast<double>(v_.size());
+  double var = 0;
+  for (double y : v_) var += (y - mean) * (y - mean);
+  var /= static_cast<double>(v_.size());
+  return var > 0 ? (x - mean) / std::sqrt(var) : NAN;
+}
+
+void RollingZ::push(double x) {
+  if (!std::isfinite(x)) return;
+  v_.push_back(x);
+  if (v_.size() > window_) v_.pop_front();
+}
+
+void RollingZ::save(BlobWriter& w) const {
+  w.vec(std::vector<double>(v_.begin(), v_.end()));
+}
+
+void RollingZ::restore(BlobReader& r) {
+  const auto v = r.vec<double>();
+  v_.assign(v.begin(), v.end());
+}
+
+}  // namespace drift

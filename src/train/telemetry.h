@@ -1,0 +1,48 @@
+// What metrics.jsonl records about a step besides the loss: the engine's per-site quantization
+// telemetry (and its sums per tensor class), per-tensor gradient norms, and z-scores of the loss
+// and the gradient norm against a trailing window.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "model/params.h"
+#include "model/sites.h"
+#include "train/blob.h"
+
+namespace drift {
+
+// {"<layer>.<role>": {"a": Q, "b": Q}, ...} over the sites called since the last reset, where
+// Q = {elements, clipped, flushed, subnormal, amax[, scale_exp: {min, max, mean}]}.
+nlohmann::ordered_json site_metrics(const MatmulSites& sites);
+
+// {"activation"|"weight"|"gradient": {elements, clipped, flushed, subnormal, amax}}: the same
+// counts summed over every operand of that class (amax: the largest).
+nlohmann::ordered_json class_metrics(const MatmulSites& sites);
+
+// The largest per-tensor gradient norm and the tensor it belongs to (a tail statistic beside the
+// global norm).
+struct TensorNormMax {
+  double norm = 0;
+  std::string tensor;
+};
+TensorNormMax max_tensor_norm(const ParamTable& table, const float* grads);
+
+// z = (x - mean) / std of the previous `window` finite values (population std); NaN when fewer than
+// two values or std = 0. push() after reading z.
+class RollingZ {
+ public:
+  explicit RollingZ(size_t window = 50) : window_(window) {}
+  double z(double x) const;
+  void push(double x);
+  void save(BlobWriter& w) const;
+  void restore(BlobReader& r);
+
+ private:
+  size_t window_;
+  std::deque<double> v_;
+};
+
+}  // namespace drift

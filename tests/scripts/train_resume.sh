@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Checkpoints: a run killed with SIGKILL at an arbitrary moment and continued with --resume writes
+# the same metrics.jsonl bytes (timing fields aside) as an uninterrupted run, also when the resumed
+# part runs at another thread count; Ctrl-C (SIGINT) stops with a checkpoint and exit 130, and
+# --resume finishes the run; a truncated or foreign checkpoint is an error naming the file.
+# The policy exercises every carried state: delayed scaling (amax history), stochastic rounding,
+# bf16 master weights with sr, 8-bit optimizer state and dynamic loss scaling.
+# Usage: train_resume.sh <drift-binary> <source-dir>
+set -euo pipefail
+drift="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+src="$(cd "$2" && pwd)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+cat > cfg.json <<JSON
+{ "seed": 5,
+  "model": {"kind": "mlp", "context": 8, "embed": 8, "hidden": 48},
+  "data": {"path": "$src/data/austen/persuasion.txt"},
+  "train": {"steps": 400, "batch": 16, "eval_every": 50, "eval_batches": 2, "log_every": 1, "checkpoint_every": 7},
+  "precision": {"matmul": [{"preset": "fp8_delayed_hybrid"},
+                           {"match": {"role": "grad_weight"}, "a": {"rounding": "sr"}}],
+                "master": {"format": "bf16", "rounding": "sr"},
+                "optimizer_state": "int8_block",
+                "loss_scale": {"kind": "dynamic", "init": 1024, "interval": 20}} }
+JSON
+strip() { python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    d = json.loads(line); d.pop("tokens_per_s"); d.pop("elapsed_s"); print(json.dumps(d, sort_keys=True))
+' "$1"; }
+
+OMP_NUM_THREADS=1 "$drift" train --config cfg.json --quiet --out whole
+
+# SIGKILL twice at moments that depend on the machine's speed, then resume at 2 threads.
+OMP_NUM_THREADS=1 "$drift" train --config cfg.json --quiet --out killed & pid=$!
+while [ ! -f killed/checkpoint.bin ] && kill -0 $pid 2>/dev/null; do sleep 0.02; done
+sleep 0.2; kill -9 $pid 2>/dev/null || true; wait $pid 2>/dev/null || true
+[ -f killed/summary.json ] && fail "the run finished before it could be killed; make it longer"
+OMP_NUM_THREADS=2 "$drift" train --config cfg.json --quiet --out killed --resume & pid=$!
+sleep 0.5; kill -9 $pid 2>/dev/null || true; wait $pid 2>/dev/null || true
+OMP_NUM_THREADS=2 "$drift" train --config cfg.json --quiet --out killed --resume
+cmp <(strip whole/metrics.jsonl) <(strip killed/metrics.jsonl) || fail "resumed metrics.jsonl differs from the uninterrupted run"
+python3 - whole/summary.json killed/summary.json <<'PY' || fail "summaries differ"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for k in ("wall_s", "steps_per_s", "tokens_per_s"):
+    a.pop(k); b.pop(k)
+assert a == b, (a, b)
+PY
+
+# Ctrl-C: a checkpoint, exit 130, no summary; --resume completes it identically.
+OMP_NUM_THREADS=1 "$drift" train --config cfg.json --quiet --out intr & pid=$!
+while [ ! -f intr/checkpoint.bin ] && kill -0 $pid 2>/dev/null; do sleep 0.02; done
+kill -INT $pid; rc=0; wait $pid || rc=$?
+[ "$rc" = 130 ] || fail "SIGINT: expected exit 130, got $rc"
+[ -f intr/summary.json ] && fail "an interrupted run must not write summary.json"
+"$drift" train --config cfg.json --quiet --out intr --resume
+cmp <(strip whole/metrics.jsonl) <(strip intr/metrics.jsonl) || fail "metrics after Ctrl-C + resume differ"
+
+# Bad checkpoints: clear errors naming the file, exit non-zero, the run directory left as it was.
+cp -r whole trunc
+head -c 1000 whole/checkpoint.bin > trunc/checkpoint.bin
+before=$(md5sum trunc/metrics.jsonl)
+rc=0; "$drift" train --config cfg.json --quiet --out trunc --resume 2> err.txt || rc=$?
+[ "$rc" != 0 ] || fail "a truncated checkpoint was accepted"
+grep -q "trunc/checkpoint.bin" err.txt && grep -q "truncated" err.txt || fail "unclear error: $(cat err.txt)"
+[ "$(md5sum trunc/metrics.jsonl)" = "$before" ] || fail "a failed resume changed metrics.jsonl"
+echo '{"hello": 1}' > trunc/checkpoint.bin
+rc=0; "$drift" train --config cfg.json --quiet --out trunc --resume 2> err.txt || rc=$?
+[ "$rc" != 0 ] && grep -q "not a drift checkpoint" err.txt || fail "a foreign file was accepted: $(cat err.txt)"
+rc=0; "$drift" train --config cfg.json --quiet --out whole --resume --set train.lr=0.5 2> err.txt || rc=$?
+[ "$rc" != 0 ] && grep -q "train.lr" err.txt || fail "a different config resumed: $(cat err.txt)"
+echo "train_resume: OK (SIGKILL x2 + resume at 2 threads, Ctrl-C + resume, bad checkpoints)"
