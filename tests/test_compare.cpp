@@ -125,6 +125,7 @@ TEST_CASE("the comparison as markdown, CSV and JSON") {
                                  run("fp32", "f", 1, -1, 2.0, 1.5)};
   runs[1].clip_rate = {0.5, 0, NAN};
   runs[0].clip_rate = {0.25, 0, NAN};
+  runs[0].first_nonfinite_step = 12;
   const auto rows = group_by_policy(runs, GroupBy::policy);
   const std::string md = render_comparison(rows, CompareFormat::markdown, CompareTables::both);
   const std::string expected_policies =
@@ -146,10 +147,11 @@ TEST_CASE("the comparison as markdown, CSV and JSON") {
         "fp32,1,0,,,1.5,2,,,\n"
         "mx,2,1,12,12,2.25,2.5,0.375,0,\n");
   CHECK(render_comparison(rows, CompareFormat::csv, CompareTables::seeds) ==
-        "policy,seed,diverged,divergence_step,reason,final_train_loss,final_val_loss,dir\n"
-        "fp32,1,false,,,1.5,2,runs/fp32/seed1\n"
-        "mx,1,true,12,non-finite loss,inf,,runs/mx/seed1\n"
-        "mx,2,false,,,2.25,2.5,runs/mx/seed2\n");
+        "policy,seed,diverged,divergence_step,reason,first_nonfinite_step,spike_step,departure_step,final_train_loss,"
+        "final_val_loss,dir\n"
+        "fp32,1,false,,,,,,1.5,2,runs/fp32/seed1\n"
+        "mx,1,true,12,non-finite loss,12,,,inf,,runs/mx/seed1\n"
+        "mx,2,false,,,,,,2.25,2.5,runs/mx/seed2\n");
   CHECK_THROWS_AS(render_comparison(rows, CompareFormat::csv, CompareTables::both), std::invalid_argument);
 
   const json j = json::parse(render_comparison(rows, CompareFormat::json, CompareTables::both));
@@ -160,4 +162,6 @@ TEST_CASE("the comparison as markdown, CSV and JSON") {
   CHECK(j["policies"][0]["median_divergence_step"].is_null());
   CHECK(j["seeds"].size() == 3);
   CHECK(j["seeds"][1]["final_train_loss"].is_null());  // inf is not JSON
+  CHECK(j["seeds"][1]["first_nonfinite_step"] == 12);
+  CHECK(j["seeds"][1]["spike_step"].is_null());
 }

@@ -180,8 +180,11 @@ bool run_children(const std::vector<ChildJob>& jobs, size_t parallel, std::vecto
     const timespec ts{0, 20 * 1000 * 1000};  // 20 ms: polling keeps Ctrl-C handling free of races
     nanosleep(&ts, nullptr);
   }
-  for (size_t i = 0; i < jobs.size(); ++i)
+  for (size_t i = 0; i < jobs.size(); ++i) {
     if (results[i].status == RunStatus::pending) results[i].status = RunStatus::not_started;
+    std::error_code ec;  // the log folder goes when every log in it was empty (removing a full one fails)
+    if (!jobs[i].log.empty()) fs::remove(fs::path(jobs[i].log).parent_path(), ec);
+  }
   const bool interrupted = g_interrupted;
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);

@@ -68,7 +68,9 @@ PolicyRow make_row(std::string label, std::vector<const RunRecord*> runs) {
 std::string value_at(const json& j, const std::string& pointer) {
   try {
     const json& v = j.at(json::json_pointer(pointer));
-    return v.is_string() ? v.get<std::string>() : v.dump();
+    std::string t = v.is_string() ? v.get<std::string>() : v.dump();
+    if (t.size() > 40) t = t.substr(0, 37) + "...";  // a label, not the whole rule list
+    return t;
   } catch (const std::exception&) {
     return "(absent)";
   }

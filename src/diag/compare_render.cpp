@@ -30,6 +30,7 @@ std::string shortest(double x) {
 }
 
 ojson num(double x) { return std::isfinite(x) ? ojson(x) : ojson(nullptr); }
+ojson step_json(const std::optional<int64_t>& s) { return s ? ojson(*s) : ojson(nullptr); }
 
 std::string seed_cell(const RunRecord& r) {
   if (r.diverged) return r.divergence_step ? "div " + std::to_string(*r.divergence_step) : std::string("div");
@@ -99,12 +100,16 @@ std::string policies_csv(const std::vector<PolicyRow>& rows) {
 }
 
 std::string seeds_csv(const std::vector<PolicyRow>& rows) {
-  std::string out = "policy,seed,diverged,divergence_step,reason,final_train_loss,final_val_loss,dir\n";
+  std::string out =
+      "policy,seed,diverged,divergence_step,reason,first_nonfinite_step,spike_step,departure_step,final_train_loss,"
+      "final_val_loss,dir\n";
+  auto step = [](const std::optional<int64_t>& s) { return s ? std::to_string(*s) : std::string(); };
   for (const auto& row : rows)
     for (const RunRecord* r : row.runs)
       out += csv_field(row.label) + "," + std::to_string(r->seed) + "," + (r->diverged ? "true" : "false") + "," +
-             (r->divergence_step ? std::to_string(*r->divergence_step) : "") + "," + csv_field(r->reason) + "," +
-             shortest(r->final_train_loss) + "," + shortest(r->final_val_loss) + "," + csv_field(r->dir) + "\n";
+             step(r->divergence_step) + "," + csv_field(r->reason) + "," + step(r->first_nonfinite_step) + "," +
+             step(r->spike_step) + "," + step(r->departure_step) + "," + shortest(r->final_train_loss) + "," +
+             shortest(r->final_val_loss) + "," + csv_field(r->dir) + "\n";
   return out;
 }
 
@@ -140,6 +145,9 @@ ojson comparison_json(const std::vector<PolicyRow>& rows, CompareTables tables) 
                          {"diverged", r->diverged},
                          {"divergence_step", r->divergence_step ? ojson(*r->divergence_step) : ojson(nullptr)},
                          {"reason", r->diverged ? ojson(r->reason) : ojson(nullptr)},
+                         {"first_nonfinite_step", step_json(r->first_nonfinite_step)},
+                         {"spike_step", step_json(r->spike_step)},
+                         {"departure_step", step_json(r->departure_step)},
                          {"final_train_loss", num(r->final_train_loss)},
                          {"final_val_loss", num(r->final_val_loss)},
                          {"dir", r->dir}});

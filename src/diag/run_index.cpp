@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -28,18 +29,30 @@ double number_or_nan(const json& j, const char* key) {
   return j.contains(key) && j[key].is_number() ? j[key].get<double>() : NAN;
 }
 
+// The runs a sweep.json lists, by canonical directory; each file is read once per process.
+const std::map<std::string, json>& sweep_index(const fs::path& sweep_dir) {
+  static std::map<std::string, std::map<std::string, json>> cache;
+  const std::string key = fs::weakly_canonical(sweep_dir).string();
+  auto [it, fresh] = cache.try_emplace(key);
+  if (fresh) {
+    const json s = read_json_file(sweep_dir / "sweep.json");
+    if (s.contains("runs") && s["runs"].is_array())
+      for (const auto& r : s["runs"])
+        if (r.contains("dir") && r["dir"].is_string())
+          it->second[fs::weakly_canonical(sweep_dir / r["dir"].get<std::string>()).string()] = r;
+  }
+  return it->second;
+}
+
 // The entry of a sweep.json in one of `dir`'s parents that lists `dir`, if any.
 std::optional<json> sweep_entry_for(const fs::path& dir) {
-  const fs::path run = fs::weakly_canonical(dir);
-  fs::path p = run.parent_path();
+  const std::string run = fs::weakly_canonical(dir).string();
+  fs::path p = fs::weakly_canonical(dir).parent_path();
   for (int up = 0; up < 6 && !p.empty(); ++up, p = p.parent_path()) {
-    const fs::path sj = p / "sweep.json";
-    if (fs::exists(sj)) {
-      const json s = read_json_file(sj);
-      if (s.contains("runs") && s["runs"].is_array())
-        for (const auto& r : s["runs"])
-          if (r.contains("dir") && r["dir"].is_string() && fs::weakly_canonical(p / r["dir"].get<std::string>()) == run)
-            return r;
+    if (fs::exists(p / "sweep.json")) {
+      const auto& index = sweep_index(p);
+      const auto it = index.find(run);
+      if (it != index.end()) return it->second;
     }
     if (p == p.root_path()) break;
   }
@@ -108,6 +121,9 @@ RunRecord read_run(const std::string& dir) {
   if (s.contains("divergence_step") && s["divergence_step"].is_number_integer())
     r.divergence_step = s["divergence_step"].get<int64_t>();
   if (s.contains("reason") && s["reason"].is_string()) r.reason = s["reason"].get<std::string>();
+  for (auto [key, field] : {std::pair{"first_nonfinite_step", &r.first_nonfinite_step}, std::pair{"spike_step", &r.spike_step},
+                            std::pair{"departure_step", &r.departure_step}})
+    if (s.contains(key) && s[key].is_number_integer()) *field = s[key].get<int64_t>();
   r.steps = s.value("steps", uint64_t{0});
   r.steps_completed = s.value("steps_completed", uint64_t{0});
   r.final_train_loss = number_or_nan(s, "final_train_loss");

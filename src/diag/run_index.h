@@ -23,6 +23,8 @@ struct RunRecord {
   bool diverged = false;
   std::optional<int64_t> divergence_step;
   std::string reason;
+  // The divergence record's separate criteria (summary.json; absent in older runs).
+  std::optional<int64_t> first_nonfinite_step, spike_step, departure_step;
   uint64_t steps = 0, steps_completed = 0;
   double final_train_loss = NAN, final_val_loss = NAN;  // NaN: null in summary.json
   // Mean over logged steps of clipped / elements, per tensor class (metrics.jsonl "classes");
