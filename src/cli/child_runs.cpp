@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "cli/commands.h"
@@ -24,8 +25,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-volatile sig_atomic_t g_interrupted = 0;
-void on_signal(int) { g_interrupted = 1; }
+volatile sig_atomic_t g_interrupted = 0;  // signals received
+void on_signal(int) { g_interrupted = g_interrupted + 1; }
 
 std::string tail_lines(const std::string& path, size_t n) {
   std::ifstream f(path);
@@ -54,6 +55,7 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& log, unsign
   if (pid == 0) {
     // The child: dies with the parent, writes only its log.
     prctl(PR_SET_PDEATHSIG, SIGTERM);
+    setpgid(0, 0);  // the terminal's Ctrl-C goes to the parent, which forwards one SIGTERM
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     const int devnull = open("/dev/null", O_WRONLY);
@@ -96,13 +98,20 @@ std::optional<nlohmann::json> read_summary(const std::string& dir) {
 void preflight(std::vector<ChildJob>& jobs) {
   for (auto& j : jobs) {
     const nlohmann::ordered_json planned = planned_config(j.run);  // ConfigError -> exit 2
-    if (!fs::exists(fs::path(j.run.dir) / "summary.json")) continue;
-    std::ifstream f(fs::path(j.run.dir) / "config.json");
+    const fs::path dir(j.run.dir);
+    const bool finished = fs::exists(dir / "summary.json");
+    if (!finished && !fs::exists(dir / "checkpoint.bin")) continue;
+    std::ifstream f(dir / "config.json");
     nlohmann::json existing;
     try {
       existing = nlohmann::json::parse(f);
     } catch (const nlohmann::json::parse_error&) {
+      if (!finished) continue;  // nothing to continue from: start afresh
       throw InputError(j.run.dir + ": holds a summary.json but no readable config.json; remove the directory");
+    }
+    if (!finished) {
+      j.run.resume = !config_difference(existing, planned);  // another config's leftovers are overwritten
+      continue;
     }
     if (const auto diff = config_difference(existing, planned))
       throw InputError(j.run.dir + ": holds a finished run of a different config (" + *diff +
@@ -129,6 +138,7 @@ bool run_children(const std::vector<ChildJob>& jobs, size_t parallel, std::vecto
   sigaction(SIGTERM, &sa, &old_term);
 
   std::map<pid_t, size_t> running;
+  std::set<pid_t> signalled;
   size_t next = 0;
   auto finish = [&](size_t i, int wstatus) {
     ChildResult& r = results[i];
@@ -163,7 +173,11 @@ bool run_children(const std::vector<ChildJob>& jobs, size_t parallel, std::vecto
     }
     if (running.empty() && (g_interrupted || next >= jobs.size())) break;
     if (g_interrupted) {
-      for (const auto& [pid, i] : running) kill(pid, SIGTERM);
+      // One SIGTERM asks a child to checkpoint and stop; a second Ctrl-C here kills outright.
+      for (const auto& [pid, i] : running) {
+        if (g_interrupted >= 2) kill(pid, SIGKILL);
+        else if (signalled.insert(pid).second) kill(pid, SIGTERM);
+      }
     }
     int wstatus = 0;
     const pid_t pid = waitpid(-1, &wstatus, WNOHANG);

@@ -1,8 +1,10 @@
 // Runs `drift train` child processes (this same binary, /proc/self/exe) N at a time, for
 // drift sweep and drift bisect. Each child's stdout goes to /dev/null and its stderr to a log file;
 // OMP_NUM_THREADS, when not set, is shared out (cores / N) so that N children do not oversubscribe
-// (results do not depend on the thread count). Ctrl-C (SIGINT) or SIGTERM stops launching, kills
-// the running children and waits for them.
+// (results do not depend on the thread count). Ctrl-C (SIGINT) or SIGTERM stops launching and
+// passes one SIGTERM to each running child, which stops after its current step and writes its
+// checkpoint (drift train's own handling); a second Ctrl-C kills them at once. The children run in
+// their own process group so that the terminal's Ctrl-C reaches them only this way.
 #pragma once
 
 #include <functional>
@@ -42,7 +44,8 @@ std::optional<nlohmann::json> read_summary(const std::string& dir);
 
 // Checks every job before anything starts: its config resolves (else ConfigError, exit 2), and a
 // finished run in its directory has the same config (else InputError naming the directory and the
-// first key that differs). Marks such finished runs `skip`.
+// first key that differs). Marks such finished runs `skip`; an unfinished run of the same config
+// with a checkpoint.bin is continued (`resume`: bit for bit the run it would have been).
 void preflight(std::vector<ChildJob>& jobs);
 
 }  // namespace drift::cli

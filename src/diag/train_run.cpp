@@ -15,6 +15,7 @@ std::vector<std::string> train_args(const TrainRun& r) {
     a.push_back(s);
   }
   a.insert(a.end(), {"--seed", std::to_string(r.seed), "--out", r.dir, "--quiet"});
+  if (r.resume) a.push_back("--resume");
   return a;
 }
 

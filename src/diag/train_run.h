@@ -17,9 +17,10 @@ struct TrainRun {
   std::vector<std::string> sets;  // "path=value" assignments, applied in order
   uint64_t seed = 0;
   std::string dir;                // the run directory (--out)
+  bool resume = false;            // continue an unfinished run from its checkpoint.bin (--resume)
 };
 
-// ["train", "--config", config, "--set", s..., "--seed", N, "--out", dir, "--quiet"]
+// ["train", "--config", config, "--set", s..., "--seed", N, "--out", dir, "--quiet"(, "--resume")]
 std::vector<std::string> train_args(const TrainRun& r);
 
 // The config `drift train` would write to config.json, without "version" and "model.vocab" (the

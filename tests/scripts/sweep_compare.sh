@@ -63,13 +63,20 @@ import json; s = json.load(open("sw/sweep.json"))
 assert [r["status"] for r in s["runs"]] == ["skipped-existing"] * 8, s["runs"]
 assert s["runs"][4]["divergence_step"] is not None' || fail "resume did not skip"
 [ "$(stat -c %Y sw/fp32/train.lr=0.03/seed1/metrics.jsonl)" = "$before" ] || fail "a finished run was rerun"
-# An interrupted run (no summary.json) is rerun.
+# An unfinished run (no summary.json) with its checkpoint is continued with --resume, to the same
+# bytes; one without a checkpoint starts again.
+strip_timing() { sed 's/,"tokens_per_s".*//' "$1"; }
+strip_timing sw/fp32/train.lr=0.01/seed2/metrics.jsonl > before.txt
 rm sw/fp32/train.lr=0.01/seed2/summary.json
+rm sw/boom/train.lr=0.01/seed1/summary.json sw/boom/train.lr=0.01/seed1/checkpoint.bin
 "$drift" sweep --config tiny.json --seeds 1-2 --set train.lr=0.03,0.01 --policies fp32.json boom.json --out sw --quiet
 python3 -c '
 import json; s = json.load(open("sw/sweep.json"))
 st = [r["status"] for r in s["runs"]]
-assert st.count("skipped-existing") == 7 and st[3] == "ok", st' || fail "interrupted run not rerun"
+assert st.count("skipped-existing") == 6 and st[3] == "ok" and st[6] == "ok", st
+assert s["runs"][3]["args"][-1] == "--resume" and s["runs"][6]["args"][-1] == "--quiet", s["runs"][3]["args"]' \
+  || fail "unfinished runs not continued"
+cmp before.txt <(strip_timing sw/fp32/train.lr=0.01/seed2/metrics.jsonl) || fail "resumed run differs"
 
 # A finished run of a different config in the way: refused before anything runs (exit 2).
 set +e; "$drift" sweep --config tiny.json --seeds 1 --set model.hidden=16 --set train.lr=0.03,0.01 \
