@@ -106,6 +106,35 @@ TEST_CASE("npy round trip: float64 and float32, 1-D and 2-D") {
   CHECK(bytes.find("{'descr': '<f8', 'fortran_order': False, 'shape': (4,), }") != std::string::npos);
 }
 
+TEST_CASE("typed dumps of any rank: the bytes numpy writes for int32 and float32") {
+  TempDir t;
+  auto file_bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  // (2, 1, 3) int32: the header dict numpy.save writes, padded so the data starts at a multiple of 64.
+  const int32_t ints[] = {0, 1, -1, 255, 2147483647, -2147483647 - 1};
+  drift::io::write_npy_i32(t.file("i.npy"), {2, 1, 3}, ints);
+  CHECK(file_bytes(t.file("i.npy")) ==
+        npy_bytes("{'descr': '<i4', 'fortran_order': False, 'shape': (2, 1, 3), }", 1,
+                  raw<int32_t>({0, 1, -1, 255, 2147483647, -2147483647 - 1})));
+  const std::string ib = file_bytes(t.file("i.npy"));
+  const size_t data_start = 10 + (static_cast<unsigned char>(ib[8]) | static_cast<unsigned char>(ib[9]) << 8);
+  CHECK(data_start == 128);  // the 63-character dict, padded: data aligned to 64 bytes
+  CHECK(ib.size() == data_start + 24);
+  // float32 bits are copied, not converted: -0 and a NaN payload survive.
+  float nan_payload;
+  const uint32_t bits = 0x7fc00123u;
+  std::memcpy(&nan_payload, &bits, 4);
+  const float floats[] = {-0.0f, 1.5f, nan_payload, 1e-45f};
+  drift::io::write_npy_f32(t.file("f.npy"), {4}, floats);
+  CHECK(file_bytes(t.file("f.npy")) ==
+        npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", 1, raw<float>({-0.0f, 1.5f, nan_payload, 1e-45f})));
+  // An empty dimension is a valid array with no data.
+  drift::io::write_npy_i32(t.file("e.npy"), {0, 5}, nullptr);
+  CHECK(file_bytes(t.file("e.npy")) == npy_bytes("{'descr': '<i4', 'fortran_order': False, 'shape': (0, 5), }", 1, ""));
+}
+
 TEST_CASE("npy headers of version 1.0 and 2.0 are read") {
   TempDir t;
   write_bytes(t.file("v1.npy"), npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }", 1,

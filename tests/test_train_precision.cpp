@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "arith/catalogue.h"
+#include "train/allreduce.h"
 #include "train/checkpoint.h"
 #include "train/divergence.h"
 #include "train/loss_scale.h"
@@ -351,5 +353,48 @@ TEST_CASE("resume refuses a checkpoint of a different config, naming the first d
   const auto m = read_metrics(d / "branch");
   CHECK(m.front()["step"] == 10);
   CHECK(m.back()["step"] == 14);
+  fs::remove_all(d);
+}
+
+TEST_CASE("simulated all-reduce: ring and tree orders in bf16, derived by hand") {
+  const Format bf16 = *find_format("bf16");
+  const float h = std::ldexp(1.0f, -8);  // half a bf16 ulp at 1
+  // Element i: rank i holds 1, the other ranks 2^-8. bf16 has 8 significant bits.
+  std::vector<std::vector<float>> parts(4, std::vector<float>(4, h));
+  for (size_t i = 0; i < 4; ++i) parts[i][i] = 1.0f;
+  std::vector<float> out(4);
+  // ring: chunk i is element i; its sum starts at rank i+1 and ends with rank i, so the three small
+  // parts add first (2^-7, then 3 x 2^-8, exact) and 1 comes last: 1 + 1.5 ulp, a tie, to even: 1 + 2^-6.
+  simulated_allreduce(parts, out.data(), 4, bf16, RoundSpec{}, "ring");
+  for (float x : out) CHECK(x == 1.0f + std::ldexp(1.0f, -6));
+  // tree: (g0 + g1) + (g2 + g3). The pair holding 1 rounds 1 + 2^-8 (a tie) to 1, the other pair is
+  // 2^-7 exactly; 1 + 2^-7 is representable.
+  simulated_allreduce(parts, out.data(), 4, bf16, RoundSpec{}, "tree");
+  for (float x : out) CHECK(x == 1.0f + std::ldexp(1.0f, -7));
+  // fp32 wire: exact here, either order.
+  simulated_allreduce(parts, out.data(), 4, *find_format("fp32"), RoundSpec{}, "ring");
+  for (float x : out) CHECK(x == 1.0f + 3 * h);
+}
+
+TEST_CASE("simulated data parallelism: two ranks give the one-rank loss at step 0 and train") {
+  const fs::path d = temp_dir("dp");
+  RunConfig c = tiny_run(d);
+  c.train.steps = 5;
+  c.output.dir = (d / "one").string();
+  PreparedRun a = prepare_run(c);
+  train(a, TrainOptions{}, {});
+  c.precision.allreduce.ranks = 2;
+  c.precision.allreduce.format = "bf16";
+  c.output.dir = (d / "two").string();
+  PreparedRun b = prepare_run(c);
+  train(b, TrainOptions{}, {});
+  const auto ma = read_metrics(d / "one"), mb = read_metrics(d / "two");
+  // Step 0: the forward of each row does not depend on the other rows (fp32 passthrough), so the
+  // mean of the two half-batch means is the batch mean up to double rounding.
+  CHECK(mb[0]["loss"].get<double>() == doctest::Approx(ma[0]["loss"].get<double>()).epsilon(1e-12));
+  // The bf16 reduction changes the gradient: the norms differ but stay close (8 bits).
+  const double ga = ma[0]["grad_norm"], gb = mb[0]["grad_norm"];
+  CHECK(ga != gb);
+  CHECK(std::fabs(ga - gb) < 0.02 * ga);
   fs::remove_all(d);
 }

@@ -8,6 +8,7 @@ void add_bench_command(CLI::App& app) {
   cmd->require_subcommand(1);
   add_bench_gemm_command(*cmd);
   add_bench_cast_command(*cmd);
+  add_bench_train_command(*cmd);
 }
 
 }  // namespace drift::cli

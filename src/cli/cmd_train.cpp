@@ -20,6 +20,7 @@
 #include "policy/site_rules.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
+#include "train/dump_init.h"
 #include "train/trainer.h"
 
 namespace drift::cli {
@@ -84,6 +85,7 @@ struct TrainCmdOptions : ConfigOptions {
   bool quiet = false;
   bool resume = false;
   std::string resume_from, reference;
+  bool dump_init = false;
 };
 
 // Ctrl-C (or SIGTERM) asks the loop to stop after the current step and write a checkpoint; a
@@ -102,6 +104,8 @@ void install_stop_handler() {
 
 void run_train(const TrainCmdOptions& o) {
   if (o.resume && !o.resume_from.empty()) throw InputError("--resume and --resume-from exclude each other");
+  if (o.dump_init && (o.resume || !o.resume_from.empty()))
+    throw InputError("--dump-init writes the initial weights: it cannot be combined with --resume or --resume-from");
   const RunConfig cfg = load_run_config(o);
   PreparedRun run = prepare_or_throw(cfg);
   if (o.quiet) spdlog::set_level(spdlog::level::warn);
@@ -112,6 +116,10 @@ void run_train(const TrainCmdOptions& o) {
                run.corpus.train.size(), run.corpus.val.size());
   spdlog::info("{} steps of batch {}, {} lr {}; run directory {}", c.train.steps, c.train.batch, c.train.optimizer,
                c.train.lr, c.run_dir());
+  if (o.dump_init) {
+    dump_init(run, c.run_dir());
+    spdlog::info("initial weights and batches written to {}/init/", c.run_dir());
+  }
   const bool tty = !o.quiet && isatty(STDERR_FILENO);
   auto progress = [&](const Progress& p) {
     if (o.quiet) return;
@@ -234,6 +242,9 @@ void add_train_commands(CLI::App& app) {
                     "Start this run from another run's checkpoint (weights, optimizer, step); the policy may differ");
   train->add_option("--reference", t->reference,
                     "A reference run directory (e.g. the fp32 run of this seed): records departure_step");
+  train->add_flag("--dump-init", t->dump_init,
+                  "Also write init/: the initial weights (<param>.npy, float32) and every step's training windows "
+                  "(batches.npy) and the validation windows (val_batches.npy), int32; see docs/config.md");
   train->callback([t] { run_train(*t); });
 
   auto e = std::make_shared<ExplainOptions>();

@@ -17,6 +17,7 @@ void add_compare_command(CLI::App& app);
 void add_bisect_command(CLI::App& app);
 void add_bench_gemm_command(CLI::App& bench);
 void add_bench_cast_command(CLI::App& bench);
+void add_bench_train_command(CLI::App& bench);
 
 // Exit codes shared by every command.
 constexpr int kExitOk = 0;

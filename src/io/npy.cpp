@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
@@ -284,15 +285,14 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
   }
 }
 
-void write_npy(const std::string& path, const Array& a, Dtype dtype) {
-  if (a.shape.empty() || a.shape.size() > 2) fail(path, "only 1-D and 2-D arrays can be written");
-  size_t count = 1;
-  for (size_t d : a.shape) count *= d;
-  if (count != a.data.size()) fail(path, "internal error: shape does not match the data");
-  std::vector<uint64_t> shape(a.shape.begin(), a.shape.end());
-  std::string dict = std::string("{'descr': '") + (dtype == Dtype::f4 ? "<f4" : "<f8") +
-                     "', 'fortran_order': False, 'shape': " + shape_text(shape) + ", }";
-  // Pad with spaces and a final newline so the data starts at a multiple of 64 bytes.
+namespace {
+
+// Magic, version and the padded header dict of a C-order array: format 1.0, or 2.0 when the header
+// is too long for 1.0's 16-bit length. The data that follows starts at a multiple of 64 bytes.
+std::string npy_prefix(const char* descr, const std::vector<size_t>& shape) {
+  const std::vector<uint64_t> dims(shape.begin(), shape.end());
+  const std::string dict =
+      std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape_text(dims) + ", }";
   auto padded = [&](size_t prefix) {
     std::string h = dict;
     const size_t total = prefix + h.size() + 1;
@@ -313,19 +313,46 @@ void write_npy(const std::string& path, const Array& a, Dtype dtype) {
     out += '\x00';
     for (int k = 0; k < 4; ++k) out += static_cast<char>((h.size() >> (8 * k)) & 0xff);
   }
-  out += h;
-  const size_t item = dtype == Dtype::f4 ? 4 : 8;
+  return out + h;
+}
+
+size_t element_count(const std::string& path, const std::vector<size_t>& shape) {
+  if (shape.empty()) fail(path, "internal error: an array needs at least one dimension");
+  size_t count = 1;
+  for (size_t d : shape) count *= d;
+  return count;
+}
+
+// The data bytes are the host's: drift only builds on little-endian machines (as '<f4'/'<i4' say).
+static_assert(std::endian::native == std::endian::little, "npy output assumes a little-endian host");
+
+template <typename T>
+void write_typed(const std::string& path, const char* descr, const std::vector<size_t>& shape, const T* data) {
+  const size_t count = element_count(path, shape);
+  std::string out = npy_prefix(descr, shape);
   const size_t start = out.size();
-  out.resize(start + item * count);
-  for (size_t k = 0; k < count; ++k) {
-    if (dtype == Dtype::f4) {
-      const float f = static_cast<float>(a.data[k]);
-      std::memcpy(&out[start + 4 * k], &f, 4);
-    } else {
-      std::memcpy(&out[start + 8 * k], &a.data[k], 8);
-    }
-  }
+  out.resize(start + sizeof(T) * count);
+  if (count) std::memcpy(&out[start], data, sizeof(T) * count);
   write_file_atomic(path, out);
+}
+
+}  // namespace
+
+void write_npy(const std::string& path, const Array& a, Dtype dtype) {
+  if (a.shape.empty() || a.shape.size() > 2) fail(path, "only 1-D and 2-D arrays can be written");
+  if (element_count(path, a.shape) != a.data.size()) fail(path, "internal error: shape does not match the data");
+  if (dtype == Dtype::f8) return write_typed(path, "<f8", a.shape, a.data.data());
+  std::vector<float> f(a.data.size());
+  for (size_t k = 0; k < f.size(); ++k) f[k] = static_cast<float>(a.data[k]);  // rne
+  write_typed(path, "<f4", a.shape, f.data());
+}
+
+void write_npy_f32(const std::string& path, const std::vector<size_t>& shape, const float* data) {
+  write_typed(path, "<f4", shape, data);
+}
+
+void write_npy_i32(const std::string& path, const std::vector<size_t>& shape, const int32_t* data) {
+  write_typed(path, "<i4", shape, data);
 }
 
 void write_text_matrix(const std::string& path, const Array& a) {

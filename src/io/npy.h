@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -36,6 +37,10 @@ Array read_array(const std::string& path);
 // Writes the array as .npy (format 1.0, or 2.0 when the header needs it) in the given dtype.
 // float32 output rounds each double to nearest-even float (values already on the fp32 grid are exact).
 void write_npy(const std::string& path, const Array& a, Dtype dtype);
+// Dumps for other programs (NumPy, PyTorch): a C-order array of any rank >= 1 straight from typed
+// memory, little-endian float32 ('<f4') or int32 ('<i4'), bytes copied exactly. Atomic like write_npy.
+void write_npy_f32(const std::string& path, const std::vector<size_t>& shape, const float* data);
+void write_npy_i32(const std::string& path, const std::vector<size_t>& shape, const int32_t* data);
 // Text: one row per line, shortest round-trip decimals.
 void write_text_matrix(const std::string& path, const Array& a);
 // .npy when the name ends in ".npy", else text (dtype then ignored).

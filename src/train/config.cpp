@@ -140,6 +140,22 @@ void parse_loss_scale(const json& pr, LossScaleConfig& l) {
     throw ConfigError(p + ".init", "must lie in [min, max] = [" + num(l.min_scale) + ", " + num(l.max_scale) + "]");
 }
 
+// precision.allreduce: {"ranks": R, "format": F, "rounding": M, "order": ring|tree}.
+void parse_allreduce(const json& pr, AllreduceConfig& a) {
+  if (!pr.contains("allreduce")) return;
+  const json& v = pr["allreduce"];
+  const std::string p = "precision.allreduce";
+  check_keys(v, p, {"ranks", "format", "rounding", "order"});
+  get_uint(v, p, "ranks", &a.ranks, 1, 4096);
+  get_string(v, p, "format", &a.format);
+  get_string(v, p, "rounding", &a.rounding, {"rne", "rna", "rtz", "rup", "rdn", "rto"});
+  get_string(v, p, "order", &a.order, {"ring", "tree"});
+  const auto f = find_format(a.format);
+  if (!f) throw ConfigError(p + ".format", "unknown format '" + a.format + "'");
+  if (!fits_float(*f) || f->kind != Kind::floating)
+    throw ConfigError(p + ".format", "expected a floating-point format whose values are floats (fp32, bf16, fp16, fp8_e5m2, ...)");
+}
+
 }  // namespace
 
 std::string RunConfig::run_dir() const {
@@ -190,7 +206,7 @@ RunConfig parse_run_config(const json& j) {
     const std::string p = "train";
     check_keys(t, p, {"steps", "batch", "lr", "optimizer", "momentum", "beta1", "beta2", "eps", "weight_decay",
                       "grad_clip", "warmup", "decay", "min_lr_frac", "eval_every", "eval_batches", "log_every",
-                      "checkpoint_every"});
+                      "checkpoint_every", "keep_checkpoints"});
     auto& tc = c.train;
     get_uint(t, p, "steps", &tc.steps, 1, 100000000);
     get_uint(t, p, "batch", &tc.batch, 1, 1 << 20);
@@ -209,10 +225,12 @@ RunConfig parse_run_config(const json& j) {
     get_uint(t, p, "eval_batches", &tc.eval_batches, 1, 100000);
     get_uint(t, p, "log_every", &tc.log_every, 1, 100000000);
     get_uint(t, p, "checkpoint_every", &tc.checkpoint_every, 0, 100000000);
+    get_bool(t, p, "keep_checkpoints", &tc.keep_checkpoints);
   }
   {
     const json& pr = section(j, "precision");
-    check_keys(pr, "precision", {"matmul", "schedule", "elementwise", "master", "optimizer_state", "loss_scale"});
+    check_keys(pr, "precision", {"matmul", "schedule", "elementwise", "master", "optimizer_state", "loss_scale",
+                                 "allreduce"});
     auto& pc = c.precision;
     if (pr.contains("matmul")) {
       pc.matmul = pr["matmul"].is_string() || (pr["matmul"].is_object())
@@ -246,6 +264,9 @@ RunConfig parse_run_config(const json& j) {
     parse_master(pr, pc.master);
     get_string(pr, "precision", "optimizer_state", &pc.optimizer_state, {"fp32", "bf16", "int8_block"});
     parse_loss_scale(pr, pc.loss_scale);
+    parse_allreduce(pr, pc.allreduce);
+    if (c.train.batch % pc.allreduce.ranks)
+      throw ConfigError("precision.allreduce.ranks", "must divide train.batch (" + std::to_string(c.train.batch) + ")");
   }
   {
     const json& d = section(j, "divergence");
@@ -305,7 +326,8 @@ nlohmann::ordered_json resolved_config_json(const RunConfig& c) {
                 {"beta2", t.beta2},         {"eps", t.eps},             {"weight_decay", t.weight_decay},
                 {"grad_clip", t.grad_clip}, {"warmup", t.warmup},       {"decay", t.decay},
                 {"min_lr_frac", t.min_lr_frac}, {"eval_every", t.eval_every}, {"eval_batches", t.eval_batches},
-                {"log_every", t.log_every}, {"checkpoint_every", t.checkpoint_every}};
+                {"log_every", t.log_every}, {"checkpoint_every", t.checkpoint_every},
+                {"keep_checkpoints", t.keep_checkpoints}};
   j["precision"] = {{"matmul", oj::parse(c.precision.matmul.dump())},
                     {"schedule", oj::parse(c.precision.schedule.dump())},
                     {"elementwise", oj::array()},
@@ -314,7 +336,9 @@ nlohmann::ordered_json resolved_config_json(const RunConfig& c) {
                     {"loss_scale", {{"kind", c.precision.loss_scale.kind}, {"init", c.precision.loss_scale.init},
                                     {"growth", c.precision.loss_scale.growth}, {"backoff", c.precision.loss_scale.backoff},
                                     {"interval", c.precision.loss_scale.interval}, {"min", c.precision.loss_scale.min_scale},
-                                    {"max", c.precision.loss_scale.max_scale}}}};
+                                    {"max", c.precision.loss_scale.max_scale}}},
+                    {"allreduce", {{"ranks", c.precision.allreduce.ranks}, {"format", c.precision.allreduce.format},
+                                   {"rounding", c.precision.allreduce.rounding}, {"order", c.precision.allreduce.order}}}};
   j["divergence"] = {{"enabled", c.divergence.enabled}, {"factor", c.divergence.factor},
                      {"after_step", c.divergence.after_step}, {"patience", c.divergence.patience},
                      {"smoothing", c.divergence.smoothing}, {"departure_tol", c.divergence.departure_tol},

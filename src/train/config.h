@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "policy/config_error.h"
 #include "train/data.h"
+#include "train/allreduce.h"
 #include "train/loss_scale.h"
 
 namespace drift {
@@ -31,6 +32,7 @@ struct TrainConfig {
   size_t eval_batches = 8;          // fixed held-out batches of `batch` windows
   size_t log_every = 10;            // a metrics.jsonl line every this many steps (and eval/last/diverged steps)
   size_t checkpoint_every = 0;      // a checkpoint every this many steps (0: only at exit)
+  bool keep_checkpoints = false;    // also keep each periodic one as checkpoint-<step>.bin (to branch from)
 };
 
 // Master weights: the format the parameters are kept in between steps, and how updates round to it.
@@ -46,6 +48,7 @@ struct PrecisionConfig {
   MasterConfig master;
   std::string optimizer_state = "fp32";                 // fp32 | bf16 | int8_block (train/opt_state.h)
   LossScaleConfig loss_scale;
+  AllreduceConfig allreduce;                            // simulated data-parallel reduction (ranks 1: off)
 };
 
 // The divergence record (summary.json): first_nonfinite_step, spike_step and, against a reference

@@ -7,6 +7,7 @@
 #include <limits>
 #include <sstream>
 
+#include "arith/catalogue.h"
 #include "io/npy.h"
 #include "train/checkpoint.h"
 #include "train/divergence.h"
@@ -62,6 +63,7 @@ struct LoopState {
   double loss = NAN, last_val = NAN, best_val = NAN;
   LossScaler scaler;
   RollingZ loss_z, grad_z;
+  std::string at_divergence = "null";  // the site telemetry of the diverging step (JSON)
 
   void save(BlobWriter& w) const {
     w.u64(next_step);
@@ -72,6 +74,7 @@ struct LoopState {
     w.u64(scaler.skipped);
     loss_z.save(w);
     grad_z.save(w);
+    w.str(at_divergence);
   }
   void restore(BlobReader& r) {
     next_step = r.u64();
@@ -82,6 +85,7 @@ struct LoopState {
     scaler.skipped = r.u64();
     loss_z.restore(r);
     grad_z.restore(r);
+    at_divergence = r.str();
   }
 };
 
@@ -241,6 +245,11 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
   std::vector<int32_t> windows(c.train.batch * (c.model.context + 1));
   const size_t tokens_per_step = m.predictions(c.train.batch);
   const auto& ls = c.precision.loss_scale;
+  const AllreduceConfig& ar = c.precision.allreduce;
+  const Format ar_format = *find_format(ar.format);
+  RoundSpec ar_spec;
+  ar_spec.mode = *parse_rounding(ar.rounding);
+  std::vector<std::vector<float>> rank_grads(ar.ranks);
   size_t next_schedule = 0;
   while (next_schedule < c.precision.schedule.size() &&
          c.precision.schedule[next_schedule]["step"].get<uint64_t>() <= st.next_step)
@@ -262,8 +271,24 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
     m.sites.reset_telemetry();
     sample_windows(run.corpus.train, c.model.context, c.train.batch, c.seed, kTrainDataStream, step, windows.data());
     m.loss_scale = st.scaler.scale;
-    st.loss = m.forward(windows.data(), c.train.batch);
-    m.backward();
+    if (ar.ranks == 1) {
+      st.loss = m.forward(windows.data(), c.train.batch);
+      m.backward();
+    } else {
+      // Simulated data parallelism: each rank's share of the batch, then the reduction in the
+      // wire format (of the loss-scaled gradients, as real training reduces them), then the mean.
+      const size_t share = c.train.batch / ar.ranks, width = c.model.context + 1;
+      double total = 0;
+      for (size_t r = 0; r < ar.ranks; ++r) {
+        total += m.forward(windows.data() + r * share * width, share);
+        m.backward();
+        rank_grads[r] = m.grads;
+      }
+      simulated_allreduce(rank_grads, m.grads.data(), m.grads.size(), ar_format, ar_spec, ar.order);
+      const float ranks = static_cast<float>(ar.ranks);
+      for (float& g : m.grads) g = g / ranks;
+      st.loss = total / static_cast<double>(ar.ranks);
+    }
     if (st.scaler.active(ls)) {
       const float s = static_cast<float>(st.scaler.scale);
       for (float& g : m.grads) g = g / s;
@@ -320,7 +345,10 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
       }
       line["sites"] = site_metrics(m.sites);
       line["classes"] = class_metrics(m.sites);
-      if (diverged_now) line["diverged"] = reason;
+      if (diverged_now) {
+        line["diverged"] = reason;
+        st.at_divergence = ojson{{"step", step}, {"classes", line["classes"]}, {"sites", line["sites"]}}.dump();
+      }
       line["tokens_per_s"] = tps;  // timing fields last
       line["elapsed_s"] = elapsed;
       metrics << line.dump() << "\n";
@@ -345,7 +373,12 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
       sum.interrupted = true;
       break;
     }
-    if (c.train.checkpoint_every && (step + 1) % c.train.checkpoint_every == 0 && !last) save_checkpoint();
+    if (c.train.checkpoint_every && (step + 1) % c.train.checkpoint_every == 0 && !last) {
+      save_checkpoint();
+      if (c.train.keep_checkpoints)  // named by the step it resumes at
+        fs::copy_file(ckpt_path, (dir / ("checkpoint-" + std::to_string(step + 1) + ".bin")).string(),
+                      fs::copy_options::overwrite_existing);
+    }
   }
   metrics.close();
   if (!metrics) throw io::IoError(metrics_path + ": write failed");
@@ -376,6 +409,7 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
              {"spike_step", step_or_null(sum.spike_step)},
              {"departure_step", opts.reference.empty() ? ojson(nullptr) : step_or_null(sum.departure_step)},
              {"reference", opts.reference.empty() ? ojson(nullptr) : ojson(opts.reference)},
+             {"telemetry_at_divergence", ojson::parse(st.at_divergence)},
              {"steps", c.train.steps},
              {"steps_completed", sum.steps_completed},
              {"skipped_steps", sum.skipped_steps},

@@ -1,0 +1,121 @@
+// drift train --dump-init: init/ holds every parameter bit for bit in its shape, and the windows
+// of every step as int32 (steps, batch, context+1), each a contiguous piece of its split.
+// (That these are the batches the loop trains on is shown by tests/scripts/pytorch_reference.sh:
+// PyTorch, fed this dump, reproduces drift's per-step losses.)
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "io/npy.h"
+#include "train/dump_init.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string file_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+struct TempDir {
+  fs::path dir = fs::temp_directory_path() / ("drift_dump_init_" + std::to_string(::getpid()));
+  TempDir() {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~TempDir() { fs::remove_all(dir); }
+};
+
+drift::PreparedRun tiny_run(const std::string& kind) {
+  drift::RunConfig c;
+  c.seed = 11;
+  c.model.kind = kind;
+  c.model.context = 5;
+  c.model.embed = 3;
+  c.model.hidden = 7;
+  c.model.d_model = 8;
+  c.model.heads = 2;
+  c.model.layers = 1;
+  c.data.path = std::string(DRIFT_SOURCE_DIR) + "/data/austen/persuasion.txt";
+  c.train.steps = 4;
+  c.train.batch = 3;
+  c.train.eval_batches = 2;
+  return drift::prepare_run(c);
+}
+
+// The int32 windows of an (n, batch, context+1) dump, after checking its header.
+std::vector<int32_t> read_windows(const fs::path& p, size_t n, size_t batch, size_t width) {
+  const std::string bytes = file_bytes(p);
+  const std::string dict = "{'descr': '<i4', 'fortran_order': False, 'shape': (" + std::to_string(n) + ", " +
+                           std::to_string(batch) + ", " + std::to_string(width) + "), }";
+  REQUIRE(bytes.size() > 10);
+  CHECK(bytes.substr(0, 8) == std::string("\x93NUMPY\x01\x00", 8));
+  CHECK(bytes.substr(10, dict.size()) == dict);
+  const size_t data_start = 10 + (static_cast<unsigned char>(bytes[8]) | static_cast<unsigned char>(bytes[9]) << 8);
+  CHECK(data_start % 64 == 0);
+  REQUIRE(bytes.size() == data_start + 4 * n * batch * width);
+  std::vector<int32_t> w(n * batch * width);
+  std::memcpy(w.data(), bytes.data() + data_start, 4 * w.size());
+  return w;
+}
+
+// Every window is `width` consecutive tokens of `split`.
+void check_slices(const std::vector<int32_t>& w, size_t width, const std::vector<int32_t>& split) {
+  for (size_t i = 0; i < w.size(); i += width) {
+    const auto found = std::search(split.begin(), split.end(), w.begin() + i, w.begin() + i + width);
+    CHECK_MESSAGE(found != split.end(), "window " << i / width << " is not a piece of its split");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("dump_init writes every parameter and every step's windows, atomically") {
+  for (const std::string kind : {"mlp", "attn"}) {
+    CAPTURE(kind);
+    TempDir t;
+    const drift::PreparedRun run = tiny_run(kind);
+    const fs::path rd = t.dir / "run";
+    drift::dump_init(run, rd.string());
+    const auto& m = *run.model;
+    size_t files = 0;
+    for (const auto& e : fs::directory_iterator(rd / "init")) files += e.is_regular_file();
+    CHECK(files == m.table.specs.size() + 2);
+    for (const auto& p : m.table.specs) {
+      CAPTURE(p.name);
+      const drift::io::Array a = drift::io::read_npy((rd / "init" / (p.name + ".npy")).string());
+      CHECK(a.shape == p.shape);
+      REQUIRE(a.data.size() == p.size);
+      for (size_t i = 0; i < p.size; ++i) CHECK(static_cast<float>(a.data[i]) == m.params[p.offset + i]);
+      CHECK(file_bytes(rd / "init" / (p.name + ".npy")).find("'descr': '<f4'") != std::string::npos);
+    }
+    const size_t width = 6;  // context + 1
+    check_slices(read_windows(rd / "init" / "batches.npy", 4, 3, width), width, run.corpus.train);
+    check_slices(read_windows(rd / "init" / "val_batches.npy", 2, 3, width), width, run.corpus.val);
+    CHECK_FALSE(fs::exists(rd / ".init.partial"));
+
+    // A second dump replaces the first, leaving exactly one complete init/.
+    fs::remove(rd / "init" / "batches.npy");
+    drift::dump_init(run, rd.string());
+    CHECK(fs::exists(rd / "init" / "batches.npy"));
+    CHECK_FALSE(fs::exists(rd / ".init.partial"));
+  }
+}
+
+TEST_CASE("dump_init into an unusable directory is an IoError naming it, and writes nothing") {
+  TempDir t;
+  const drift::PreparedRun run = tiny_run("mlp");
+  std::ofstream(t.dir / "blocker") << "a file, not a directory";
+  try {
+    drift::dump_init(run, (t.dir / "blocker").string());
+    FAIL("expected an IoError");
+  } catch (const drift::io::IoError& e) {
+    CHECK(std::string(e.what()).find("blocker") != std::string::npos);
+  }
+  CHECK(file_bytes(t.dir / "blocker") == "a file, not a directory");
+}
