@@ -12,6 +12,9 @@ void add_tcverify_command(CLI::App& app);
 void add_matmul_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 void add_train_commands(CLI::App& app);  // train, explain
+void add_sweep_command(CLI::App& app);
+void add_compare_command(CLI::App& app);
+void add_bisect_command(CLI::App& app);
 void add_bench_gemm_command(CLI::App& bench);
 void add_bench_cast_command(CLI::App& bench);
 void add_bench_train_command(CLI::App& bench);

@@ -17,6 +17,9 @@ int main(int argc, char** argv) {
   drift::cli::add_matmul_command(app);
   drift::cli::add_quantize_command(app);
   drift::cli::add_train_commands(app);
+  drift::cli::add_sweep_command(app);
+  drift::cli::add_compare_command(app);
+  drift::cli::add_bisect_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

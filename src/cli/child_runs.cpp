@@ -1,0 +1,208 @@
+#include "cli/child_runs.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "cli/commands.h"
+
+namespace drift::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+volatile sig_atomic_t g_interrupted = 0;  // signals received
+void on_signal(int) { g_interrupted = g_interrupted + 1; }
+
+std::string tail_lines(const std::string& path, size_t n) {
+  std::ifstream f(path);
+  std::deque<std::string> lines;
+  std::string line;
+  while (std::getline(f, line)) {
+    lines.push_back(line);
+    if (lines.size() > n) lines.pop_front();
+  }
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+// fork + exec of this binary with `args`; returns the child's pid. `threads` > 0 sets OMP_NUM_THREADS.
+pid_t spawn(const std::vector<std::string>& args, const std::string& log, unsigned threads) {
+  std::vector<std::string> argv_s = {"drift"};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  if (!log.empty()) fs::create_directories(fs::path(log).parent_path());
+  const std::string threads_s = std::to_string(threads);
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    // The child: dies with the parent, writes only its log.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    setpgid(0, 0);  // the terminal's Ctrl-C goes to the parent, which forwards one SIGTERM
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    const int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) dup2(devnull, STDOUT_FILENO);
+    const int err = log.empty() ? -1 : open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (err >= 0) dup2(err, STDERR_FILENO);
+    if (threads > 0) setenv("OMP_NUM_THREADS", threads_s.c_str(), 1);
+    execv("/proc/self/exe", argv.data());
+    std::fprintf(stderr, "drift: cannot run /proc/self/exe: %s\n", std::strerror(errno));
+    _exit(127);
+  }
+  return pid;
+}
+
+}  // namespace
+
+const char* to_string(RunStatus s) {
+  switch (s) {
+    case RunStatus::pending: return "pending";
+    case RunStatus::ok: return "ok";
+    case RunStatus::diverged: return "diverged";
+    case RunStatus::failed: return "failed";
+    case RunStatus::skipped_existing: return "skipped-existing";
+    case RunStatus::interrupted: return "interrupted";
+    case RunStatus::not_started: return "not-started";
+  }
+  return "?";
+}
+
+std::optional<nlohmann::json> read_summary(const std::string& dir) {
+  std::ifstream f(fs::path(dir) / "summary.json");
+  if (!f) return std::nullopt;
+  try {
+    return nlohmann::json::parse(f);
+  } catch (const nlohmann::json::parse_error&) {
+    return std::nullopt;
+  }
+}
+
+void preflight(std::vector<ChildJob>& jobs) {
+  for (auto& j : jobs) {
+    const nlohmann::ordered_json planned = planned_config(j.run);  // ConfigError -> exit 2
+    const fs::path dir(j.run.dir);
+    const bool finished = fs::exists(dir / "summary.json");
+    if (!finished && !fs::exists(dir / "checkpoint.bin")) continue;
+    std::ifstream f(dir / "config.json");
+    nlohmann::json existing;
+    try {
+      existing = nlohmann::json::parse(f);
+    } catch (const nlohmann::json::parse_error&) {
+      if (!finished) continue;  // nothing to continue from: start afresh
+      throw InputError(j.run.dir + ": holds a summary.json but no readable config.json; remove the directory");
+    }
+    if (!finished) {
+      j.run.resume = !config_difference(existing, planned);  // another config's leftovers are overwritten
+      continue;
+    }
+    if (const auto diff = config_difference(existing, planned))
+      throw InputError(j.run.dir + ": holds a finished run of a different config (" + *diff +
+                       " differs); remove it or choose another --out");
+    j.skip = true;
+  }
+}
+
+bool run_children(const std::vector<ChildJob>& jobs, size_t parallel, std::vector<ChildResult>& results,
+                  const std::function<void(size_t, const ChildResult&)>& on_done) {
+  results.assign(jobs.size(), ChildResult{});
+  if (parallel == 0) parallel = 1;
+  unsigned threads = 0;
+  if (!std::getenv("OMP_NUM_THREADS")) {
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    threads = std::max(1u, cores / static_cast<unsigned>(std::min<size_t>(parallel, cores)));
+  }
+  struct sigaction sa {}, old_int {}, old_term {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  g_interrupted = 0;
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+
+  std::map<pid_t, size_t> running;
+  std::set<pid_t> signalled;
+  size_t next = 0;
+  auto finish = [&](size_t i, int wstatus) {
+    ChildResult& r = results[i];
+    r.exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+    r.summary = read_summary(jobs[i].run.dir);
+    if (g_interrupted && *r.exit_code != 0) {
+      r.status = RunStatus::interrupted;
+    } else if (*r.exit_code != 0 || !r.summary) {
+      r.status = RunStatus::failed;
+      r.stderr_tail = tail_lines(jobs[i].log, 8);
+      if (*r.exit_code == 0) r.stderr_tail += "(exited 0 without writing summary.json)\n";
+    } else {
+      r.status = r.summary->value("diverged", false) ? RunStatus::diverged : RunStatus::ok;
+    }
+    std::error_code ec;
+    if (!jobs[i].log.empty() && fs::exists(jobs[i].log, ec) && fs::file_size(jobs[i].log, ec) == 0)
+      fs::remove(jobs[i].log, ec);
+    on_done(i, r);
+  };
+
+  while (true) {
+    // Launch while there is room (skipped jobs finish at once).
+    while (!g_interrupted && next < jobs.size() && running.size() < parallel) {
+      const size_t i = next++;
+      if (jobs[i].skip) {
+        results[i].status = RunStatus::skipped_existing;
+        results[i].summary = read_summary(jobs[i].run.dir);
+        on_done(i, results[i]);
+        continue;
+      }
+      running[spawn(train_args(jobs[i].run), jobs[i].log, threads)] = i;
+    }
+    if (running.empty() && (g_interrupted || next >= jobs.size())) break;
+    if (g_interrupted) {
+      // One SIGTERM asks a child to checkpoint and stop; a second Ctrl-C here kills outright.
+      for (const auto& [pid, i] : running) {
+        if (g_interrupted >= 2) kill(pid, SIGKILL);
+        else if (signalled.insert(pid).second) kill(pid, SIGTERM);
+      }
+    }
+    int wstatus = 0;
+    const pid_t pid = waitpid(-1, &wstatus, WNOHANG);
+    if (pid > 0) {
+      const auto it = running.find(pid);
+      if (it != running.end()) {
+        const size_t i = it->second;
+        running.erase(it);
+        finish(i, wstatus);
+      }
+      continue;
+    }
+    if (pid < 0 && errno != EINTR && errno != ECHILD) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+    const timespec ts{0, 20 * 1000 * 1000};  // 20 ms: polling keeps Ctrl-C handling free of races
+    nanosleep(&ts, nullptr);
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (results[i].status == RunStatus::pending) results[i].status = RunStatus::not_started;
+    std::error_code ec;  // the log folder goes when every log in it was empty (removing a full one fails)
+    if (!jobs[i].log.empty()) fs::remove(fs::path(jobs[i].log).parent_path(), ec);
+  }
+  const bool interrupted = g_interrupted;
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  return !interrupted;
+}
+
+}  // namespace drift::cli

@@ -1,0 +1,43 @@
+// `drift compare`: runs grouped by policy, the survival statistics of each group, and the order
+// that puts the most robust policy first.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "diag/run_index.h"
+
+namespace drift {
+
+// The median (mean of the two middle values for an even count); NaN for none. NaNs are ignored.
+double median(std::vector<double> values);
+
+// What makes two runs "the same policy".
+enum class GroupBy {
+  policy,     // the whole resolved config except seed, output and version
+  precision,  // the precision section only
+};
+
+struct PolicyRow {
+  std::string label;
+  std::vector<const RunRecord*> runs;  // sorted by seed, then directory
+  size_t seeds = 0, diverged = 0;
+  double median_divergence_step = NAN;  // over the seeds that diverged
+  double median_train_loss = NAN;       // final train loss, over the seeds that did not diverge
+  double median_val_loss = NAN;         // final validation loss, likewise
+  std::array<double, 3> clip_rate = {NAN, NAN, NAN};  // mean over runs of each run's mean clip rate
+};
+
+// The identity of a run's policy under `by` (a canonical JSON text).
+std::string policy_identity(const RunRecord& r, GroupBy by);
+
+// One row per policy, in survival order (see survives_better). Rows whose labels coincide while
+// their policies differ get the first config key that tells them apart appended, e.g. "mx [/train/lr=0.1]".
+std::vector<PolicyRow> group_by_policy(const std::vector<RunRecord>& runs, GroupBy by);
+
+// Survival order: smaller fraction of seeds diverged first; then later median divergence step;
+// then lower median validation loss (NaN last); then label.
+bool survives_better(const PolicyRow& a, const PolicyRow& b);
+
+}  // namespace drift

@@ -1,0 +1,259 @@
+#include "diag/compare_render.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace drift {
+
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+const char* const kDash = "\u2014";
+
+size_t display_width(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+// Shortest decimal that reads back to the same double; "" for NaN (an empty CSV field).
+std::string shortest(double x) {
+  if (std::isnan(x)) return "";
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, r.ptr);
+}
+
+ojson num(double x) { return std::isfinite(x) ? ojson(x) : ojson(nullptr); }
+ojson step_json(const std::optional<int64_t>& s) { return s ? ojson(*s) : ojson(nullptr); }
+
+std::string seed_cell(const RunRecord& r) {
+  if (r.diverged) return r.divergence_step ? "div " + std::to_string(*r.divergence_step) : std::string("div");
+  return fmt_loss(r.final_val_loss);
+}
+
+std::vector<uint64_t> all_seeds(const std::vector<PolicyRow>& rows) {
+  std::vector<uint64_t> seeds;
+  for (const auto& row : rows)
+    for (const RunRecord* r : row.runs) seeds.push_back(r->seed);
+  std::sort(seeds.begin(), seeds.end());
+  seeds.erase(std::unique(seeds.begin(), seeds.end()), seeds.end());
+  return seeds;
+}
+
+std::string divergence_list(const PolicyRow& row, const char* sep) {
+  std::string s;
+  for (const RunRecord* r : row.runs)
+    if (r->diverged && r->divergence_step) s += (s.empty() ? "" : sep) + std::to_string(*r->divergence_step);
+  return s;
+}
+
+std::string policies_grid(const std::vector<PolicyRow>& rows, bool markdown) {
+  std::vector<std::vector<std::string>> g = {{"policy", "seeds", "diverged", "divergence steps", "median div. step",
+                                              "median train loss", "median val loss", "clip act", "clip weight",
+                                              "clip grad"}};
+  for (const auto& row : rows) {
+    const std::string steps = divergence_list(row, ", ");
+    g.push_back({row.label, std::to_string(row.seeds), std::to_string(row.diverged), steps.empty() ? kDash : steps,
+                 fmt_step(row.median_divergence_step), fmt_loss(row.median_train_loss), fmt_loss(row.median_val_loss),
+                 fmt_rate(row.clip_rate[0]), fmt_rate(row.clip_rate[1]), fmt_rate(row.clip_rate[2])});
+  }
+  return render_grid(g, {false, true, true, false, true, true, true, true, true, true}, markdown);
+}
+
+std::string seeds_grid(const std::vector<PolicyRow>& rows, bool markdown) {
+  const auto seeds = all_seeds(rows);
+  std::vector<std::vector<std::string>> g(1, {"policy"});
+  for (uint64_t s : seeds) g[0].push_back("seed " + std::to_string(s));
+  for (const auto& row : rows) {
+    std::vector<std::string> line = {row.label};
+    for (uint64_t s : seeds) {
+      std::string cell;
+      for (const RunRecord* r : row.runs)
+        if (r->seed == s) cell += (cell.empty() ? "" : " / ") + seed_cell(*r);
+      line.push_back(cell.empty() ? kDash : cell);
+    }
+    g.push_back(line);
+  }
+  std::vector<bool> right(g[0].size(), true);
+  right[0] = false;
+  return render_grid(g, right, markdown);
+}
+
+std::string policies_csv(const std::vector<PolicyRow>& rows) {
+  std::string out =
+      "policy,seeds,diverged,divergence_steps,median_divergence_step,median_final_train_loss,median_final_val_loss,"
+      "clip_rate_activation,clip_rate_weight,clip_rate_gradient\n";
+  for (const auto& row : rows) {
+    out += csv_field(row.label) + "," + std::to_string(row.seeds) + "," + std::to_string(row.diverged) + "," +
+           csv_field(divergence_list(row, ";")) + "," + shortest(row.median_divergence_step) + "," +
+           shortest(row.median_train_loss) + "," + shortest(row.median_val_loss);
+    for (double c : row.clip_rate) out += "," + shortest(c);
+    out += "\n";
+  }
+  return out;
+}
+
+std::string seeds_csv(const std::vector<PolicyRow>& rows) {
+  std::string out =
+      "policy,seed,diverged,divergence_step,reason,first_nonfinite_step,spike_step,departure_step,final_train_loss,"
+      "final_val_loss,dir\n";
+  auto step = [](const std::optional<int64_t>& s) { return s ? std::to_string(*s) : std::string(); };
+  for (const auto& row : rows)
+    for (const RunRecord* r : row.runs)
+      out += csv_field(row.label) + "," + std::to_string(r->seed) + "," + (r->diverged ? "true" : "false") + "," +
+             step(r->divergence_step) + "," + csv_field(r->reason) + "," + step(r->first_nonfinite_step) + "," +
+             step(r->spike_step) + "," + step(r->departure_step) + "," + shortest(r->final_train_loss) + "," +
+             shortest(r->final_val_loss) + "," + csv_field(r->dir) + "\n";
+  return out;
+}
+
+ojson comparison_json(const std::vector<PolicyRow>& rows, CompareTables tables) {
+  ojson j = ojson::object();
+  if (tables != CompareTables::seeds) {
+    ojson pol = ojson::array();
+    for (const auto& row : rows) {
+      ojson steps = ojson::array(), dirs = ojson::array(), clip = ojson::object();
+      for (const RunRecord* r : row.runs) {
+        steps.push_back({{"seed", r->seed}, {"step", r->divergence_step ? ojson(*r->divergence_step) : ojson(nullptr)}});
+        dirs.push_back(r->dir);
+      }
+      for (size_t c = 0; c < kTensorClasses.size(); ++c) clip[kTensorClasses[c]] = num(row.clip_rate[c]);
+      pol.push_back({{"policy", row.label},
+                     {"seeds", row.seeds},
+                     {"diverged", row.diverged},
+                     {"divergence_steps", steps},
+                     {"median_divergence_step", num(row.median_divergence_step)},
+                     {"median_final_train_loss", num(row.median_train_loss)},
+                     {"median_final_val_loss", num(row.median_val_loss)},
+                     {"clip_rate", clip},
+                     {"runs", dirs}});
+    }
+    j["policies"] = pol;
+  }
+  if (tables != CompareTables::policies) {
+    ojson seeds = ojson::array();
+    for (const auto& row : rows)
+      for (const RunRecord* r : row.runs)
+        seeds.push_back({{"policy", row.label},
+                         {"seed", r->seed},
+                         {"diverged", r->diverged},
+                         {"divergence_step", r->divergence_step ? ojson(*r->divergence_step) : ojson(nullptr)},
+                         {"reason", r->diverged ? ojson(r->reason) : ojson(nullptr)},
+                         {"first_nonfinite_step", step_json(r->first_nonfinite_step)},
+                         {"spike_step", step_json(r->spike_step)},
+                         {"departure_step", step_json(r->departure_step)},
+                         {"final_train_loss", num(r->final_train_loss)},
+                         {"final_val_loss", num(r->final_val_loss)},
+                         {"dir", r->dir}});
+    j["seeds"] = seeds;
+  }
+  return j;
+}
+
+}  // namespace
+
+std::string fmt_loss(double x) {
+  if (!std::isfinite(x)) return std::isnan(x) ? kDash : (x > 0 ? "inf" : "-inf");
+  char b[32];
+  std::snprintf(b, sizeof b, "%.4f", x);
+  return b;
+}
+
+std::string fmt_step(double x) {
+  if (std::isnan(x)) return kDash;
+  char b[32];
+  if (x == std::floor(x))
+    std::snprintf(b, sizeof b, "%.0f", x);
+  else
+    std::snprintf(b, sizeof b, "%.1f", x);
+  return b;
+}
+
+std::string fmt_rate(double x) {
+  if (std::isnan(x)) return kDash;
+  if (x == 0) return "0%";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3g%%", x * 100);
+  return b;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string render_grid(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right, bool markdown) {
+  if (rows.empty()) return "";
+  const size_t ncol = rows[0].size();
+  std::vector<size_t> w(ncol, markdown ? 3 : 1);
+  for (const auto& r : rows)
+    for (size_t i = 0; i < ncol && i < r.size(); ++i) w[i] = std::max(w[i], display_width(r[i]));
+  auto pad = [&](const std::string& s, size_t i) {
+    const std::string fill(w[i] - display_width(s), ' ');
+    return right[i] ? fill + s : s + fill;
+  };
+  std::string out;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    std::string line;
+    for (size_t i = 0; i < ncol; ++i) {
+      const std::string cell = pad(i < rows[k].size() ? rows[k][i] : "", i);
+      line += markdown ? "| " + cell + " " : (i ? "  " : "") + cell;
+    }
+    if (markdown) line += "|";
+    while (!markdown && !line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+    if (k == 0) {
+      std::string rule;
+      for (size_t i = 0; i < ncol; ++i) {
+        if (markdown)
+          rule += "| " + (right[i] ? std::string(w[i] - 1, '-') + ":" : ":" + std::string(w[i] - 1, '-')) + " ";
+        else
+          rule += (i ? "  " : "") + std::string(w[i], '-');
+      }
+      out += rule + (markdown ? "|" : "") + "\n";
+    }
+  }
+  return out;
+}
+
+std::string render_comparison(const std::vector<PolicyRow>& rows, CompareFormat format, CompareTables tables) {
+  const bool pol = tables != CompareTables::seeds, seeds = tables != CompareTables::policies;
+  switch (format) {
+    case CompareFormat::json:
+      return comparison_json(rows, tables).dump(2) + "\n";
+    case CompareFormat::csv:
+      if (pol && seeds) throw std::invalid_argument("CSV holds one table: choose --table policies or --table seeds");
+      return pol ? policies_csv(rows) : seeds_csv(rows);
+    case CompareFormat::table:
+    case CompareFormat::markdown: {
+      const bool md = format == CompareFormat::markdown;
+      std::string out;
+      if (pol) {
+        out += md ? "**Policies** (most robust first: fewest seeds diverged, then latest median divergence step, then "
+                    "lowest validation loss; losses are medians over the seeds that did not diverge, clip rates the "
+                    "mean fraction of operand elements clipped per step)\n\n"
+                  : "policies, most robust first (losses: median over the seeds that did not diverge; clip: mean "
+                    "fraction of operand elements clipped per step)\n";
+        out += policies_grid(rows, md);
+      }
+      if (pol && seeds) out += "\n";
+      if (seeds) {
+        out += md ? "**Per seed** (div N: diverged at step N; otherwise the final validation loss)\n\n"
+                  : "per seed (div N: diverged at step N; otherwise the final validation loss)\n";
+        out += seeds_grid(rows, md);
+      }
+      return out;
+    }
+  }
+  return "";
+}
+
+}  // namespace drift

@@ -1,0 +1,30 @@
+// `drift compare` output: the policy table and the per-seed table as an aligned text table (for a
+// terminal), markdown (for a paper or an issue), CSV or JSON (for scripts).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "diag/compare.h"
+
+namespace drift {
+
+enum class CompareFormat { table, markdown, csv, json };
+enum class CompareTables { policies, seeds, both };
+
+// The whole output. CSV holds one table, so `both` is refused there (std::invalid_argument).
+std::string render_comparison(const std::vector<PolicyRow>& rows, CompareFormat format, CompareTables tables);
+
+// Numbers for people: missing values are an em dash.
+std::string fmt_loss(double x);   // 4 decimals: "2.3456"
+std::string fmt_step(double x);   // "412", a median between two steps "412.5"
+std::string fmt_rate(double x);   // a fraction as a percentage to 3 significant digits: "1.23%", "0%"
+
+// Columns of a text grid, padded to the widest cell (counting UTF-8 code points);
+// right[i]: right-align column i. markdown: pipes and an alignment row.
+std::string render_grid(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right, bool markdown);
+
+// A CSV field, quoted when it holds a comma, a quote or a line break.
+std::string csv_field(const std::string& s);
+
+}  // namespace drift

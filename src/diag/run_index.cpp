@@ -1,0 +1,156 @@
+#include "diag/run_index.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+namespace drift {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+json read_json_file(const fs::path& p) {
+  std::ifstream f(p);
+  if (!f) throw std::runtime_error(p.string() + ": cannot read");
+  try {
+    return json::parse(f);
+  } catch (const json::parse_error& e) {
+    throw std::runtime_error(p.string() + ": not valid JSON: " + e.what());
+  }
+}
+
+double number_or_nan(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : NAN;
+}
+
+// The runs a sweep.json lists, by canonical directory; each file is read once per process.
+const std::map<std::string, json>& sweep_index(const fs::path& sweep_dir) {
+  static std::map<std::string, std::map<std::string, json>> cache;
+  const std::string key = fs::weakly_canonical(sweep_dir).string();
+  auto [it, fresh] = cache.try_emplace(key);
+  if (fresh) {
+    const json s = read_json_file(sweep_dir / "sweep.json");
+    if (s.contains("runs") && s["runs"].is_array())
+      for (const auto& r : s["runs"])
+        if (r.contains("dir") && r["dir"].is_string())
+          it->second[fs::weakly_canonical(sweep_dir / r["dir"].get<std::string>()).string()] = r;
+  }
+  return it->second;
+}
+
+// The entry of a sweep.json in one of `dir`'s parents that lists `dir`, if any.
+std::optional<json> sweep_entry_for(const fs::path& dir) {
+  const std::string run = fs::weakly_canonical(dir).string();
+  fs::path p = fs::weakly_canonical(dir).parent_path();
+  for (int up = 0; up < 6 && !p.empty(); ++up, p = p.parent_path()) {
+    if (fs::exists(p / "sweep.json")) {
+      const auto& index = sweep_index(p);
+      const auto it = index.find(run);
+      if (it != index.end()) return it->second;
+    }
+    if (p == p.root_path()) break;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<std::string> find_run_dirs(const std::vector<std::string>& paths) {
+  std::set<std::string> found;
+  for (const auto& path : paths) {
+    if (!fs::is_directory(path)) throw std::runtime_error(path + ": no such directory");
+    if (fs::exists(fs::path(path) / "summary.json")) {
+      found.insert(fs::path(path).lexically_normal().string());
+      continue;
+    }
+    for (auto it = fs::recursive_directory_iterator(path, fs::directory_options::skip_permission_denied);
+         it != fs::recursive_directory_iterator(); ++it) {
+      if (it->is_directory() && fs::exists(it->path() / "summary.json")) {
+        found.insert(it->path().lexically_normal().string());
+        it.disable_recursion_pending();  // a run directory holds no runs
+      }
+    }
+  }
+  return {found.begin(), found.end()};
+}
+
+std::array<double, 3> mean_clip_rates(const std::vector<json>& lines) {
+  std::array<double, 3> sum = {0, 0, 0};
+  std::array<size_t, 3> n = {0, 0, 0};
+  for (const auto& l : lines) {
+    if (!l.contains("classes") || !l["classes"].is_object()) continue;
+    for (size_t c = 0; c < kTensorClasses.size(); ++c) {
+      const json& cl = l["classes"].contains(kTensorClasses[c]) ? l["classes"][kTensorClasses[c]] : json();
+      if (!cl.is_object() || !cl.contains("elements") || !cl.contains("clipped")) continue;
+      const double elements = cl["elements"].get<double>();
+      if (!(elements > 0)) continue;
+      sum[c] += cl["clipped"].get<double>() / elements;
+      ++n[c];
+    }
+  }
+  std::array<double, 3> mean;
+  for (size_t c = 0; c < 3; ++c) mean[c] = n[c] ? sum[c] / static_cast<double>(n[c]) : NAN;
+  return mean;
+}
+
+std::string sweep_run_label(const json& entry, const std::string& fallback) {
+  std::string label = entry.contains("policy") && entry["policy"].is_string() && !entry["policy"].get<std::string>().empty()
+                          ? entry["policy"].get<std::string>()
+                          : fallback;
+  if (entry.contains("varying") && entry["varying"].is_object())
+    for (auto it = entry["varying"].begin(); it != entry["varying"].end(); ++it)
+      label += " " + it.key() + "=" + (it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
+  return label;
+}
+
+RunRecord read_run(const std::string& dir) {
+  const fs::path d(dir);
+  RunRecord r;
+  r.dir = dir;
+  const json s = read_json_file(d / "summary.json");
+  r.config = read_json_file(d / "config.json");
+  if (!s.is_object() || !r.config.is_object()) throw std::runtime_error(dir + ": summary.json/config.json must be objects");
+  r.seed = r.config.value("seed", uint64_t{0});
+  r.diverged = s.value("diverged", false);
+  if (s.contains("divergence_step") && s["divergence_step"].is_number_integer())
+    r.divergence_step = s["divergence_step"].get<int64_t>();
+  if (s.contains("reason") && s["reason"].is_string()) r.reason = s["reason"].get<std::string>();
+  for (auto [key, field] : {std::pair{"first_nonfinite_step", &r.first_nonfinite_step}, std::pair{"spike_step", &r.spike_step},
+                            std::pair{"departure_step", &r.departure_step}})
+    if (s.contains(key) && s[key].is_number_integer()) *field = s[key].get<int64_t>();
+  r.steps = s.value("steps", uint64_t{0});
+  r.steps_completed = s.value("steps_completed", uint64_t{0});
+  r.final_train_loss = number_or_nan(s, "final_train_loss");
+  r.final_val_loss = number_or_nan(s, "final_val_loss");
+
+  std::string name = "run";
+  if (r.config.contains("output") && r.config["output"].is_object() && r.config["output"].contains("name") &&
+      r.config["output"]["name"].is_string())
+    name = r.config["output"]["name"].get<std::string>();
+  const auto entry = sweep_entry_for(d);
+  r.label = entry ? sweep_run_label(*entry, name) : name;
+
+  std::vector<json> lines;
+  std::ifstream m(d / "metrics.jsonl");
+  std::string line;
+  size_t n = 0;
+  while (m && std::getline(m, line)) {
+    ++n;
+    if (line.empty()) continue;
+    try {
+      lines.push_back(json::parse(line));
+    } catch (const json::parse_error& e) {
+      throw std::runtime_error((d / "metrics.jsonl").string() + ":" + std::to_string(n) + ": not valid JSON");
+    }
+  }
+  r.clip_rate = mean_clip_rates(lines);
+  return r;
+}
+
+}  // namespace drift
