@@ -152,11 +152,10 @@ HWY_INLINE V ExactProductOrNaN(D d, V a, V b, bool use_fma) {
 
 constexpr size_t kRows = 6;  // 6 x 2 vectors: 12 accumulators + 2 B vectors + 1 broadcast fit 16 registers
 
-// round_narrow(s + p) for every lane, exactly (see the file comment). p must be exact: the product of
-// two operands, checked by the caller to be exact in fp32. Lanes that leave the narrow format's
-// normal range are redone by the scalar core.
+// The exact route of NarrowAdd: round_narrow(s + p) for every lane (see the file comment), lanes that
+// leave the narrow format's normal range redone by the scalar core.
 template <FastInner kInner, class D, class V = hn::Vec<D>>
-HWY_INLINE V NarrowAdd(D d, const NarrowAcc& na, V s, V p) {
+HWY_NOINLINE V NarrowAddExact(D d, const NarrowAcc& na, V s, V p) {
   const hn::RebindToUnsigned<D> du;
   const hn::RebindToSigned<D> di;
   using VU = hn::Vec<decltype(du)>;
@@ -205,6 +204,38 @@ HWY_INLINE V NarrowAdd(D d, const NarrowAcc& na, V s, V p) {
   for (size_t l = 0; l < hn::Lanes(d); ++l)
     if (mv[l]) rv[l] = static_cast<float>(op_add(sv[l], pv[l], *na.format, *na.round));
   return hn::Load(d, rv);
+}
+
+// round_narrow(s + p) for every lane, exactly. p must be exact (the product of two operands, checked
+// by the caller to be exact in fp32).
+// Usual route: hi = fp32(s + p), rounded to the narrow grid by the constant shift. Rounding twice
+// (to fp32, then to the narrow format) equals one rounding of s + p unless hi is a rounding boundary
+// of the narrow format (a midpoint between grid points for rne, a grid point for rtz): the boundaries
+// are fp32 numbers and fp32 rounding is monotone and fixes them, so s + p lies strictly between the
+// same two boundaries as any other hi. Vectors with a lane on a boundary, or outside the narrow
+// normal range (or zero), take the exact route.
+template <FastInner kInner, class D, class V = hn::Vec<D>>
+HWY_INLINE V NarrowAdd(D d, const NarrowAcc& na, V s, V p) {
+  const hn::RebindToUnsigned<D> du;
+  using VU = hn::Vec<decltype(du)>;
+  const V hi = hn::Add(s, p);
+  const VU u = hn::BitCast(du, hi);
+  const VU low = hn::Set(du, (1u << na.shift) - 1);
+  VU r;
+  hn::Mask<decltype(du)> boundary;
+  if constexpr (kInner == FastInner::narrow_rne) {
+    // The sign bit rides along: the magnitude rounds the same way for either sign.
+    r = hn::AndNot(low, hn::Add(hn::Add(u, hn::ShiftRight<1>(low)), hn::And(hn::ShiftRightSame(u, na.shift), hn::Set(du, 1u))));
+    boundary = hn::Eq(hn::And(u, low), hn::Set(du, 1u << (na.shift - 1)));
+  } else {
+    r = hn::AndNot(low, u);
+    boundary = hn::Eq(hn::And(u, low), hn::Zero(du));
+  }
+  // |hi| outside [min normal, max finite] (zero included): one unsigned compare.
+  const VU a = hn::And(u, hn::Set(du, 0x7fffffffu));
+  const auto outside = hn::Gt(hn::Sub(a, hn::Set(du, na.min_normal_enc)), hn::Set(du, na.max_enc - na.min_normal_enc));
+  if (HWY_LIKELY(hn::AllFalse(du, hn::Or(boundary, outside)))) return hn::BitCast(d, r);
+  return NarrowAddExact<kInner>(d, na, s, p);
 }
 
 // The fused model over one K-block for row i and the 2L columns of a strip, every lane its own
@@ -555,6 +586,15 @@ struct MagnitudeRange {
   bool finite = true;
 };
 
+// One value into a running magnitude range (branch-free, so that the packing loops vectorise).
+inline void note_magnitude(double x, double& min_nonzero, double& max, int& bad) {
+  const double a = std::fabs(x);
+  bad |= !(a <= 0x1.fffffffffffffp1023);  // inf or NaN
+  max = a > max ? a : max;
+  const double nz = a == 0 ? INFINITY : a;
+  min_nonzero = nz < min_nonzero ? nz : min_nonzero;
+}
+
 MagnitudeRange magnitude_range(const std::vector<double>& v) {
   MagnitudeRange r;
   for (double x : v) {
@@ -660,17 +700,7 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
   const QuantizedOperand& B = ops.b;
   const size_t m = A.rows, n = B.rows, k = A.k;
   if (m == 0 || n == 0) return true;
-  // Any NaN/inf among the operands or scales goes to the reference (overflow rules live there).
-  const MagnitudeRange ra = magnitude_range(A.q), rb = magnitude_range(B.q);
-  if (!ra.finite || !rb.finite || !magnitude_range(A.block_scale).finite || !magnitude_range(B.block_scale).finite)
-    return false;
-  if (use_fma) {
-    // The counting kernel tells a product's exactness from an fma residual, which is exact only
-    // while the product stays above 2^-100 (no underflow); tinier products go to the reference.
-    if (ctx.count_swamping && ra.max > 0 && rb.max > 0 && ra.min_nonzero * rb.min_nonzero < 0x1p-100) return false;
-  } else if (!inner_fused && !products_exact_in_float(policy.a.format, ra, policy.b.format, rb)) {
-    return false;  // a separate fp32 multiply would round (or leave fp32's range)
-  }
+  if (!magnitude_range(A.block_scale).finite || !magnitude_range(B.block_scale).finite) return false;
   const size_t nblocks = k == 0 ? 0 : (k + ops.kblock - 1) / ops.kblock;
   // Another outer format: only one unscaled block, whose outer sum is one scalar add (below).
   const bool outer_scalar = !outer_fp32;
@@ -703,6 +733,10 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
   float* cbuf = c_buf.data();
   const size_t strips = op.npad / W;
   FusedPlan plan_full, plan_tail;
+  // The packing passes also take the operands' magnitude ranges (one read of each operand).
+  double a_min = INFINITY, a_max = 0, b_min = INFINITY, b_max = 0;
+  int a_bad = 0, b_bad = 0;
+  constexpr size_t kT = 64;  // k-rows per transposition chunk: the chunk of a strip stays in L1
   if (inner_fused) {
     // Doubles and alignment exponents; B in strips of W columns (padding: zero, kZeroExp).
     const FusedModel& fm = *policy.inner.fused;
@@ -715,18 +749,26 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
     double* ea = ea_buf.data();
     double* bd = bd_buf.data();
     double* eb = eb_buf.data();
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < m * k; ++i) ea[i] = align_exp(A.q[i]);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) reduction(min : a_min) reduction(max : a_max) reduction(| : a_bad)
+    for (size_t i = 0; i < m * k; ++i) {
+      const double x = A.q[i];
+      note_magnitude(x, a_min, a_max, a_bad);
+      ea[i] = is_nan(x) || is_inf(x) ? 0.0 : align_exp(x);
+    }
+#pragma omp parallel for schedule(static) reduction(min : b_min) reduction(max : b_max) reduction(| : b_bad)
     for (size_t st = 0; st < strips; ++st) {
       const size_t j0 = st * W;
-      for (size_t jj = 0; jj < W; ++jj) {
-        const size_t j = j0 + jj;
-        const double* src = j < n ? B.q.data() + j * k : nullptr;
-        for (size_t t = 0; t < k; ++t) {
-          const double y = src ? src[t] : 0.0;
-          bd[st * k * W + t * W + jj] = y;
-          eb[st * k * W + t * W + jj] = align_exp(y);
+      for (size_t t0 = 0; t0 < k; t0 += kT) {
+        const size_t t1 = std::min(k, t0 + kT);
+        for (size_t jj = 0; jj < W; ++jj) {
+          const size_t j = j0 + jj;
+          const double* src = j < n ? B.q.data() + j * k : nullptr;
+          for (size_t t = t0; t < t1; ++t) {
+            const double y = src ? src[t] : 0.0;
+            note_magnitude(y, b_min, b_max, b_bad);
+            bd[st * k * W + t * W + jj] = y;
+            eb[st * k * W + t * W + jj] = is_nan(y) || is_inf(y) ? 0.0 : align_exp(y);
+          }
         }
       }
     }
@@ -747,22 +789,41 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
     if (b_buf.size() < k * op.npad) b_buf.resize(k * op.npad);
     float* a = a_buf.data();
     float* b = b_buf.data();
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < m * k; ++i) a[i] = static_cast<float>(A.q[i]);
+#pragma omp parallel for schedule(static) reduction(min : a_min) reduction(max : a_max) reduction(| : a_bad)
+    for (size_t i = 0; i < m * k; ++i) {
+      note_magnitude(A.q[i], a_min, a_max, a_bad);
+      a[i] = static_cast<float>(A.q[i]);
+    }
     // B (N x K) into strips of W columns, each K x W contiguous; the padding columns are zero.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) reduction(min : b_min) reduction(max : b_max) reduction(| : b_bad)
     for (size_t st = 0; st < strips; ++st) {
       float* dst = b + st * k * W;
       const size_t j0 = st * W, j1 = std::min(n, j0 + W);
-      for (size_t j = j0; j < j1; ++j) {
-        const double* src = B.q.data() + j * k;
-        for (size_t t = 0; t < k; ++t) dst[t * W + (j - j0)] = static_cast<float>(src[t]);
+      for (size_t t0 = 0; t0 < k; t0 += kT) {
+        const size_t t1 = std::min(k, t0 + kT);
+        for (size_t j = j0; j < j1; ++j) {
+          const double* src = B.q.data() + j * k;
+          for (size_t t = t0; t < t1; ++t) {
+            note_magnitude(src[t], b_min, b_max, b_bad);
+            dst[t * W + (j - j0)] = static_cast<float>(src[t]);
+          }
+        }
+        for (size_t j = j1; j < j0 + W; ++j)
+          for (size_t t = t0; t < t1; ++t) dst[t * W + (j - j0)] = 0.0f;
       }
-      for (size_t j = j1; j < j0 + W; ++j)
-        for (size_t t = 0; t < k; ++t) dst[t * W + (j - j0)] = 0.0f;
     }
     op.a = a;
     op.b = b;
+  }
+  // Any NaN/inf among the operands goes to the reference (overflow rules live there).
+  const MagnitudeRange ra{a_min, a_max, a_bad == 0}, rb{b_min, b_max, b_bad == 0};
+  if (!ra.finite || !rb.finite) return false;
+  if (use_fma) {
+    // The counting kernel tells a product's exactness from an fma residual, which is exact only
+    // while the product stays above 2^-100 (no underflow); tinier products go to the reference.
+    if (ctx.count_swamping && ra.max > 0 && rb.max > 0 && ra.min_nonzero * rb.min_nonzero < 0x1p-100) return false;
+  } else if (!inner_fused && !products_exact_in_float(policy.a.format, ra, policy.b.format, rb)) {
+    return false;  // a separate fp32 multiply would round (or leave fp32's range)
   }
   // Block scales in float (every scale kind yields fp32-representable scales: e8m0, e4m3, fp32).
   std::vector<float> sa, sb;
@@ -788,11 +849,11 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
   op.c = cbuf;
   if (k > 0) HWY_DYNAMIC_DISPATCH(FastMatmul)(op);  // fills op.inner_swamped / outer_swamped when counting
   else std::fill(cbuf, cbuf + m * op.npad, 0.0f);
+  int overflow = 0;
+#pragma omp parallel for schedule(static) reduction(| : overflow)
   for (size_t i = 0; i < m; ++i)
-    for (size_t j = 0; j < n; ++j) {
-      const float y = cbuf[i * op.npad + j];
-      if (std::isnan(y) || std::isinf(y)) return false;  // overflow: the reference decides
-    }
+    for (size_t j = 0; j < n; ++j) overflow |= !(std::fabs(cbuf[i * op.npad + j]) <= 0x1.fffffep127f);
+  if (overflow) return false;  // a non-finite result: the reference decides
   // Output rounding. An fp32 output that keeps subnormals leaves every finite float unchanged.
   const Format& of = policy.out_format;
   const bool out_is_identity = of.kind == Kind::floating && of.exp_bits == 8 && of.man_bits == 23 && of.bias == 127 &&
