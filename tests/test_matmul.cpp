@@ -5,11 +5,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "arith/catalogue.h"
 #include "arith/matmul.h"
 #include "arith/random.h"
+#include "arith/tc_presets.h"
+#include "hwy/targets.h"
 
 using namespace drift;
 
@@ -222,4 +225,272 @@ TEST_CASE("hand-derived: shared exponent rules from exponent bits") {
   // rounds the product to exactly 1 and ceil(log2 1) = 0. For 449 the product is ~1.0022 -> 1.
   CHECK(mx_scale_exponent(448.0, e4m3, ExpRule::rceil) == 0);
   CHECK(mx_scale_exponent(449.0, e4m3, ExpRule::rceil) == 1);
+}
+
+// ---- The narrow-accumulator fast kernel (bf16/fp16 inner sums rounded at every add) ----
+
+namespace {
+
+// Values on f's grid: random sign, leading-bit exponent uniform in [emin, emax], random fraction
+// bits; about one in eight a zero of either sign. Subnormal exponents give f's subnormals.
+std::vector<double> grid_matrix(size_t n, uint64_t seed, const Format& f, int emin, int emax) {
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t r0 = random_u32(seed, 3, 2 * i), r1 = random_u32(seed, 3, 2 * i + 1);
+    if ((r0 & 7) == 0) {
+      v[i] = (r0 & 8) ? -0.0 : 0.0;
+      continue;
+    }
+    const int e = emin + static_cast<int>(r1 % static_cast<uint32_t>(emax - emin + 1));
+    const int frac_bits = e >= f.emin ? f.man_bits : f.man_bits - (f.emin - e);  // subnormal: fewer bits
+    const uint64_t frac = frac_bits > 0 ? (r0 >> 4) & ((uint64_t{1} << frac_bits) - 1) : 0;
+    double x = std::ldexp(1.0 + std::ldexp(static_cast<double>(frac), -std::max(frac_bits, 0)), e);
+    v[i] = (r0 & 8) ? -x : x;
+  }
+  return v;
+}
+
+// Small integers in [-range, range]: sums quickly leave the narrow format's exact integers, so
+// ties (half an ulp exactly) are frequent.
+std::vector<double> small_int_matrix(size_t n, uint64_t seed, int range) {
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = static_cast<double>(static_cast<int>(random_u32(seed, 4, i) % static_cast<uint32_t>(2 * range + 1)) - range);
+  return v;
+}
+
+struct TargetMock {
+  ~TargetMock() { hwy::SetSupportedTargetsForTest(0); }
+};
+
+// Fast (plain and counting kernels) == reference, bits and telemetry, on every compiled SIMD target.
+// expect_fast: 1 the fast path must be taken, 0 it must not, -1 either (data that may overflow).
+void check_fast_case(const MatmulPolicy& p, const std::vector<double>& a, const std::vector<double>& b,
+                       const Shape& s, int expect_fast, const std::string& what) {
+  MatView av{a.data(), s.m, s.k, s.k, false};
+  MatView bv{b.data(), s.k, s.n, s.n, false};
+  std::vector<double> c_ref(s.m * s.n);
+  MatmulContext ctx;
+  ctx.force_reference = true;
+  const auto t_ref = matmul(av, bv, c_ref.data(), s.n, p, ctx);
+  ctx.force_reference = false;
+  TargetMock mock;
+  for (int64_t target : matmul_fast_targets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    const std::string tname = hwy::TargetName(target);
+    CAPTURE(what);
+    CAPTURE(tname);
+    REQUIRE(std::string(matmul_fast_target_name()) == tname);
+    for (bool count : {false, true}) {
+      CAPTURE(count);
+      ctx.count_swamping = count;
+      std::vector<double> c(s.m * s.n);
+      const auto t = matmul(av, bv, c.data(), s.n, p, ctx);
+      if (expect_fast >= 0) CHECK(t.fast_path == (expect_fast == 1));
+      CHECK(same_bits(c, c_ref));
+      CHECK(t.inner_adds == t_ref.inner_adds);
+      CHECK(t.outer_adds == t_ref.outer_adds);
+      if (count) {
+        CHECK(t.inner_swamped == t_ref.inner_swamped);
+        CHECK(t.outer_swamped == t_ref.outer_swamped);
+      }
+    }
+  }
+}
+
+MatmulPolicy narrow_policy(const char* operands, const char* acc, Rounding mode) {
+  MatmulPolicy p;
+  p.a.format = p.b.format = fmt(operands);
+  p.a.round.overflow = p.b.round.overflow = Overflow::ieee;
+  p.inner.format = fmt(acc);
+  p.inner.round.mode = mode;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("narrow accumulators: fast kernel == reference (bf16/fp16, rne/rtz, random, ties, extremes)") {
+  const Shape shapes[] = {{1, 1, 1}, {3, 64, 3}, {5, 100, 7}, {17, 96, 33}, {7, 513, 40}, {13, 37, 70}};
+  for (Rounding mode : {Rounding::rne, Rounding::rtz}) {
+    for (const char* acc : {"bf16", "fp16"}) {
+      const std::string mode_name = mode == Rounding::rne ? "rne" : "rtz";
+      for (size_t si = 0; si < std::size(shapes); ++si) {
+        const Shape& s = shapes[si];
+        const std::string base = std::string(acc) + " " + mode_name + " shape " + std::to_string(si);
+        // Operands of the accumulator's own format, ordinary magnitudes.
+        MatmulPolicy p = narrow_policy(acc, acc, mode);
+        check_fast_case(p, grid_matrix(s.m * s.k, 10 + si, p.a.format, -6, 3),
+                          grid_matrix(s.k * s.n, 20 + si, p.b.format, -6, 3), s, true, base + " ordinary");
+        // Ties: small integers, sums beyond the exact integers of the format.
+        check_fast_case(p, small_int_matrix(s.m * s.k, 30 + si, 40), small_int_matrix(s.k * s.n, 40 + si, 40), s,
+                          true, base + " ties");
+        // Extremes: exponents over the whole range where products stay exact in fp32: subnormal sums,
+        // overflow (ieee: inf, then the reference; rtz: max finite), flushing.
+        const Format f = fmt(acc);
+        const int lo = std::string(acc) == "bf16" ? -67 : f.emin - f.man_bits;
+        const int hi = std::string(acc) == "bf16" ? 63 : f.emax;
+        const auto xa = grid_matrix(s.m * s.k, 50 + si, f, lo, hi), xb = grid_matrix(s.k * s.n, 60 + si, f, lo, hi);
+        const auto ta = grid_matrix(s.m * s.k, 70 + si, f, lo, (lo + hi) / 2 - 4);
+        const auto tb = grid_matrix(s.k * s.n, 80 + si, f, lo, (lo + hi) / 2 - 4);
+        check_fast_case(p, xa, xb, s, -1, base + " extremes (may overflow)");
+        p.inner.round.overflow = Overflow::saturate;
+        check_fast_case(p, xa, xb, s, true, base + " extremes, saturating");
+        check_fast_case(p, ta, tb, s, true, base + " tiny, saturating");
+        p.inner.round.subnormals = Subnormals::flush;
+        check_fast_case(p, ta, tb, s, true, base + " tiny, flushing");
+        p.inner.round.subnormals = Subnormals::keep;
+        // Reverse order, fp8 operands into an fp16 accumulator, mxfp8 block scales.
+        p = narrow_policy("fp8_e4m3", acc, mode);
+        p.inner.order = SumOrder::reverse;
+        check_fast_case(p, grid_matrix(s.m * s.k, 90 + si, p.a.format, -9, 3),
+                          grid_matrix(s.k * s.n, 100 + si, p.b.format, -9, 3), s, true, base + " fp8 reverse");
+        p = scaled_policy("fp8_e4m3", ScaleKind::block, 32);
+        p.inner.format = fmt(acc);
+        p.inner.round.mode = mode;
+        // (MX elements reach 448, their products 2^17: an fp16 sum overflows, and the reference decides.)
+        check_fast_case(p, random_matrix(s.m * s.k, 110 + si, false), random_matrix(s.k * s.n, 120 + si, false), s,
+                        std::string(acc) == "bf16" ? 1 : -1, base + " mxfp8");
+        // The naive narrow dot product (cuBLAS COMPUTE_16F, the fp16_acc / bf16_acc presets): outer sum
+        // and output in the narrow format too (one block: the outer sum is one scalar add).
+        p = narrow_policy(acc, acc, mode);
+        p.outer.format = p.out_format = fmt(acc);
+        p.outer.round.mode = mode;
+        check_fast_case(p, xa, xb, s, -1, base + " narrow outer and output");
+        check_fast_case(p, ta, tb, s, 1, base + " narrow outer and output, tiny");
+        // Stochastic output rounding draws the same words on both paths.
+        p = narrow_policy(acc, acc, mode);
+        p.out_format = fmt("fp8_e4m3");
+        p.out_round.mode = Rounding::sr;
+        check_fast_case(p, grid_matrix(s.m * s.k, 150 + si, p.a.format, -6, 3),
+                        grid_matrix(s.k * s.n, 160 + si, p.b.format, -6, 3), s, 1, base + " sr output");
+        p = narrow_policy(acc, acc, mode);
+        p.inner.promote_every = 16;
+        p.out_format = fmt("bf16");
+        check_fast_case(p, grid_matrix(s.m * s.k, 130 + si, p.a.format, -6, 3),
+                          grid_matrix(s.k * s.n, 140 + si, p.b.format, -6, 3), s, true, base + " promote 16, bf16 out");
+      }
+    }
+  }
+}
+
+TEST_CASE("hand-derived: fp16 operands into an fp16 accumulator swamp in the fast kernel as in the reference") {
+  // As the fp16 swamping case above, with fp16 operands (products exact in fp32): 1 + 2^-11 is a tie
+  // that rounds to even (1), 2048 times.
+  const size_t k = 2049;
+  std::vector<double> a(k, 1.0), b(k, std::ldexp(1.0, -11));
+  b[0] = 1.0;
+  MatView av{a.data(), 1, k, k, false};
+  MatView bv{b.data(), k, 1, 1, false};
+  MatmulPolicy p = narrow_policy("fp16", "fp16", Rounding::rne);
+  double c = 0;
+  MatmulContext ctx;
+  ctx.count_swamping = true;
+  auto tel = matmul(av, bv, &c, 1, p, ctx);
+  CHECK(tel.fast_path);
+  CHECK(c == 1.0);
+  CHECK(tel.inner_swamped == 2048);
+  // rtz: 1 + 2^-11 truncates to 1 as well; with the small terms first (reverse order) they add exactly
+  // (every partial sum a multiple of 2^-11 below 1, exact in fp16), 2048 * 2^-11 = 1, and 1 + 1 = 2.
+  p.inner.round.mode = Rounding::rtz;
+  tel = matmul(av, bv, &c, 1, p, ctx);
+  CHECK(tel.fast_path);
+  CHECK(c == 1.0);
+  p.inner.order = SumOrder::reverse;
+  tel = matmul(av, bv, &c, 1, p, ctx);
+  CHECK(tel.fast_path);
+  CHECK(c == 2.0);
+  CHECK(tel.inner_swamped == 0);
+}
+
+TEST_CASE("hand-derived: bf16 accumulator ties in the fast kernel") {
+  // bf16 keeps 8 significant bits: in [256, 512) the spacing is 2. 258 = 256 + 2 has an odd last
+  // bit, 260 an even one. Sum 258 + 1 + 1 in order:
+  //   rne: 259 ties between 258 (odd) and 260 (even) -> 260; 261 ties between 260 (even) and 262 -> 260.
+  //   rtz: 259 -> 258; 259 -> 258.
+  const std::vector<double> a{1.0, 1.0, 1.0}, b{258.0, 1.0, 1.0};
+  MatView av{a.data(), 1, 3, 3, false};
+  MatView bv{b.data(), 3, 1, 1, false};
+  MatmulContext ctx;
+  ctx.count_swamping = true;
+  double c = 0;
+  MatmulPolicy p = narrow_policy("bf16", "bf16", Rounding::rne);
+  auto tel = matmul(av, bv, &c, 1, p, ctx);
+  CHECK(tel.fast_path);
+  CHECK(c == 260.0);
+  CHECK(tel.inner_swamped == 1);  // only the last add returned its first operand
+  p.inner.round.mode = Rounding::rtz;
+  tel = matmul(av, bv, &c, 1, p, ctx);
+  CHECK(tel.fast_path);
+  CHECK(c == 258.0);
+  CHECK(tel.inner_swamped == 2);
+  // Overflow: bf16 max is (2 - 2^-7) * 2^127. Two of them: rne -> inf (IEEE accumulator), the call
+  // goes to the reference; rtz -> max finite, computed by the fast kernel's scalar lanes.
+  const double big = std::ldexp(2.0 - std::ldexp(1.0, -7), 127);
+  const std::vector<double> one{1.0, 1.0}, bigs{big, big};
+  MatView ov{one.data(), 1, 2, 2, false};
+  MatView bigv{bigs.data(), 2, 1, 1, false};
+  tel = matmul(ov, bigv, &c, 1, p, ctx);
+  CHECK(tel.fast_path);
+  CHECK(c == big);
+  p.inner.round.mode = Rounding::rne;
+  tel = matmul(ov, bigv, &c, 1, p, ctx);
+  CHECK(!tel.fast_path);
+  CHECK(std::isinf(c));
+}
+
+TEST_CASE("fused tensor-core models: fast kernel == reference for every preset (random, tiny, huge, scaled)") {
+  // K values cut groups, interleaved blocks and promotion segments short; N not a multiple of the width.
+  const Shape shapes[] = {{1, 1, 1}, {3, 37, 5}, {7, 100, 19}, {6, 129, 33}, {2, 300, 3}};
+  for (const TcPreset& tp : tc_presets()) {
+    const std::string name = tp.name;
+    CAPTURE(name);
+    const Format& f = tp.in_format;
+    MatmulPolicy p;
+    p.a.format = p.b.format = f;
+    p.a.round.overflow = p.b.round.overflow = Overflow::ieee;
+    p.inner.fused = tp.model;
+    // Exponent ranges: ordinary, the whole input range (subnormal inputs, results that overflow the
+    // fp16 output), tiny (results below the output's smallest normal).
+    const int lo = std::max(f.emin - f.man_bits, -60), hi = std::min(f.emax, 40);
+    for (size_t si = 0; si < std::size(shapes); ++si) {
+      const Shape& s = shapes[si];
+      const std::string base = name + " shape " + std::to_string(si);
+      check_fast_case(p, grid_matrix(s.m * s.k, 200 + si, f, -4, 3), grid_matrix(s.k * s.n, 210 + si, f, -4, 3), s, 1,
+                      base + " ordinary");
+      check_fast_case(p, grid_matrix(s.m * s.k, 220 + si, f, lo, hi), grid_matrix(s.k * s.n, 230 + si, f, lo, hi), s,
+                      -1, base + " whole range");
+      check_fast_case(p, grid_matrix(s.m * s.k, 240 + si, f, lo, lo + 6), grid_matrix(s.k * s.n, 250 + si, f, lo, 2), s,
+                      1, base + " tiny");
+      check_fast_case(p, small_int_matrix(s.m * s.k, 260 + si, 7), small_int_matrix(s.k * s.n, 270 + si, 7), s, 1,
+                      base + " small integers");
+      MatmulPolicy q = p;
+      q.inner.promote_every = 64;  // K-blocks of 64 into the fp32 outer sum
+      q.out_format = fmt("bf16");
+      check_fast_case(q, grid_matrix(s.m * s.k, 280 + si, f, -4, 3), grid_matrix(s.k * s.n, 290 + si, f, -4, 3), s, 1,
+                      base + " promote 64, bf16 out");
+      if (f.man_bits == 3 || f.man_bits == 2) {  // fp8 inputs: MX block scales around the model
+        q = p;
+        q.a.scaling.kind = q.b.scaling.kind = ScaleKind::block;
+        q.a.round.overflow = q.b.round.overflow = Overflow::saturate;  // MX: clipped elements saturate
+        // (fp16 outputs overflow on products of 448-sized MX elements: then the reference decides.)
+        check_fast_case(q, random_matrix(s.m * s.k, 300 + si, false), random_matrix(s.k * s.n, 310 + si, false), s,
+                        tp.output == "fp16" ? -1 : 1, base + " mx block scales");
+      }
+    }
+  }
+}
+
+TEST_CASE("hand-derived: a narrow inner sum that rounds to -0 leaves +0 after the outer sum") {
+  // (-2^-15) * 2^-15 = -2^-30, below half of fp16's smallest subnormal 2^-24: rne gives -0. The outer
+  // fp32 sum starts at +0, and +0 + -0 = +0 (IEEE, round to nearest): the output is +0.
+  const std::vector<double> a{-std::ldexp(1.0, -15)}, b{std::ldexp(1.0, -15)};
+  MatView av{a.data(), 1, 1, 1, false};
+  MatView bv{b.data(), 1, 1, 1, false};
+  MatmulPolicy p = narrow_policy("fp16", "fp16", Rounding::rne);
+  double c = 1;
+  MatmulContext ctx;
+  auto tel = matmul(av, bv, &c, 1, p, ctx);
+  CHECK(tel.fast_path);
+  CHECK(c == 0.0);
+  CHECK(!std::signbit(c));
 }

@@ -368,28 +368,28 @@ DRIFT_HD double fused_chain_strided(double c, const double* a, long sa, const do
 // The whole dot product c + a . b as the hardware computes it: a chain of fused groups or, with
 // promote_every = N, chains of N products each added into an outer IEEE accumulator (rne in the
 // output format) that starts at c.
-DRIFT_HD double fused_dot_strided(double c, const double* a, long sa, const double* b, long sb, int k,
-                                  const FusedModel& m) {
-  if (m.promote_every <= 0) return fused_chain_strided(c, a, sa, b, sb, k, m);
+// One promotion: outer + partial in IEEE arithmetic of the output format (rne), as CUDA-core code does.
+DRIFT_HD double fused_promote_add(double outer, double partial, const FusedModel& m) {
+  if (is_nan(outer) || is_nan(partial) || is_inf(outer) || is_inf(partial))
+    return outer + partial;  // IEEE special-value rules (inf - inf = NaN)
+  double hi, lo;
+  two_sum(outer, partial, &hi, &lo);
+  if (hi == 0 && lo == 0)
+    return (outer == 0 && partial == 0 && sign_bit(outer) && sign_bit(partial)) ? signed_zero(true) : 0.0;
   RoundSpec nearest;
   nearest.mode = Rounding::rne;
   nearest.overflow = Overflow::ieee;
   nearest.subnormals = m.out_subnormals ? Subnormals::keep : Subnormals::flush;
+  return round_to_sum(hi, lo, m.out, nearest);
+}
+
+DRIFT_HD double fused_dot_strided(double c, const double* a, long sa, const double* b, long sb, int k,
+                                  const FusedModel& m) {
+  if (m.promote_every <= 0) return fused_chain_strided(c, a, sa, b, sb, k, m);
   double outer = c;
   for (int s = 0; s < k; s += m.promote_every) {
     const int len = k - s < m.promote_every ? k - s : m.promote_every;
-    const double partial = fused_chain_strided(0.0, a + s * sa, sa, b + s * sb, sb, len, m);
-    if (is_nan(outer) || is_nan(partial) || is_inf(outer) || is_inf(partial)) {
-      outer = outer + partial;  // IEEE special-value rules (inf - inf = NaN)
-      continue;
-    }
-    double hi, lo;
-    two_sum(outer, partial, &hi, &lo);
-    if (hi == 0 && lo == 0) {
-      outer = (outer == 0 && partial == 0 && sign_bit(outer) && sign_bit(partial)) ? signed_zero(true) : 0.0;
-      continue;
-    }
-    outer = round_to_sum(hi, lo, m.out, nearest);
+    outer = fused_promote_add(outer, fused_chain_strided(0.0, a + s * sa, sa, b + s * sb, sb, len, m), m);
   }
   return outer;
 }

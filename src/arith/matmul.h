@@ -90,6 +90,10 @@ struct MatmulContext {
   bool check_bound = false;            // compare C with its forward-error bound (arith/error_bound.h)
 };
 
+// Sub-stream of the output rounding's random bits (stochastic output rounding draws word i*N + j of
+// stream ctx.stream ^ (kMatmulStreamOut << 56)); shared by the reference and the fast path.
+constexpr uint64_t kMatmulStreamOut = 5;
+
 // C (M x N, row stride ldc) = A (M x K) * B (K x N) under `policy`.
 MatmulTelemetry matmul(const MatView& a, const MatView& b, double* c, size_t ldc, const MatmulPolicy& policy,
                        const MatmulContext& ctx);
@@ -111,6 +115,11 @@ void matmul_reference(const PreparedOperands& ops, double* c, size_t ldc, const 
 // returns false (and does nothing) otherwise.
 bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const MatmulPolicy& policy,
                  const MatmulContext& ctx, MatmulTelemetry& tel);
+
+// The Highway target matmul_fast dispatches to now (e.g. "AVX3"), and the targets compiled into it
+// that this CPU supports (hwy target bits; tests select each with hwy::SetSupportedTargetsForTest).
+const char* matmul_fast_target_name();
+std::vector<int64_t> matmul_fast_targets();
 
 // Checks a policy for contradictions; returns an error message or "".
 std::string validate_policy(const MatmulPolicy& policy);

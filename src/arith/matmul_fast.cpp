@@ -1,11 +1,23 @@
 // The fast matmul path, taken only where it is provably bit-identical to matmul_reference:
-//   * inner and outer sums in fp32, rne, subnormals kept, sequential order, no fused model, no
-//     product format: then every rounded step of the definition is one IEEE fp32 operation;
-//   * operand values are floats, and a*b is exact inside an fma (or already exact in fp32 when the
-//     two significands total at most 24 bits, which allows a separate multiply on targets without fma).
+//   * outer sum in fp32, rne, subnormals kept, sequential order; no product format;
+//   * inner sum either
+//       - fp32 rne sequential (subnormals kept): every rounded step of the definition is one IEEE fp32
+//         operation, a*b exact inside an fma (or exact in fp32 when the two significands total at most
+//         24 bits and the data keeps the products inside fp32's range: a separate multiply is then
+//         exact too, which allows targets without fma); or
+//       - a narrow accumulator (bf16, fp16, any float format of at most 22 significand bits and
+//         fp32's normal exponent range), rne or rtz, sequential or reverse: each product is exact in
+//         fp32 (checked on the data), the running sum s + p is computed exactly as a TwoSum pair
+//         (hi, lo), rounded to odd at fp32 precision (hi moved one unit toward lo when lo != 0 and hi
+//         is even), then rounded once to the narrow format by integer operations on the float bits.
+//         Rounding to odd at p >= q + 2 bits, then to q bits, equals one rounding of the exact sum
+//         (Boldo and Melquiond 2008) in the narrow format's normal range; lanes whose sum falls below
+//         its smallest normal, or beyond its largest finite value (overflow rules), or outside
+//         fp32's range, are redone one by one with the scalar core (op_add), as the reference does.
 // Vectorised across N (each lane owns one output column and adds its own K sequence in order),
 // register-tiled over 6 rows, OpenMP over row tiles: width and thread count cannot change a bit.
-// Overflow is not modelled here: any non-finite result sends the whole call to the reference.
+// B is packed into column strips (K x 2 vectors, contiguous) so the kernel streams it.
+// Any non-finite result sends the whole call to the reference (whose overflow rules decide).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -21,25 +33,13 @@
 #include "arith/cast_span.h"
 #include "arith/matmul.h"
 #include "arith/ops.h"
+#include "arith/random.h"
 
-#ifndef DRIFT_MATMUL_FAST_SHARED
-#define DRIFT_MATMUL_FAST_SHARED
-namespace drift {
-// Packed operands of one call, in floats: A as M x K, B as K x Npad (columns contiguous), scales as floats.
-struct FastOperands {
-  size_t m = 0, n = 0, npad = 0, k = 0, kblock = 0, nblocks = 0;
-  const float* a = nullptr;        // m x k
-  const float* b = nullptr;        // k x npad
-  const float* sa = nullptr;       // m x nblocks (nullptr: all 1)
-  const float* sb = nullptr;       // nblocks x npad (nullptr: all 1)
-  float alpha = 1.0f;
-  bool use_fma = false;            // products exact only inside an fma
-  bool count_swamping = false;     // count adds that lost all of an addend (as the reference does)
-  float* c = nullptr;              // m x npad
-  uint64_t inner_swamped = 0, outer_swamped = 0;  // outputs of the counting variant
-};
-}  // namespace drift
-#endif
+#include "arith/matmul_fast_shared.h"
+
+// The narrow-accumulator add and the fused model, per target.
+#include "arith/matmul_narrow-inl.h"
+#include "arith/matmul_fused-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace drift {
@@ -88,8 +88,87 @@ HWY_INLINE V ExactProductOrNaN(D d, V a, V b, bool use_fma) {
 
 constexpr size_t kRows = 6;  // 6 x 2 vectors: 12 accumulators + 2 B vectors + 1 broadcast fit 16 registers
 
+// The inner sums of one block for a tile: acc[r][h] for rows [i0, i0+rows), columns of strip `bp`.
+template <bool kCount, FastInner kInner, class D, class V = hn::Vec<D>, class VI>
+HWY_INLINE void InnerBlock(D d, const FastOperands& op, size_t i0, size_t rows, size_t j0, size_t k0, size_t k1,
+                           const float* strip, V (&acc)[kRows][2], VI& inner_count) {
+  const size_t L = hn::Lanes(d);
+  for (size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = hn::Zero(d);
+  if constexpr (kInner == FastInner::fused) {
+    // The fused model in double lanes; its results lie on the output format's grid, floats.
+    const hn::Repartition<double, D> dd;
+    const FusedPlan& plan = (k1 - k0 == op.kblock || !op.fused.plan_tail) ? *op.fused.plan_full : *op.fused.plan_tail;
+    HWY_ALIGN double res[2 * HWY_MAX_BYTES / sizeof(float)];
+    HWY_ALIGN float resf[2 * HWY_MAX_BYTES / sizeof(float)];
+    for (size_t r = 0; r < rows; ++r) {
+      FusedRowBlock<kInner>(dd, op, i0 + r, j0, k0, plan, res);
+      for (size_t l = 0; l < 2 * L; ++l) resf[l] = static_cast<float>(res[l]);
+      acc[r][0] = hn::Load(d, resf);
+      acc[r][1] = hn::Load(d, resf + L);
+    }
+    (void)inner_count;
+    return;
+  }
+  if constexpr (kInner != FastInner::fp32) {
+    // Narrow accumulator: each add is exact-then-rounded; the K order is ascending or descending.
+    const bool rev = op.narrow.reverse;
+    for (size_t n = k0; n < k1; ++n) {
+      const size_t t = rev ? k0 + k1 - 1 - n : n;
+      const float* bp = strip + t * 2 * L;
+      const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
+      for (size_t r = 0; r < rows; ++r) {
+        const V x = hn::Set(d, op.a[(i0 + r) * op.k + t]);
+        for (size_t h = 0; h < 2; ++h) {
+          const V p = hn::Mul(x, h ? b1 : b0);  // exact (matmul_fast checked the data)
+          const V sum = NarrowAdd<kInner>(d, op.narrow, acc[r][h], p);
+          if (kCount) inner_count = CountSwamped(d, acc[r][h], p, sum, inner_count);
+          acc[r][h] = sum;
+        }
+      }
+    }
+    return;
+  }
+  const float* bp = strip + k0 * 2 * L;
+  if (kCount) {
+    for (size_t t = k0; t < k1; ++t, bp += 2 * L) {
+      const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
+      for (size_t r = 0; r < rows; ++r) {
+        const V x = hn::Set(d, op.a[(i0 + r) * op.k + t]);
+        for (size_t h = 0; h < 2; ++h) {
+          const V bv = h ? b1 : b0;
+          const V sum = AccumulateProduct(x, bv, acc[r][h], op.use_fma);
+          inner_count = CountSwamped(d, acc[r][h], ExactProductOrNaN(d, x, bv, op.use_fma), sum, inner_count);
+          acc[r][h] = sum;
+        }
+      }
+    }
+  } else if (rows == kRows) {
+    // Full tile: kRows x 2 accumulators stay in registers for the whole block (constant trip
+    // counts, unrolled by the compiler).
+    const float* ar[kRows];
+    for (size_t r = 0; r < kRows; ++r) ar[r] = op.a + (i0 + r) * op.k;
+    for (size_t t = k0; t < k1; ++t, bp += 2 * L) {
+      const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
+      for (size_t r = 0; r < kRows; ++r) {
+        const V x = hn::Set(d, ar[r][t]);
+        acc[r][0] = AccumulateProduct(x, b0, acc[r][0], op.use_fma);
+        acc[r][1] = AccumulateProduct(x, b1, acc[r][1], op.use_fma);
+      }
+    }
+  } else {
+    for (size_t t = k0; t < k1; ++t, bp += 2 * L) {
+      const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
+      for (size_t r = 0; r < rows; ++r) {
+        const V x = hn::Set(d, op.a[(i0 + r) * op.k + t]);
+        acc[r][0] = AccumulateProduct(x, b0, acc[r][0], op.use_fma);
+        acc[r][1] = AccumulateProduct(x, b1, acc[r][1], op.use_fma);
+      }
+    }
+  }
+}
+
 // One tile: rows [i0, i0+rows) x columns [j0, j0 + 2 vectors).
-template <bool kCount>
+template <bool kCount, FastInner kInner>
 HWY_INLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, float* outer_buf, uint64_t* inner_sw,
                      uint64_t* outer_sw) {
   const hn::ScalableTag<float> d;
@@ -98,58 +177,18 @@ HWY_INLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, 
   const hn::RebindToSigned<decltype(d)> di;
   auto inner_count = hn::Zero(di), outer_count = hn::Zero(di);
   const bool scaled = op.sa || op.sb;
-  const bool single = op.nblocks == 1 && !scaled;
+  const float* strip = op.b ? op.b + (j0 / (2 * L)) * op.k * 2 * L : nullptr;  // no float B for the fused model
   // outer_buf holds the outer sums of this tile between blocks (rows x 2L floats).
   for (size_t r = 0; r < kRows * 2 * L; ++r) outer_buf[r] = 0.0f;
   for (size_t bi = 0; bi < op.nblocks; ++bi) {
     const size_t k0 = bi * op.kblock, k1 = std::min(op.k, k0 + op.kblock);
     V acc[kRows][2];
-    for (size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = hn::Zero(d);
-    const float* bp = op.b + k0 * op.npad + j0;
-    if (kCount) {
-      for (size_t t = k0; t < k1; ++t, bp += op.npad) {
-        const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
-        for (size_t r = 0; r < rows; ++r) {
-          const V x = hn::Set(d, op.a[(i0 + r) * op.k + t]);
-          for (size_t h = 0; h < 2; ++h) {
-            const V bv = h ? b1 : b0;
-            const V sum = AccumulateProduct(x, bv, acc[r][h], op.use_fma);
-            inner_count = CountSwamped(d, acc[r][h], ExactProductOrNaN(d, x, bv, op.use_fma), sum, inner_count);
-            acc[r][h] = sum;
-          }
-        }
-      }
-    } else if (rows == kRows) {
-      // Full tile: kRows x 2 accumulators stay in registers for the whole block (constant trip
-      // counts, unrolled by the compiler).
-      const float* ar[kRows];
-      for (size_t r = 0; r < kRows; ++r) ar[r] = op.a + (i0 + r) * op.k;
-      for (size_t t = k0; t < k1; ++t, bp += op.npad) {
-        const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
-        for (size_t r = 0; r < kRows; ++r) {
-          const V x = hn::Set(d, ar[r][t]);
-          acc[r][0] = AccumulateProduct(x, b0, acc[r][0], op.use_fma);
-          acc[r][1] = AccumulateProduct(x, b1, acc[r][1], op.use_fma);
-        }
-      }
-    } else {
-      for (size_t t = k0; t < k1; ++t, bp += op.npad) {
-        const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
-        for (size_t r = 0; r < rows; ++r) {
-          const V x = hn::Set(d, op.a[(i0 + r) * op.k + t]);
-          acc[r][0] = AccumulateProduct(x, b0, acc[r][0], op.use_fma);
-          acc[r][1] = AccumulateProduct(x, b1, acc[r][1], op.use_fma);
-        }
-      }
-    }
+    InnerBlock<kCount, kInner>(d, op, i0, rows, j0, k0, k1, strip, acc, inner_count);
     for (size_t r = 0; r < rows; ++r)
       for (size_t h = 0; h < 2; ++h) {
         float* o = outer_buf + (r * 2 + h) * L;
+        // Always added, also into a fresh outer sum: fp32(+0 + -0) is +0, as in the reference.
         V t = acc[r][h];
-        if (single) {
-          hn::StoreU(t, d, o);  // outer = fp32(0 + inner) = inner
-          continue;
-        }
         if (scaled) {
           // s = fp32(sa * sb), then t = fp32(inner * s): two IEEE multiplies, never fused.
           const V sa = hn::Set(d, op.sa ? op.sa[(i0 + r) * op.nblocks + bi] : 1.0f);
@@ -174,7 +213,8 @@ HWY_INLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, 
     }
 }
 
-void FastMatmul(FastOperands& op) {
+template <bool kCount, FastInner kInner>
+void TilesOf(FastOperands& op) {
   const hn::ScalableTag<float> d;
   const size_t L = hn::Lanes(d);
   const size_t row_tiles = (op.m + kRows - 1) / kRows;
@@ -192,10 +232,7 @@ void FastMatmul(FastOperands& op) {
       const size_t p1 = std::min(op.npad, p0 + panel);
       for (size_t rt = rt0; rt < rt1; ++rt) {
         const size_t i0 = rt * kRows, rows = std::min(kRows, op.m - i0);
-        for (size_t j0 = p0; j0 < p1; j0 += 2 * L) {
-          if (op.count_swamping) Tile<true>(op, i0, rows, j0, buf.data(), &inner_sw, &outer_sw);
-          else Tile<false>(op, i0, rows, j0, buf.data(), &inner_sw, &outer_sw);
-        }
+        for (size_t j0 = p0; j0 < p1; j0 += 2 * L) Tile<kCount, kInner>(op, i0, rows, j0, buf.data(), &inner_sw, &outer_sw);
       }
     }
 #pragma omp atomic
@@ -204,6 +241,22 @@ void FastMatmul(FastOperands& op) {
     op.outer_swamped += outer_sw;
   }
 }
+
+void FastMatmul(FastOperands& op) {
+  switch (op.inner) {
+    case FastInner::fp32:
+      return op.count_swamping ? TilesOf<true, FastInner::fp32>(op) : TilesOf<false, FastInner::fp32>(op);
+    case FastInner::narrow_rne:
+      return op.count_swamping ? TilesOf<true, FastInner::narrow_rne>(op) : TilesOf<false, FastInner::narrow_rne>(op);
+    case FastInner::narrow_rtz:
+      return op.count_swamping ? TilesOf<true, FastInner::narrow_rtz>(op) : TilesOf<false, FastInner::narrow_rtz>(op);
+    case FastInner::fused:
+      return op.count_swamping ? TilesOf<true, FastInner::fused>(op) : TilesOf<false, FastInner::fused>(op);
+  }
+}
+
+// Lanes of a float vector and the name of the target FastMatmul dispatches to (for tests).
+const char* FastTargetName() { return hwy::TargetName(HWY_TARGET); }
 
 bool HasNativeFma() { return HWY_NATIVE_FMA != 0; }
 size_t FloatLanes() { return hn::Lanes(hn::ScalableTag<float>()); }
@@ -217,80 +270,281 @@ namespace drift {
 HWY_EXPORT(FastMatmul);
 HWY_EXPORT(HasNativeFma);
 HWY_EXPORT(FloatLanes);
+HWY_EXPORT(FastTargetName);
 
 namespace {
 
+bool is_fp32(const Format& f) {
+  return f.kind == Kind::floating && f.exp_bits == 8 && f.man_bits == 23 && f.bias == 127 && f.inf && f.subnormals;
+}
+
 bool is_fp32_rne_keep(const Accumulator& acc) {
-  const Format& f = acc.format;
-  return f.kind == Kind::floating && f.exp_bits == 8 && f.man_bits == 23 && f.bias == 127 && f.inf &&
-         f.subnormals && acc.round.mode == Rounding::rne && acc.round.subnormals == Subnormals::keep &&
+  return is_fp32(acc.format) && acc.round.mode == Rounding::rne && acc.round.subnormals == Subnormals::keep &&
          acc.order == SumOrder::sequential && !acc.fused;
+}
+
+// A narrow accumulator the TwoSum / round-to-odd kernel computes exactly: at least two bits fewer
+// than fp32 (round to odd at 24 bits, then to the format, is one correct rounding), its normal
+// range inside fp32's (so the constant-shift rounding holds there), a signed zero (as fp32's), and
+// a deterministic mode whose zero sums have fp32's sign (rne, rtz).
+bool is_narrow_kernel_accumulator(const Accumulator& acc) {
+  const Format& f = acc.format;
+  return f.kind == Kind::floating && f.man_bits <= 21 && f.emin >= -126 && f.emax <= 127 && f.has_neg_zero &&
+         (acc.round.mode == Rounding::rne || acc.round.mode == Rounding::rtz) &&
+         (acc.order == SumOrder::sequential || acc.order == SumOrder::reverse) && !acc.fused;
+}
+
+// An outer accumulator whose sum of one block term is a single rounded add +0 + t (every order but
+// split, which adds its empty partial sums too), without random bits.
+bool is_single_add_outer(const Accumulator& acc) {
+  return acc.order != SumOrder::split && acc.round.mode != Rounding::sr && !acc.fused;
+}
+
+// Range of the non-zero magnitudes of v (finite values only; the caller checks finiteness).
+struct MagnitudeRange {
+  double min_nonzero = INFINITY, max = 0;
+  bool finite = true;
+};
+
+// One value into a running magnitude range (branch-free, so that the packing loops vectorise).
+inline void note_magnitude(double x, double& min_nonzero, double& max, int& bad) {
+  const double a = std::fabs(x);
+  bad |= !(a <= 0x1.fffffffffffffp1023);  // inf or NaN
+  max = a > max ? a : max;
+  const double nz = a == 0 ? INFINITY : a;
+  min_nonzero = nz < min_nonzero ? nz : min_nonzero;
+}
+
+MagnitudeRange magnitude_range(const std::vector<double>& v) {
+  MagnitudeRange r;
+  for (double x : v) {
+    const double a = abs_of(x);
+    if (!(a < INFINITY)) r.finite = false;  // inf or NaN
+    else if (a != 0) {
+      r.min_nonzero = std::min(r.min_nonzero, a);
+      r.max = std::max(r.max, a);
+    }
+  }
+  return r;
+}
+
+// Every product x*y of values of formats fa, fb inside these ranges is exact in fp32: at most 24
+// significant bits, below 2^128, and its last bit at or above 2^-149 (a value x >= min of format f
+// has its last bit at or above 2^(e(min) - man_bits)).
+bool products_exact_in_float(const Format& fa, const MagnitudeRange& ra, const Format& fb, const MagnitudeRange& rb) {
+  if (significand_bits(fa) + significand_bits(fb) > 24) return false;
+  if (ra.max == 0 || rb.max == 0) return true;  // all products zero
+  if (ra.max * rb.max >= 0x1p128) return false;
+  const int man_a = fa.kind == Kind::floating ? fa.man_bits : 0, man_b = fb.kind == Kind::floating ? fb.man_bits : 0;
+  return std::ilogb(ra.min_nonzero) - man_a + std::ilogb(rb.min_nonzero) - man_b >= -149;
+}
+
+// The fused model the double-lane kernel computes exactly: c aligned with the products, no sticky
+// bit, subnormal inputs kept (the published NVIDIA models), results that are floats, and groups
+// whose cut terms (each below 2^(kept_bits+2)) and c add exactly in double.
+bool is_fused_kernel_model(const FusedModel& m) {
+  if (!m.align_includes_acc || m.sticky || !m.in_subnormals || fused_model_invalid(m)) return false;
+  if (m.final_rounding != Rounding::rne && m.final_rounding != Rounding::rtz) return false;
+  if (!fits_float(m.out) || m.out_man_bits > 23 || m.out.emin < -126) return false;
+  return (static_cast<double>(m.terms) + 1) * std::ldexp(1.0, m.kept_bits + 2) <= 0x1p53;
+}
+
+// The groups of fused_dot over a block of `len` products, as fused_dot_strided and
+// fused_chain_strided form them.
+FusedPlan build_fused_plan(size_t len, const FusedModel& m) {
+  FusedPlan plan;
+  auto add_chain = [&](uint32_t s, uint32_t seg) {
+    if (m.interleave > 0) {
+      const uint32_t r = static_cast<uint32_t>(m.interleave), block = 2 * static_cast<uint32_t>(m.terms);
+      for (uint32_t b0 = s; b0 < s + seg; b0 += block) {
+        const uint32_t blen = std::min(block, s + seg - b0);
+        for (int h = 0; h < 2; ++h) {
+          int tail = static_cast<int>(blen % (2 * r)) - h * static_cast<int>(r);
+          tail = tail < 0 ? 0 : (tail > static_cast<int>(r) ? static_cast<int>(r) : tail);
+          const uint32_t n = blen / (2 * r) * r + static_cast<uint32_t>(tail);
+          FusedGroup g;
+          g.first = static_cast<uint32_t>(plan.index.size());
+          g.n = n;
+          g.start = b0;
+          g.half = h;
+          const fused_detail::Interleaved pos{static_cast<int>(r), h};
+          for (uint32_t i = 0; i < n; ++i) plan.index.push_back(b0 + static_cast<uint32_t>(pos(static_cast<int>(i))));
+          plan.groups.push_back(g);
+        }
+      }
+    } else {
+      const uint32_t terms = static_cast<uint32_t>(m.terms);
+      for (uint32_t g0 = s; g0 < s + seg; g0 += terms) {
+        FusedGroup g;
+        g.first = static_cast<uint32_t>(plan.index.size());
+        g.n = std::min(terms, s + seg - g0);
+        g.start = g0;
+        for (uint32_t i = 0; i < g.n; ++i) plan.index.push_back(g0 + i);
+        plan.groups.push_back(g);
+      }
+    }
+    plan.chain_end.push_back(static_cast<uint32_t>(plan.groups.size()));
+  };
+  const uint32_t n = static_cast<uint32_t>(len);
+  if (m.promote_every > 0) {
+    const uint32_t step = static_cast<uint32_t>(m.promote_every);
+    for (uint32_t s = 0; s < n; s += step) add_chain(s, std::min(step, n - s));
+  } else {
+    add_chain(0, n);
+  }
+  return plan;
 }
 
 }  // namespace
 
+const char* matmul_fast_target_name() { return HWY_DYNAMIC_DISPATCH(FastTargetName)(); }
+std::vector<int64_t> matmul_fast_targets() { return hwy::SupportedAndGeneratedTargets(); }
+
 bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const MatmulPolicy& policy,
                  const MatmulContext& ctx, MatmulTelemetry& tel) {
-  if (policy.product_format || !is_fp32_rne_keep(policy.inner) || !is_fp32_rne_keep(policy.outer)) return false;
+  const bool inner_fp32 = is_fp32_rne_keep(policy.inner);
+  const bool inner_narrow = !inner_fp32 && is_narrow_kernel_accumulator(policy.inner);
+  const bool inner_fused = policy.inner.fused && is_fused_kernel_model(*policy.inner.fused);
+  const bool outer_fp32 = is_fp32_rne_keep(policy.outer);
+  if (policy.product_format || !(inner_fp32 || inner_narrow || inner_fused)) return false;
+  if (!outer_fp32 && !is_single_add_outer(policy.outer)) return false;
   if (!fits_float(policy.a.format) || !fits_float(policy.b.format)) return false;
   const bool exact_in_float = significand_bits(policy.a.format) + significand_bits(policy.b.format) <= 24;
   const bool native_fma = HWY_DYNAMIC_DISPATCH(HasNativeFma)();
-  if (!exact_in_float && !native_fma) return false;
+  // The fp32 kernel multiplies inside an fma where the target has one (exact for any operands up to
+  // fp32), else separately (exact only for narrow products inside fp32's range, checked below); the
+  // narrow kernel always multiplies separately.
+  const bool use_fma = inner_fp32 && native_fma;
+  if (!use_fma && !exact_in_float && !inner_fused) return false;  // (the fused kernel multiplies in double)
   const QuantizedOperand& A = ops.a;
   const QuantizedOperand& B = ops.b;
   const size_t m = A.rows, n = B.rows, k = A.k;
   if (m == 0 || n == 0) return true;
+  if (!magnitude_range(A.block_scale).finite || !magnitude_range(B.block_scale).finite) return false;
+  const size_t nblocks = k == 0 ? 0 : (k + ops.kblock - 1) / ops.kblock;
+  // Another outer format: only one unscaled block, whose outer sum is one scalar add (below).
+  const bool outer_scalar = !outer_fp32;
+  if (outer_scalar && (nblocks > 1 || A.block_k || B.block_k)) return false;
   const size_t L = HWY_DYNAMIC_DISPATCH(FloatLanes)();
+  const size_t W = 2 * L;  // columns per strip
   FastOperands op;
   op.m = m;
   op.n = n;
   op.k = k;
-  op.npad = (n + 2 * L - 1) / (2 * L) * (2 * L);
+  op.npad = (n + W - 1) / W * W;
   op.kblock = ops.kblock;
   op.nblocks = k == 0 ? 0 : (k + ops.kblock - 1) / ops.kblock;
-  op.use_fma = !exact_in_float;
+  op.use_fma = use_fma;
   op.count_swamping = ctx.count_swamping;
-  // Any NaN/inf among the operands or scales goes to the reference (overflow rules live there).
-  auto all_finite = [](const std::vector<double>& v) {
-    for (double x : v)
-      if (is_nan(x) || is_inf(x)) return false;
-    return true;
-  };
-  if (!all_finite(A.q) || !all_finite(B.q) || !all_finite(A.block_scale) || !all_finite(B.block_scale)) return false;
-  if (ctx.count_swamping) {
-    // The counting kernel tells a product's exactness from an fma residual, which is exact only
-    // while the product stays above 2^-100 (no underflow); tinier products go to the reference.
-    auto min_nonzero = [](const std::vector<double>& v) {
-      double m = 1e300;
-      for (double x : v)
-        if (x != 0) m = std::min(m, abs_of(x));
-      return m;
-    };
-    if (min_nonzero(A.q) * min_nonzero(B.q) < 0x1p-100) return false;
+  if (inner_narrow) {
+    const Format& f = policy.inner.format;
+    op.inner = policy.inner.round.mode == Rounding::rne ? FastInner::narrow_rne : FastInner::narrow_rtz;
+    op.narrow.shift = 23 - f.man_bits;
+    op.narrow.min_normal_enc = bits_of(static_cast<float>(f.min_normal));
+    op.narrow.max_enc = bits_of(static_cast<float>(f.max_finite));
+    op.narrow.reverse = policy.inner.order == SumOrder::reverse;
+    op.narrow.format = &policy.inner.format;
+    op.narrow.round = &policy.inner.round;
   }
   // Per-thread scratch, grown and never cleared: every element read below is written first.
   static thread_local std::vector<float> a_buf, b_buf, c_buf;
-  if (a_buf.size() < m * k) a_buf.resize(m * k);
-  if (b_buf.size() < k * op.npad) b_buf.resize(k * op.npad);
+  static thread_local std::vector<double> ea_buf, bd_buf, eb_buf;
   if (c_buf.size() < m * op.npad) c_buf.resize(m * op.npad);
-  float* a = a_buf.data();
-  float* b = b_buf.data();
   float* cbuf = c_buf.data();
-#pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < m * k; ++i) a[i] = static_cast<float>(A.q[i]);
-  // B (N x K) to K x Npad, in 32 x 32 tiles; the padding lanes are zero.
-  constexpr size_t T = 32;
-#pragma omp parallel for schedule(static)
-  for (size_t t0 = 0; t0 < k; t0 += T) {
-    const size_t t1 = std::min(k, t0 + T);
-    for (size_t j0 = 0; j0 < n; j0 += T)
-      for (size_t t = t0; t < t1; ++t)
-        for (size_t j = j0; j < std::min(n, j0 + T); ++j) b[t * op.npad + j] = static_cast<float>(B.q[j * k + t]);
-    for (size_t t = t0; t < t1; ++t)
-      for (size_t j = n; j < op.npad; ++j) b[t * op.npad + j] = 0.0f;
+  const size_t strips = op.npad / W;
+  FusedPlan plan_full, plan_tail;
+  // The packing passes also take the operands' magnitude ranges (one read of each operand).
+  double a_min = INFINITY, a_max = 0, b_min = INFINITY, b_max = 0;
+  int a_bad = 0, b_bad = 0;
+  constexpr size_t kT = 64;  // k-rows per transposition chunk: the chunk of a strip stays in L1
+  if (inner_fused) {
+    // Doubles and alignment exponents; B in strips of W columns (padding: zero, kZeroExp).
+    const FusedModel& fm = *policy.inner.fused;
+    auto align_exp = [&](double x) {
+      return x == 0 ? kZeroExp : static_cast<double>(std::max(fused_detail::lead_exp(x), fm.in_emin));
+    };
+    if (ea_buf.size() < m * k) ea_buf.resize(m * k);
+    if (bd_buf.size() < k * op.npad) bd_buf.resize(k * op.npad);
+    if (eb_buf.size() < k * op.npad) eb_buf.resize(k * op.npad);
+    double* ea = ea_buf.data();
+    double* bd = bd_buf.data();
+    double* eb = eb_buf.data();
+#pragma omp parallel for schedule(static) reduction(min : a_min) reduction(max : a_max) reduction(| : a_bad)
+    for (size_t i = 0; i < m * k; ++i) {
+      const double x = A.q[i];
+      note_magnitude(x, a_min, a_max, a_bad);
+      ea[i] = is_nan(x) || is_inf(x) ? 0.0 : align_exp(x);
+    }
+#pragma omp parallel for schedule(static) reduction(min : b_min) reduction(max : b_max) reduction(| : b_bad)
+    for (size_t st = 0; st < strips; ++st) {
+      const size_t j0 = st * W;
+      for (size_t t0 = 0; t0 < k; t0 += kT) {
+        const size_t t1 = std::min(k, t0 + kT);
+        for (size_t jj = 0; jj < W; ++jj) {
+          const size_t j = j0 + jj;
+          const double* src = j < n ? B.q.data() + j * k : nullptr;
+          for (size_t t = t0; t < t1; ++t) {
+            const double y = src ? src[t] : 0.0;
+            note_magnitude(y, b_min, b_max, b_bad);
+            bd[st * k * W + t * W + jj] = y;
+            eb[st * k * W + t * W + jj] = is_nan(y) || is_inf(y) ? 0.0 : align_exp(y);
+          }
+        }
+      }
+    }
+    plan_full = build_fused_plan(op.kblock, fm);
+    if (k % op.kblock != 0) plan_tail = build_fused_plan(k % op.kblock, fm);
+    op.inner = FastInner::fused;
+    op.fused.model = &fm;
+    op.fused.a = A.q.data();
+    op.fused.ea = ea;
+    op.fused.b = bd;
+    op.fused.eb = eb;
+    op.fused.bq = B.q.data();
+    op.fused.plan_full = &plan_full;
+    op.fused.plan_tail = k % op.kblock != 0 ? &plan_tail : nullptr;
+    op.fused.min_align = std::max(static_cast<double>(fm.min_align_exp), kFloorExp);
+  } else {
+    if (a_buf.size() < m * k) a_buf.resize(m * k);
+    if (b_buf.size() < k * op.npad) b_buf.resize(k * op.npad);
+    float* a = a_buf.data();
+    float* b = b_buf.data();
+#pragma omp parallel for schedule(static) reduction(min : a_min) reduction(max : a_max) reduction(| : a_bad)
+    for (size_t i = 0; i < m * k; ++i) {
+      note_magnitude(A.q[i], a_min, a_max, a_bad);
+      a[i] = static_cast<float>(A.q[i]);
+    }
+    // B (N x K) into strips of W columns, each K x W contiguous; the padding columns are zero.
+#pragma omp parallel for schedule(static) reduction(min : b_min) reduction(max : b_max) reduction(| : b_bad)
+    for (size_t st = 0; st < strips; ++st) {
+      float* dst = b + st * k * W;
+      const size_t j0 = st * W, j1 = std::min(n, j0 + W);
+      for (size_t t0 = 0; t0 < k; t0 += kT) {
+        const size_t t1 = std::min(k, t0 + kT);
+        for (size_t j = j0; j < j1; ++j) {
+          const double* src = B.q.data() + j * k;
+          for (size_t t = t0; t < t1; ++t) {
+            note_magnitude(src[t], b_min, b_max, b_bad);
+            dst[t * W + (j - j0)] = static_cast<float>(src[t]);
+          }
+        }
+        for (size_t j = j1; j < j0 + W; ++j)
+          for (size_t t = t0; t < t1; ++t) dst[t * W + (j - j0)] = 0.0f;
+      }
+    }
+    op.a = a;
+    op.b = b;
   }
-  op.a = a;
-  op.b = b;
+  // Any NaN/inf among the operands goes to the reference (overflow rules live there).
+  const MagnitudeRange ra{a_min, a_max, a_bad == 0}, rb{b_min, b_max, b_bad == 0};
+  if (!ra.finite || !rb.finite) return false;
+  if (use_fma) {
+    // The counting kernel tells a product's exactness from an fma residual, which is exact only
+    // while the product stays above 2^-100 (no underflow); tinier products go to the reference.
+    if (ctx.count_swamping && ra.max > 0 && rb.max > 0 && ra.min_nonzero * rb.min_nonzero < 0x1p-100) return false;
+  } else if (!inner_fused && !products_exact_in_float(policy.a.format, ra, policy.b.format, rb)) {
+    return false;  // a separate fp32 multiply would round (or leave fp32's range)
+  }
   // Block scales in float (every scale kind yields fp32-representable scales: e8m0, e4m3, fp32).
   std::vector<float> sa, sb;
   auto scale_of = [&](const QuantizedOperand& Q, size_t row, size_t bi) {
@@ -311,29 +565,42 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
   const double alpha = A.tensor_scale * B.tensor_scale == 1.0
                            ? 1.0
                            : op_mul(A.tensor_scale, B.tensor_scale, policy.outer.format, policy.outer.round);
-  op.alpha = static_cast<float>(alpha);
+  op.alpha = outer_scalar ? 1.0f : static_cast<float>(alpha);
   op.c = cbuf;
   if (k > 0) HWY_DYNAMIC_DISPATCH(FastMatmul)(op);  // fills op.inner_swamped / outer_swamped when counting
   else std::fill(cbuf, cbuf + m * op.npad, 0.0f);
+  int overflow = 0;
+#pragma omp parallel for schedule(static) reduction(| : overflow)
   for (size_t i = 0; i < m; ++i)
-    for (size_t j = 0; j < n; ++j) {
-      const float y = cbuf[i * op.npad + j];
-      if (std::isnan(y) || std::isinf(y)) return false;  // overflow: the reference decides
-    }
+    for (size_t j = 0; j < n; ++j) overflow |= !(std::fabs(cbuf[i * op.npad + j]) <= 0x1.fffffep127f);
+  if (overflow) return false;  // a non-finite result: the reference decides
   // Output rounding. An fp32 output that keeps subnormals leaves every finite float unchanged.
   const Format& of = policy.out_format;
   const bool out_is_identity = of.kind == Kind::floating && of.exp_bits == 8 && of.man_bits == 23 && of.bias == 127 &&
                                of.subnormals && policy.out_round.subnormals == Subnormals::keep;
-#pragma omp parallel for schedule(static)
+  const bool out_sr = policy.out_round.mode == Rounding::sr;
+  uint64_t outer_scalar_swamped = 0;
+#pragma omp parallel for schedule(static) reduction(+ : outer_scalar_swamped)
   for (size_t i = 0; i < m; ++i)
     for (size_t j = 0; j < n; ++j) {
-      const double y = cbuf[i * op.npad + j];
-      c[i * ldc + j] = out_is_identity ? y : round_to(y, of, policy.out_round);
+      double y = cbuf[i * op.npad + j];
+      if (outer_scalar) {
+        // The outer sum of the one block, +0 + t, and alpha, in the outer format (as the reference).
+        if (nblocks == 1) {
+          const double t = y;
+          y = op_add(0.0, t, policy.outer.format, policy.outer.round);
+          if (t != 0 && y == 0) ++outer_scalar_swamped;
+        } else {
+          y = 0.0;
+        }
+        if (alpha != 1.0) y = op_mul(y, alpha, policy.outer.format, policy.outer.round);
+      }
+      const uint32_t rnd = out_sr ? random_u32(ctx.seed, ctx.stream ^ (kMatmulStreamOut << 56), i * n + j) : 0;
+      c[i * ldc + j] = out_is_identity && !outer_scalar ? y : round_to(y, of, policy.out_round, rnd);
     }
-  // Adds performed (swamping is counted only by the reference path).
   tel.swamping_counted = ctx.count_swamping;
   tel.inner_swamped += op.inner_swamped;
-  tel.outer_swamped += op.outer_swamped;
+  tel.outer_swamped += op.outer_swamped + outer_scalar_swamped;
   tel.inner_adds += m * n * k;
   tel.outer_adds += m * n * op.nblocks;  // the reference adds every block term into the outer sum, from +0
   return true;

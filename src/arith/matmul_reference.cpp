@@ -12,7 +12,7 @@ namespace drift {
 namespace {
 
 // Sub-streams of a call's random bits, one per rounding site of the definition.
-enum : uint64_t { kStreamProduct = 1, kStreamInner = 2, kStreamScale = 3, kStreamOuter = 4, kStreamOut = 5, kStreamPerm = 6 };
+enum : uint64_t { kStreamProduct = 1, kStreamInner = 2, kStreamScale = 3, kStreamOuter = 4, kStreamOut = kMatmulStreamOut, kStreamPerm = 6 };
 
 // Rounds sums for one output element, counting swamping, drawing sr bits by a running counter.
 struct Summer {

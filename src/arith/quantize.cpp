@@ -277,6 +277,29 @@ void quantize_into(QuantizedOperand& out, const StridedInput& x_in, size_t rows,
       for (size_t c = 0; c < k; ++c) rotated[r * k + c] = x_in.at(r, c);
     hadamard_rows(rotated.data(), rows, k, k, sc.hadamard, sc.hadamard_seed);
     x = StridedInput{rotated.data(), k, 1};
+  } else if (x.cs != 1 && rows > 1 && k > 1) {
+    // An operand stored the other way round (k strided): the region loops below read along k, so
+    // copy it once into k-contiguous rows, in tiles that keep both sides in cache. Values only move.
+    // 8 x 8 tiles through a local buffer: 8 source lines are read, then 8 destination lines written
+    // (strides of a power-of-two size map every line of a tile to one cache set).
+    static thread_local std::vector<double> staged;
+    if (staged.size() < rows * k) staged.resize(rows * k);
+    double* dst = staged.data();
+    constexpr size_t T = 8;
+    const StridedInput src = x;
+#pragma omp parallel for schedule(static)
+    for (size_t r0 = 0; r0 < rows; r0 += T) {
+      const size_t nr = std::min(T, rows - r0);
+      double buf[T][T];
+      for (size_t c0 = 0; c0 < k; c0 += T) {
+        const size_t nc = std::min(T, k - c0);
+        for (size_t cc = 0; cc < nc; ++cc)
+          for (size_t rr = 0; rr < nr; ++rr) buf[rr][cc] = src.at(r0 + rr, c0 + cc);
+        for (size_t rr = 0; rr < nr; ++rr)
+          for (size_t cc = 0; cc < nc; ++cc) dst[(r0 + rr) * k + c0 + cc] = buf[rr][cc];
+      }
+    }
+    x = StridedInput{dst, k, 1};
   }
   count_inputs(x, rows, k, out.stats);
 

@@ -44,6 +44,10 @@ const std::pair<const char*, const char*> kBenchPolicies[] = {
                                 "inner": {"fused": "h100_fp8_e4m3", "promote_every": 128}})"},
     {"a100_fp16", R"({"preset": "fp32", "a": {"format": "fp16"}, "b": {"format": "fp16"},
                       "inner": {"fused": "a100_fp16"}})"},
+    {"h100_bf16", R"({"preset": "fp32", "a": {"format": "bf16"}, "b": {"format": "bf16"},
+                      "inner": {"fused": "h100_bf16"}})"},
+    {"h100_fp16_out16", R"({"preset": "fp32", "a": {"format": "fp16"}, "b": {"format": "fp16"},
+                            "inner": {"fused": "h100_fp16_out16"}})"},
 };
 
 std::vector<BenchPolicy> bench_policies() {
@@ -155,7 +159,7 @@ void add_bench_gemm_command(CLI::App& bench) {
   auto* cmd = bench.add_subcommand("gemm", "GFLOP/s of the matmul engine per policy, as a ratio to OpenBLAS sgemm");
   cmd->add_option("--policies", o->policies,
                   "Policies to run (default all): fp32 fp8_e4m3-fp32acc mxfp8_e4m3 nvfp4 bf16acc-rne fp16acc-rtz "
-                  "h100_fp8 h100_fp8_promote128 a100_fp16 (tensor-core models)");
+                  "h100_fp8 h100_fp8_promote128 a100_fp16 h100_bf16 h100_fp16_out16 (tensor-core models)");
   cmd->add_option("--shapes", o->shapes, "Shapes MxNxK (default 64x256x256 256x1024x256 512x512x512 1024x1024x1024)");
   cmd->add_option("--min-seconds", o->min_seconds, "Minimum timed seconds per measurement")->capture_default_str();
   cmd->add_flag("--json", o->json, "Print JSON rows instead of a table");

@@ -1,0 +1,77 @@
+// Data the fast matmul kernels share (matmul_fast.cpp and its -inl.h kernels): the packed operands
+// of one call and the descriptions of the narrow accumulator and the fused model's groups.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "arith/fused_accum.h"
+#include "arith/round.h"
+
+namespace drift {
+
+// How the inner sum of a block is accumulated.
+enum class FastInner : uint8_t { fp32, narrow_rne, narrow_rtz, fused };
+
+// The fused tensor-core model's groups over one K-block, in the order fused_dot forms them: chains
+// (one per promotion segment, or one for the whole block), each a sequence of groups; a group's
+// products are index[first .. first + n) (offsets from the block start).
+struct FusedGroup {
+  uint32_t first = 0, n = 0;  // into FusedPlan::index
+  uint32_t start = 0;         // offset of the group's first product in the block (for the scalar core)
+  int half = -1;              // -1: consecutive products; 0/1: FusedModel::interleave's half
+};
+struct FusedPlan {
+  std::vector<uint32_t> index;
+  std::vector<FusedGroup> groups;
+  std::vector<uint32_t> chain_end;  // groups [chain_end[c-1], chain_end[c]) form chain c
+};
+
+// What the fused kernel reads besides the float operands (see FusedBlock).
+struct FusedOperands {
+  const FusedModel* model = nullptr;
+  const double* a = nullptr;    // A.q, m x k
+  const double* ea = nullptr;   // alignment exponent of each A element (kZeroExp for zeros)
+  const double* b = nullptr;    // B in strips as the float one, as doubles
+  const double* eb = nullptr;   // exponents of b, same layout
+  const double* bq = nullptr;   // B.q, n x k (for the scalar core on rare lanes)
+  const FusedPlan* plan_full = nullptr;  // blocks of kblock products
+  const FusedPlan* plan_tail = nullptr;  // the last, shorter block (or nullptr)
+  double min_align = 0;         // max(model.min_align_exp, kFloorExp)
+};
+
+// Exponent given to zero operands: a product with a zero factor never sets the group maximum.
+constexpr double kZeroExp = -5000;
+// Floor of the alignment exponent (reached only when every product and c are zero: the terms are
+// then all zero and 2^-(E - kept_bits) must merely stay finite).
+constexpr double kFloorExp = -900;
+
+// A narrow inner accumulator, as float encodings (see the file comment).
+struct NarrowAcc {
+  int shift = 0;             // 23 - man_bits: float mantissa bits below the format's last bit
+  uint32_t min_normal_enc = 0;  // |sum| encodings below this (and above 0) take the scalar core
+  uint32_t max_enc = 0;      // rounded encodings above this (overflow, inf, NaN) take the scalar core
+  bool reverse = false;      // k descending within each block
+  const Format* format = nullptr;  // for the scalar core on the rare lanes
+  const RoundSpec* round = nullptr;
+};
+
+// Packed operands of one call, in floats: A as M x K; B in column strips of 2 vectors (strip s holds
+// columns [2Ls, 2L(s+1)) as K rows of 2L contiguous floats); scales as floats.
+struct FastOperands {
+  size_t m = 0, n = 0, npad = 0, k = 0, kblock = 0, nblocks = 0;
+  const float* a = nullptr;        // m x k
+  const float* b = nullptr;        // npad / 2L strips of k x 2L
+  const float* sa = nullptr;       // m x nblocks (nullptr: all 1)
+  const float* sb = nullptr;       // nblocks x npad (nullptr: all 1)
+  float alpha = 1.0f;
+  FastInner inner = FastInner::fp32;
+  NarrowAcc narrow;
+  FusedOperands fused;
+  bool use_fma = false;            // products exact only inside an fma
+  bool count_swamping = false;     // count adds that lost all of an addend (as the reference does)
+  float* c = nullptr;              // m x npad
+  uint64_t inner_swamped = 0, outer_swamped = 0;  // outputs of the counting variant
+};
+}  // namespace drift
