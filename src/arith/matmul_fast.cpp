@@ -218,20 +218,9 @@ HWY_EXPORT(FastMatmul);
 HWY_EXPORT(HasNativeFma);
 HWY_EXPORT(FloatLanes);
 
-namespace {
-
-bool is_fp32_rne_keep(const Accumulator& acc) {
-  const Format& f = acc.format;
-  return f.kind == Kind::floating && f.exp_bits == 8 && f.man_bits == 23 && f.bias == 127 && f.inf &&
-         f.subnormals && acc.round.mode == Rounding::rne && acc.round.subnormals == Subnormals::keep &&
-         acc.order == SumOrder::sequential && !acc.fused;
-}
-
-}  // namespace
-
 bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const MatmulPolicy& policy,
                  const MatmulContext& ctx, MatmulTelemetry& tel) {
-  if (policy.product_format || !is_fp32_rne_keep(policy.inner) || !is_fp32_rne_keep(policy.outer)) return false;
+  if (policy.product_format || !is_plain_fp32_sequential(policy.inner) || !is_plain_fp32_sequential(policy.outer)) return false;
   if (!fits_float(policy.a.format) || !fits_float(policy.b.format)) return false;
   const bool exact_in_float = significand_bits(policy.a.format) + significand_bits(policy.b.format) <= 24;
   const bool native_fma = HWY_DYNAMIC_DISPATCH(HasNativeFma)();

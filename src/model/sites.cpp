@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "backend/backend.h"
+
 namespace drift {
 
 const char* to_string(Role r) {
@@ -76,7 +78,7 @@ MatmulTelemetry MatmulSites::call(size_t id, const MatView& a, const MatView& b,
   ctx.delayed_a = &s.delayed_a;
   ctx.delayed_b = &s.delayed_b;
   ctx.force_reference = force_reference;
-  MatmulTelemetry t = drift::matmul(a, b, c, ldc, s.policy, ctx);
+  MatmulTelemetry t = backend ? backend->matmul(a, b, c, ldc, s.policy, ctx) : drift::matmul(a, b, c, ldc, s.policy, ctx);
   if (s.calls++ == 0)
     s.tel = t;
   else

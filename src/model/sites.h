@@ -19,6 +19,8 @@
 
 namespace drift {
 
+class Backend;  // backend/backend.h
+
 enum class Role : uint8_t { forward, grad_input, grad_weight };
 const char* to_string(Role r);
 bool parse_role(const std::string& s, Role* out);
@@ -56,6 +58,9 @@ class MatmulSites {
   void begin_step(uint64_t step);
   void reset_telemetry();
   bool force_reference = false;
+  // Where the matmuls run (not owned); nullptr: the CPU engine directly. Every backend gives the
+  // same bits (backend/backend.h), so this changes speed, never results.
+  Backend* backend = nullptr;
 
   // C (M x N) = A (M x K) * B (K x N) at `site`. Operands are stored row-major with leading
   // dimension ld; `ta`/`tb` say the stored matrix is the transpose (A stored K x M, B stored N x K).

@@ -103,11 +103,13 @@ std::string RunConfig::run_dir() const {
 
 RunConfig parse_run_config(const json& j) {
   RunConfig c;
-  check_keys(j, "", {"seed", "model", "data", "train", "precision", "divergence", "output"});
+  check_keys(j, "", {"seed", "backend", "model", "data", "train", "precision", "divergence", "output"});
   if (j.contains("seed")) {
     if (!non_negative_int(j["seed"])) throw ConfigError("seed", "expected an integer >= 0");
     c.seed = j["seed"].get<uint64_t>();
   }
+  // Whether the backend can run here (compiled in, a device present) is checked by prepare_run.
+  get_string(j, "", "backend", &c.backend, {"cpu", "cuda"});
   {
     const json& m = section(j, "model");
     const std::string p = "model";
@@ -226,6 +228,7 @@ nlohmann::ordered_json resolved_config_json(const RunConfig& c) {
   oj j;
   j["version"] = DRIFT_VERSION;
   j["seed"] = c.seed;
+  j["backend"] = c.backend;
   j["model"] = {{"kind", m.kind},         {"vocab", m.vocab},     {"context", m.context},   {"embed", m.embed},
                 {"hidden", m.hidden},     {"hidden_layers", m.hidden_layers},               {"d_model", m.d_model},
                 {"heads", m.heads},       {"layers", m.layers},   {"mlp_mult", m.mlp_mult}, {"activation", m.activation},

@@ -52,6 +52,7 @@ struct OutputConfig {
 
 struct RunConfig {
   uint64_t seed = 0;
+  std::string backend = "cpu";  // where the matmuls run: cpu | cuda (same results; backend/backend.h)
   ModelConfig model;
   DataConfig data;
   TrainConfig train;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 
+#include "backend/backend.h"
 #include "io/npy.h"
 #include "train/optimizer.h"
 
@@ -21,6 +22,15 @@ PreparedRun prepare_run(const RunConfig& cfg) {
   r.model = make_model<float>(r.cfg.model, cfg.seed);
   r.model->sites.seed = cfg.seed;
   resolve_sites_at_step(r.cfg.precision, 0, r.model->sites);
+  try {
+    r.backend = make_backend(cfg.backend);
+  } catch (const BackendError& e) {
+    throw ConfigError("backend", e.what());
+  }
+  for (const auto& s : r.model->sites.sites())
+    if (auto why = r.backend->unsupported_reason(s.policy); !why.empty())
+      throw ConfigError("backend", std::string(r.backend->name()) + " cannot run site " + s.name() + " exactly: " + why);
+  r.model->sites.backend = r.backend.get();
   return r;
 }
 
