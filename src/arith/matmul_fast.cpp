@@ -20,6 +20,7 @@
 
 #include "arith/cast_span.h"
 #include "arith/matmul.h"
+#include "arith/matmul_random.h"
 #include "arith/ops.h"
 
 #ifndef DRIFT_MATMUL_FAST_SHARED
@@ -317,7 +318,11 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
   for (size_t i = 0; i < m; ++i)
     for (size_t j = 0; j < n; ++j) {
       const double y = cbuf[i * op.npad + j];
-      c[i * ldc + j] = out_is_identity ? y : round_to(y, of, policy.out_round);
+      // Stochastic output rounding draws the reference's word (stream kStreamOut, index i*N + j).
+      const uint32_t rnd = policy.out_round.mode == Rounding::sr
+                               ? random_u32(ctx.seed, ctx.stream ^ (kStreamOut << 56), i * n + j)
+                               : 0;
+      c[i * ldc + j] = out_is_identity ? y : round_to(y, of, policy.out_round, rnd);
     }
   // Adds performed (swamping is counted only by the reference path).
   tel.swamping_counted = ctx.count_swamping;

@@ -70,8 +70,10 @@ class NativeFp8Backend final : public Backend {
     const std::vector<uint8_t> bytes_a = encode_all(ops_.a.q, policy.a.format);
     da_.upload(bytes_b);  // the Lt "A" operand
     db_.upload(bytes_a);  // the Lt "B" operand
-    const float scales[2] = {static_cast<float>(ops_.b.tensor_scale), static_cast<float>(ops_.a.tensor_scale)};
-    dscale_.upload(scales, 2);
+    // Each scale in its own allocation (cudaMalloc alignment, whatever cuBLASLt requires of it).
+    const float scale_lt_a = static_cast<float>(ops_.b.tensor_scale), scale_lt_b = static_cast<float>(ops_.a.tensor_scale);
+    dscale_a_.upload(&scale_lt_a, 1);
+    dscale_b_.upload(&scale_lt_b, 1);
     dd_.resize(m * n);
     workspace_.resize(kWorkspace);
 
@@ -83,8 +85,8 @@ class NativeFp8Backend final : public Backend {
       const cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
       check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t), "TRANSA");
       check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof nn), "TRANSB");
-      const float* sa = dscale_.get();
-      const float* sb = dscale_.get() + 1;
+      const float* sa = dscale_a_.get();
+      const float* sb = dscale_b_.get();
       check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa), "A scale");
       check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb), "B scale");
       const int8_t fast = fast_accum_ ? 1 : 0;
@@ -140,7 +142,7 @@ class NativeFp8Backend final : public Backend {
   cublasLtHandle_t lt_ = nullptr;
   PreparedOperands ops_;
   DeviceBuffer<uint8_t> da_, db_, workspace_;
-  DeviceBuffer<float> dscale_, dd_;
+  DeviceBuffer<float> dscale_a_, dscale_b_, dd_;
 };
 
 }  // namespace
