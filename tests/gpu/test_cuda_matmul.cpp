@@ -118,12 +118,14 @@ TEST_CASE("cuda-native: cuBLASLt FP8 runs; agreement with the simulator's h100 m
   native->matmul(av, bv, c_hw.data(), n, sim, ctx);
   matmul(av, bv, c_sim.data(), n, sim, ctx);
   size_t same = 0;
-  double worst = 0;
+  double worst = 0, largest = 0;
   for (size_t i = 0; i < m * n; ++i) {
     CHECK(std::isfinite(c_hw[i]));
     same += std::memcmp(&c_hw[i], &c_sim[i], sizeof(double)) == 0;
-    worst = std::max(worst, std::fabs(c_hw[i] - c_sim[i]) / std::max(1e-30, std::fabs(c_sim[i])));
+    worst = std::max(worst, std::fabs(c_hw[i] - c_sim[i]));
+    largest = std::max(largest, std::fabs(c_sim[i]));
   }
-  std::printf("cuda-native vs h100_fp8_e4m3 model: %zu / %zu bit-identical, max rel diff %.3g\n", same, m * n, worst);
-  CHECK(worst < 1e-2);  // same inputs and scales: only the accumulation may differ
+  std::printf("cuda-native vs h100_fp8_e4m3 model: %zu / %zu bit-identical, max |diff| %.3g of max |C| %.3g\n", same,
+              m * n, worst, largest);
+  CHECK(worst < 1e-2 * largest);  // same quantized inputs and scales: only the accumulation may differ
 }

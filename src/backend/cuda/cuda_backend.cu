@@ -37,7 +37,9 @@ class CudaBackend final : public Backend {
  public:
   CudaBackend() { check(cudaSetDevice(0), "cudaSetDevice(0)"); }
   const char* name() const override { return "cuda"; }
-  // Every policy the engine accepts runs bit-identically: the element kernel is the definition.
+  // Every policy the engine accepts runs bit-identically: operands are quantized on the CPU by the
+  // engine's own quantizers (every scaling kind; no GPU quantizer exists yet), and the element
+  // kernel is the definition for every accumulator, order and tensor-core model.
   std::string unsupported_reason(const MatmulPolicy& policy) const override { return validate_policy(policy); }
 
   MatmulTelemetry matmul(const MatView& a, const MatView& b, double* c, size_t ldc, const MatmulPolicy& policy,
@@ -141,10 +143,11 @@ class CudaBackend final : public Backend {
   DeviceBuffer<int> flag_;
 };
 
-void require_device() {
+void require_device(const char* backend) {
   std::string why;
   if (cuda_device_count(&why) == 0)
-    throw BackendError("backend 'cuda': no usable GPU (" + why + "); use backend 'cpu' (same results)");
+    throw BackendError(std::string("backend '") + backend + "': no usable GPU (" + why + ")" +
+                       (std::string(backend) == "cuda" ? "; backend 'cpu' gives the same results" : ""));
 }
 
 double seconds_per_call(const std::function<void()>& fn, double min_seconds) {
@@ -164,13 +167,13 @@ double seconds_per_call(const std::function<void()>& fn, double min_seconds) {
 }  // namespace
 
 std::unique_ptr<Backend> make_cuda_backend(bool native, bool fast_accum) {
-  require_device();
+  require_device(native ? (fast_accum ? "cuda-native-fastacc" : "cuda-native") : "cuda");
   if (native) return make_native_fp8_backend(fast_accum);
   return std::make_unique<CudaBackend>();
 }
 
 CudaGemmTiming time_cuda_matmul(const MatView& a, const MatView& b, const MatmulPolicy& policy, double min_seconds) {
-  require_device();
+  require_device("cuda");
   CudaBackend be;
   CudaGemmTiming t;
   std::vector<double> c(a.rows * b.cols);
