@@ -17,7 +17,7 @@ shape="${GPU_CHECK_BENCH_SHAPE:-4096x4096x4096}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 declare -a rows
-row() { rows+=("$(printf '%-44s %-6s %s' "$1" "$2" "$3")"); }
+row() { rows+=("$(printf '%-50s %-6s %s' "$1" "$2" "$3")"); }
 failed=0
 t0=$(date +%s)
 elapsed() { echo "$(( $(date +%s) - t0 ))s"; }
@@ -139,6 +139,6 @@ fi
 
 echo
 echo "== summary ($(elapsed) total)"
-printf '%-44s %-6s %s\n' "check" "result" "detail"
+printf '%-50s %-6s %s\n' "check" "result" "detail"
 printf '%s\n' "${rows[@]}"
 exit $failed

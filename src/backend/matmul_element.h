@@ -100,20 +100,20 @@ DRIFT_HD double pairwise_sum(const Term& term, const Pos& pos, uint64_t n, const
   constexpr int kDepth = 66;  // n < 2^64: depth <= 65
   uint64_t lo[kDepth], hi[kDepth], first[kDepth];
   double left[kDepth];
-  bool right_done_left[kDepth];  // true once the left half is summed and the right half is running
+  bool in_right_half[kDepth];  // the left half is summed (in left[]) and the right half is running
   int sp = 0;
-  lo[0] = 0, hi[0] = n, first[0] = start, right_done_left[0] = false;
+  lo[0] = 0, hi[0] = n, first[0] = start, in_right_half[0] = false;
   double ret = 0.0;
   bool returning = false;
   for (;;) {
     if (returning) {
       if (sp < 0) return ret;
-      if (!right_done_left[sp]) {
+      if (!in_right_half[sp]) {
         left[sp] = ret;
-        right_done_left[sp] = true;
+        in_right_half[sp] = true;
         const uint64_t mid = lo[sp] + (hi[sp] - lo[sp]) / 2;
         lo[sp + 1] = mid, hi[sp + 1] = hi[sp], first[sp + 1] = first[sp] + 2 * (mid - lo[sp]) - 1;
-        right_done_left[sp + 1] = false;
+        in_right_half[sp + 1] = false;
         ++sp;
         returning = false;
         continue;
@@ -131,7 +131,7 @@ DRIFT_HD double pairwise_sum(const Term& term, const Pos& pos, uint64_t n, const
     }
     const uint64_t mid = lo[sp] + len / 2;
     lo[sp + 1] = lo[sp], hi[sp + 1] = mid, first[sp + 1] = first[sp];
-    right_done_left[sp + 1] = false;
+    in_right_half[sp + 1] = false;
     ++sp;
   }
 }
