@@ -24,3 +24,8 @@ build_type="${DRIFT_BUILD_TYPE:-Release}"
 cmake -S . -B build -DCMAKE_BUILD_TYPE="$build_type" >/dev/null
 cmake --build build -j"$(nproc)"
 echo "setup: built build/drift ($(./build/drift --version))"
+if [ -e build/libdriftcuda.a ]; then
+  echo "setup: CUDA backend built (DRIFT_CUDA; GPU-only tests skip without a device)"
+else
+  echo "setup: CUDA backend not built (no nvcc, or DRIFT_CUDA=OFF)"
+fi

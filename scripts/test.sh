@@ -4,3 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 1500
+# ctest lists the GPU-only tests as "Skipped" without their output; say why here.
+if [ -x build/drift_gpu_tests ]; then
+  why=$(build/drift_gpu_tests --list-test-cases 2>&1 | head -1 || true)
+  if [[ "$why" == skipped* ]]; then echo "gpu_cuda: $why"; fi
+fi

@@ -30,6 +30,13 @@ void MatmulTelemetry::merge(const MatmulTelemetry& o) {
   bound.merge(o.bound);
 }
 
+bool is_plain_fp32_sequential(const Accumulator& acc) {
+  const Format& f = acc.format;
+  return f.kind == Kind::floating && f.exp_bits == 8 && f.man_bits == 23 && f.bias == 127 && f.inf &&
+         f.subnormals && acc.round.mode == Rounding::rne && acc.round.subnormals == Subnormals::keep &&
+         acc.order == SumOrder::sequential && !acc.fused;
+}
+
 namespace {
 
 std::string validate_accumulator(const Accumulator& acc, const char* name) {

@@ -121,6 +121,10 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
 const char* matmul_fast_target_name();
 std::vector<int64_t> matmul_fast_targets();
 
+// True when `acc` is fp32 (IEEE fields), rne, subnormals kept, sequential, no fused model: every
+// rounded add is then one IEEE fp32 add (the condition of the fast paths, CPU and CUDA).
+bool is_plain_fp32_sequential(const Accumulator& acc);
+
 // Checks a policy for contradictions; returns an error message or "".
 std::string validate_policy(const MatmulPolicy& policy);
 

@@ -32,6 +32,7 @@
 
 #include "arith/cast_span.h"
 #include "arith/matmul.h"
+#include "arith/matmul_random.h"
 #include "arith/ops.h"
 #include "arith/random.h"
 
@@ -274,15 +275,6 @@ HWY_EXPORT(FastTargetName);
 
 namespace {
 
-bool is_fp32(const Format& f) {
-  return f.kind == Kind::floating && f.exp_bits == 8 && f.man_bits == 23 && f.bias == 127 && f.inf && f.subnormals;
-}
-
-bool is_fp32_rne_keep(const Accumulator& acc) {
-  return is_fp32(acc.format) && acc.round.mode == Rounding::rne && acc.round.subnormals == Subnormals::keep &&
-         acc.order == SumOrder::sequential && !acc.fused;
-}
-
 // A narrow accumulator the TwoSum / round-to-odd kernel computes exactly: at least two bits fewer
 // than fp32 (round to odd at 24 bits, then to the format, is one correct rounding), its normal
 // range inside fp32's (so the constant-shift rounding holds there), a signed zero (as fp32's), and
@@ -402,10 +394,10 @@ std::vector<int64_t> matmul_fast_targets() { return hwy::SupportedAndGeneratedTa
 
 bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const MatmulPolicy& policy,
                  const MatmulContext& ctx, MatmulTelemetry& tel) {
-  const bool inner_fp32 = is_fp32_rne_keep(policy.inner);
+  const bool inner_fp32 = is_plain_fp32_sequential(policy.inner);
   const bool inner_narrow = !inner_fp32 && is_narrow_kernel_accumulator(policy.inner);
   const bool inner_fused = policy.inner.fused && is_fused_kernel_model(*policy.inner.fused);
-  const bool outer_fp32 = is_fp32_rne_keep(policy.outer);
+  const bool outer_fp32 = is_plain_fp32_sequential(policy.outer);
   if (policy.product_format || !(inner_fp32 || inner_narrow || inner_fused)) return false;
   if (!outer_fp32 && !is_single_add_outer(policy.outer)) return false;
   if (!fits_float(policy.a.format) || !fits_float(policy.b.format)) return false;

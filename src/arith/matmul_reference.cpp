@@ -6,13 +6,10 @@
 
 #include "arith/matmul.h"
 #include "arith/ops.h"
-#include "arith/random.h"
+#include "arith/matmul_random.h"
 
 namespace drift {
 namespace {
-
-// Sub-streams of a call's random bits, one per rounding site of the definition.
-enum : uint64_t { kStreamProduct = 1, kStreamInner = 2, kStreamScale = 3, kStreamOuter = 4, kStreamOut = kMatmulStreamOut, kStreamPerm = 6 };
 
 // Rounds sums for one output element, counting swamping, drawing sr bits by a running counter.
 struct Summer {
@@ -74,13 +71,7 @@ double ordered_sum(const std::vector<double>& t, const std::vector<size_t>& idx,
 // A seeded permutation of [0, n) for block `block` of this call (Fisher-Yates on Philox words).
 std::vector<size_t> block_order(size_t n, const Accumulator& acc, uint64_t seed, uint64_t stream, uint64_t block) {
   std::vector<size_t> idx(n);
-  std::iota(idx.begin(), idx.end(), size_t{0});
-  if (acc.order == SumOrder::permuted && !acc.fused) {
-    for (size_t i = n; i > 1; --i) {
-      const uint64_t r = random_u32(seed, stream, block * 65536 + i);
-      std::swap(idx[i - 1], idx[r % i]);
-    }
-  }
+  fill_block_order(idx.data(), n, acc.order == SumOrder::permuted && !acc.fused, seed, stream, block);
   return idx;
 }
 
@@ -93,7 +84,7 @@ void matmul_reference(const PreparedOperands& ops, double* c, size_t ldc, const 
   const size_t m = A.rows, n = B.rows, k = A.k;
   const size_t kb = ops.kblock;
   const size_t nblocks = k == 0 ? 0 : (k + kb - 1) / kb;
-  const uint64_t per_elem = 4 * (k + nblocks) + 8;  // random words any element can draw
+  const uint64_t per_elem = matmul_words_per_element(k, nblocks);
   const Format& of = policy.outer.format;
   const RoundSpec& oround = policy.outer.round;
   const double alpha = A.tensor_scale * B.tensor_scale == 1.0
@@ -106,7 +97,7 @@ void matmul_reference(const PreparedOperands& ops, double* c, size_t ldc, const 
     orders[bi] = block_order(std::min(kb, k - bi * kb), policy.inner, ctx.seed, ctx.stream ^ (kStreamPerm << 56), bi);
   std::vector<size_t> outer_idx(nblocks);
   std::iota(outer_idx.begin(), outer_idx.end(), size_t{0});
-  if (policy.outer.order == SumOrder::permuted) outer_idx = block_order(nblocks, policy.outer, ctx.seed, ctx.stream ^ (kStreamPerm << 56), 1u << 30);
+  if (policy.outer.order == SumOrder::permuted) outer_idx = block_order(nblocks, policy.outer, ctx.seed, ctx.stream ^ (kStreamPerm << 56), kOuterOrderBlock);
 
   uint64_t inner_adds = 0, inner_sw = 0, outer_adds = 0, outer_sw = 0;
 #pragma omp parallel for schedule(static) reduction(+ : inner_adds, inner_sw, outer_adds, outer_sw)

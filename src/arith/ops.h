@@ -1,6 +1,7 @@
 // Correctly rounded scalar operations: the exact result of a+b, a*b or a*b+c rounded once to a
 // format. Used by `drift arith` (to check the core against other implementations) and by the
-// engine where one rounded add is meant. Host code (uses the hardware fma for TwoProd).
+// engine where one rounded add is meant. op_add and op_mul are host/device (the CUDA kernels round
+// their sums and products here); the rest is host code.
 #pragma once
 
 #include <cmath>
@@ -9,14 +10,24 @@
 
 namespace drift {
 
+// a*b + c with one rounding in double: the TwoProd error term. A named fused operation (never a
+// contraction the compiler chose): std::fma on the host, __fma_rn on the device.
+DRIFT_HD double fused_multiply_add(double a, double b, double c) {
+#if defined(__CUDA_ARCH__)
+  return __fma_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+
 // Sign of an exact zero sum (IEEE 754 6.3): +0 unless both addends are zeros of the same sign,
 // or rounding is toward -inf (then -0).
-inline double zero_sum_sign(double a, double b, const RoundSpec& spec) {
+DRIFT_HD double zero_sum_sign(double a, double b, const RoundSpec& spec) {
   if (a == 0 && b == 0 && sign_bit(a) == sign_bit(b)) return a;
   return signed_zero(spec.mode == Rounding::rdn);
 }
 
-inline double exact_sum_rounded(double a, double b, const Format& f, const RoundSpec& spec, uint32_t rnd) {
+DRIFT_HD double exact_sum_rounded(double a, double b, const Format& f, const RoundSpec& spec, uint32_t rnd) {
   double hi, lo;
   two_sum(a, b, &hi, &lo);
   if (is_inf(hi) && !is_inf(a) && !is_inf(b) && !is_nan(a) && !is_nan(b))
@@ -26,16 +37,16 @@ inline double exact_sum_rounded(double a, double b, const Format& f, const Round
   return round_to_sum(hi, lo, f, spec, rnd);
 }
 
-inline double op_add(double a, double b, const Format& f, const RoundSpec& spec, uint32_t rnd = 0) {
+DRIFT_HD double op_add(double a, double b, const Format& f, const RoundSpec& spec, uint32_t rnd = 0) {
   return exact_sum_rounded(a, b, f, spec, rnd);
 }
 
-inline double op_mul(double a, double b, const Format& f, const RoundSpec& spec, uint32_t rnd = 0) {
+DRIFT_HD double op_mul(double a, double b, const Format& f, const RoundSpec& spec, uint32_t rnd = 0) {
   const double p = a * b;
   if (is_nan(p) || p == 0) return round_to(p, f, spec, rnd);
   if (is_inf(p) && !is_inf(a) && !is_inf(b)) return overflow_value(sign_bit(p), f, spec);
   if (is_inf(p)) return round_to(p, f, spec, rnd);
-  const double e = std::fma(a, b, -p);  // exact when the product is not subnormal in double
+  const double e = fused_multiply_add(a, b, -p);  // exact when the product is not subnormal in double
   return round_to_sum(p, e, f, spec, rnd);
 }
 

@@ -1,5 +1,8 @@
 // drift bench gemm: GFLOP/s (2*M*N*K per call) of the engine under several policies, and of
 // OpenBLAS cblas_sgemm on the same shapes in the same run; each policy is reported as a ratio.
+// With --backend cuda: the CUDA backend's device matmul (operands prepared and resident, the kernel
+// alone) and its whole call (CPU quantization and copies included), against cuBLAS fp32 SGEMM
+// (no TF32) on the same GPU in the same run.
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -10,11 +13,15 @@
 #include "arith/catalogue.h"
 #include "arith/matmul.h"
 #include "arith/random.h"
+#include "backend/backend.h"
 #include "cli/commands.h"
 #include "policy/matmul_json.h"
 
 #ifdef DRIFT_HAVE_OPENBLAS
 #include <cblas.h>
+#endif
+#ifdef DRIFT_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
 #endif
 
 namespace drift::cli {
@@ -77,6 +84,7 @@ struct BenchOptions {
   std::vector<std::string> shapes;
   double min_seconds = 0.5;
   bool json = false;
+  std::string backend = "cpu";
 };
 
 BenchShape parse_shape(const std::string& s) {
@@ -85,6 +93,41 @@ BenchShape parse_shape(const std::string& s) {
     throw InputError("--shapes: expected MxNxK (e.g. 512x512x512), got '" + s + "'");
   return sh;
 }
+
+#ifdef DRIFT_HAVE_CUDA
+// The CUDA rows: per shape, cuBLAS SGEMM once, then every policy's kernel and whole-call rates.
+void run_bench_gemm_cuda(const BenchOptions& o, const std::vector<BenchShape>& shapes,
+                         const std::vector<BenchPolicy>& policies) {
+  nlohmann::json rows = nlohmann::json::array();
+  if (!o.json)
+    std::printf("%-20s %-16s %12s %12s %14s %8s %s\n", "policy", "shape MxNxK", "kernel GF/s", "call GF/s",
+                "cublas sgemm", "ratio", "path");
+  for (const auto& sh : shapes) {
+    std::vector<double> ad(sh.m * sh.k), bd(sh.k * sh.n);
+    for (size_t i = 0; i < ad.size(); ++i) ad[i] = static_cast<float>(random_u32(1, 1, i)) / 4294967296.0f - 0.5f;
+    for (size_t i = 0; i < bd.size(); ++i) bd[i] = static_cast<float>(random_u32(1, 2, i)) / 4294967296.0f - 0.5f;
+    const double flops = 2.0 * sh.m * sh.n * sh.k;
+    const MatView av{ad.data(), sh.m, sh.k, sh.k, false};
+    const MatView bv{bd.data(), sh.k, sh.n, sh.n, false};
+    const double sgemm = flops / time_cublas_sgemm(sh.m, sh.n, sh.k, o.min_seconds) * 1e-9;
+    char shape[64];
+    std::snprintf(shape, sizeof shape, "%zux%zux%zu", sh.m, sh.n, sh.k);
+    for (const auto& bp : policies) {
+      const CudaGemmTiming t = time_cuda_matmul(av, bv, bp.policy, o.min_seconds);
+      const double kernel = flops / t.kernel_s * 1e-9, call = flops / t.call_s * 1e-9;
+      const char* path = t.fast ? "fast" : "general";
+      if (!o.json)
+        std::printf("%-20s %-16s %12.1f %12.1f %14.1f %8.3f %s\n", bp.name.c_str(), shape, kernel, call, sgemm,
+                    kernel / sgemm, path);
+      std::fflush(stdout);
+      rows.push_back({{"backend", "cuda"}, {"policy", bp.name}, {"m", sh.m}, {"n", sh.n}, {"k", sh.k},
+                      {"kernel_gflops", kernel}, {"call_gflops", call}, {"cublas_sgemm_gflops", sgemm},
+                      {"ratio", kernel / sgemm}, {"path", path}});
+    }
+  }
+  if (o.json) std::printf("%s\n", rows.dump(2).c_str());
+}
+#endif
 
 void run_bench_gemm(const BenchOptions& o) {
   std::vector<BenchShape> shapes;
@@ -95,6 +138,19 @@ void run_bench_gemm(const BenchOptions& o) {
     if (o.policies.empty() || std::find(o.policies.begin(), o.policies.end(), bp.name) != o.policies.end())
       policies.push_back(bp);
   if (policies.empty()) throw InputError("--policies: none of the names is a bench policy");
+  if (o.backend == "cuda") {
+#ifdef DRIFT_HAVE_CUDA
+    try {
+      run_bench_gemm_cuda(o, shapes, policies);
+    } catch (const BackendError& e) {
+      throw InputError(std::string("--backend cuda: ") + e.what());
+    }
+    return;
+#else
+    throw InputError("--backend cuda: this drift was built without CUDA (DRIFT_CUDA=OFF or no nvcc)");
+#endif
+  }
+  if (o.backend != "cpu") throw InputError("--backend: expected cpu or cuda, got '" + o.backend + "'");
   nlohmann::json rows = nlohmann::json::array();
   if (!o.json) std::printf("%-18s %-16s %12s %12s %8s %s\n", "policy", "shape MxNxK", "GFLOP/s", "sgemm GF/s", "ratio", "path");
   for (const auto& sh : shapes) {
@@ -163,6 +219,9 @@ void add_bench_gemm_command(CLI::App& bench) {
   cmd->add_option("--shapes", o->shapes, "Shapes MxNxK (default 64x256x256 256x1024x256 512x512x512 1024x1024x1024)");
   cmd->add_option("--min-seconds", o->min_seconds, "Minimum timed seconds per measurement")->capture_default_str();
   cmd->add_flag("--json", o->json, "Print JSON rows instead of a table");
+  cmd->add_option("--backend", o->backend,
+                  "cpu (ratio to OpenBLAS sgemm) | cuda (device kernel and whole call, ratio to cuBLAS SGEMM)")
+      ->capture_default_str();
   cmd->callback([o] { run_bench_gemm(*o); });
 }
 

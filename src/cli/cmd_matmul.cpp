@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "arith/matmul.h"
+#include "backend/backend.h"
 #include "cli/commands.h"
 #include "io/npy.h"
 #include "policy/matmul_json.h"
@@ -72,6 +73,7 @@ struct MatmulOptions {
   std::string a, b, policy, out, out_dtype = "f8";
   bool transpose_a = false, transpose_b = false, reference = false;
   uint64_t seed = 0;
+  std::string backend = "cpu";
 };
 
 // A stored array as the logical matrix it stands for. 1-D arrays are a row (for A) or a column (for B).
@@ -110,8 +112,17 @@ void run_matmul(const MatmulOptions& o) {
   ctx.force_reference = o.reference;
   ctx.count_swamping = true;  // a one-off diagnostic call: report swamping on every path
   MatmulTelemetry tel;
+  std::unique_ptr<Backend> backend;
   try {
-    tel = matmul(va, vb, c.data.data(), n, policy, ctx);
+    backend = make_backend(o.backend);
+  } catch (const BackendError& e) {
+    throw InputError(std::string("--backend: ") + e.what());
+  }
+  if (auto why = backend->unsupported_reason(policy); !why.empty())
+    throw InputError("--backend " + o.backend + " cannot run this policy: " + why);
+  if (o.reference && o.backend != "cpu") throw InputError("--reference selects a CPU path: use it with --backend cpu");
+  try {
+    tel = backend->matmul(va, vb, c.data.data(), n, policy, ctx);
   } catch (const std::invalid_argument& e) {
     throw InputError(e.what());
   }
@@ -122,7 +133,8 @@ void run_matmul(const MatmulOptions& o) {
   }
   // Key order is kept for people reading it; the resolved policy comes last.
   nlohmann::ordered_json j = {
-      {"path", tel.fast_path ? "fast" : "reference"},
+      {"backend", o.backend},
+      {"path", tel.fast_path ? "fast" : (o.backend == "cpu" ? "reference" : "general")},
       {"m", m},
       {"k", va.cols},
       {"n", n},
@@ -155,6 +167,10 @@ void add_matmul_command(CLI::App& app) {
   cmd->add_option("--out-dtype", o->out_dtype, "f8 (float64) | f4 (float32)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of stochastic rounding and permuted orders")->capture_default_str();
   cmd->add_flag("--reference", o->reference, "Always take the literal reference path (never the fast path)");
+  cmd->add_option("--backend", o->backend,
+                  "Where it runs: cpu | cuda (same bits on a GPU) | cuda-native, cuda-native-fastacc (the GPU's "
+                  "real FP8 tensor cores via cuBLASLt, for comparison with the simulator)")
+      ->capture_default_str();
   cmd->callback([o] { run_matmul(*o); });
 }
 

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "backend/backend.h"
+
 namespace drift {
 
 const char* to_string(Role r) {
@@ -77,7 +79,8 @@ MatmulTelemetry MatmulSites::call(size_t id, const MatView& a, const MatView& b,
   ctx.delayed_b = &s.delayed_b;
   ctx.force_reference = force_reference;
   ctx.cast_error = ctx.check_bound = diagnose;
-  MatmulTelemetry t = drift::matmul(a, b, c, ldc, s.policy, ctx);
+  ctx.count_swamping = count_swamping;
+  MatmulTelemetry t = backend ? backend->matmul(a, b, c, ldc, s.policy, ctx) : drift::matmul(a, b, c, ldc, s.policy, ctx);
   if (s.calls++ == 0)
     s.tel = t;
   else

@@ -19,6 +19,8 @@
 
 namespace drift {
 
+class Backend;  // backend/backend.h
+
 enum class Role : uint8_t { forward, grad_input, grad_weight };
 const char* to_string(Role r);
 bool parse_role(const std::string& s, Role* out);
@@ -58,6 +60,12 @@ class MatmulSites {
   bool force_reference = false;
   // Diagnostic passes only (diag/): every call also measures cast error and checks the error bound.
   bool diagnose = false;
+  // Count rounded adds and swamped adds (an addend lost entirely) in every call (MatmulTelemetry);
+  // off, the fast kernels skip the counting.
+  bool count_swamping = false;
+  // Where the matmuls run (not owned); nullptr: the CPU engine directly. Every backend gives the
+  // same bits (backend/backend.h), so this changes speed, never results.
+  Backend* backend = nullptr;
 
   // C (M x N) = A (M x K) * B (K x N) at `site`. Operands are stored row-major with leading
   // dimension ld; `ta`/`tb` say the stored matrix is the transpose (A stored K x M, B stored N x K).

@@ -167,11 +167,13 @@ std::string RunConfig::run_dir() const {
 
 RunConfig parse_run_config(const json& j) {
   RunConfig c;
-  check_keys(j, "", {"seed", "model", "data", "train", "precision", "divergence", "diagnostics", "output"});
+  check_keys(j, "", {"seed", "backend", "model", "data", "train", "precision", "divergence", "diagnostics", "output"});
   if (j.contains("seed")) {
     if (!non_negative_int(j["seed"])) throw ConfigError("seed", "expected an integer >= 0");
     c.seed = j["seed"].get<uint64_t>();
   }
+  // Whether the backend can run here (compiled in, a device present) is checked by prepare_run.
+  get_string(j, "", "backend", &c.backend, {"cpu", "cuda"});
   {
     const json& m = section(j, "model");
     const std::string p = "model";
@@ -311,7 +313,8 @@ RunConfig parse_run_config(const json& j) {
   }
   {  // diagnostics (diag/diagnostics.h)
     const json& d = section(j, "diagnostics");
-    check_keys(d, "diagnostics", {"every", "probes"});
+    check_keys(d, "diagnostics", {"every", "probes", "swamping"});
+    get_bool(d, "diagnostics", "swamping", &c.diagnostics.swamping);
     get_uint(d, "diagnostics", "every", &c.diagnostics.every, 0, 100000000);
     if (c.diagnostics.every && c.model.kind == "proxy")
       throw ConfigError("diagnostics.every", "deep diagnostics need a text model (mlp or attn) for now");
@@ -338,6 +341,7 @@ nlohmann::ordered_json resolved_config_json(const RunConfig& c) {
   oj j;
   j["version"] = DRIFT_VERSION;
   j["seed"] = c.seed;
+  j["backend"] = c.backend;
   j["model"] = {{"kind", m.kind},         {"vocab", m.vocab},     {"context", m.context},   {"embed", m.embed},
                 {"hidden", m.hidden},     {"hidden_layers", m.hidden_layers},               {"d_model", m.d_model},
                 {"heads", m.heads},       {"layers", m.layers},   {"mlp_mult", m.mlp_mult}, {"activation", m.activation},
@@ -367,7 +371,8 @@ nlohmann::ordered_json resolved_config_json(const RunConfig& c) {
                      {"smoothing", c.divergence.smoothing}, {"departure_tol", c.divergence.departure_tol},
                      {"departure_steps", c.divergence.departure_steps}, {"on", c.divergence.on},
                      {"stop", c.divergence.stop}, {"window", c.divergence.window}};
-  j["diagnostics"] = {{"every", c.diagnostics.every}, {"probes", oj::parse(c.diagnostics.probes.dump())}};
+  j["diagnostics"] = {{"every", c.diagnostics.every}, {"probes", oj::parse(c.diagnostics.probes.dump())},
+                      {"swamping", c.diagnostics.swamping}};
   j["output"] = {{"dir", c.output.dir}, {"name", c.output.name}};
   return j;
 }

@@ -70,6 +70,7 @@ struct DivergenceConfig {
 struct DiagnosticsConfig {
   size_t every = 0;                                   // 0: off
   nlohmann::json probes = nlohmann::json::array();    // matmul preset names or rule lists (policy/probes.h)
+  bool swamping = false;  // count swamped adds in every training matmul (per-step telemetry; slower kernels)
 };
 
 struct OutputConfig {
@@ -79,6 +80,7 @@ struct OutputConfig {
 
 struct RunConfig {
   uint64_t seed = 0;
+  std::string backend = "cpu";  // where the matmuls run: cpu | cuda (same results; backend/backend.h)
   ModelConfig model;
   DataConfig data;
   TrainConfig train;

@@ -22,11 +22,18 @@ ojson quant_json(const QuantStats& st) {
 
 }  // namespace
 
-ojson site_metrics(const MatmulSites& sites) {
+ojson site_metrics(const MatmulSites& sites, bool swamping) {
   ojson j = ojson::object();
   for (const auto& s : sites.sites()) {
     if (!s.calls) continue;
     j[s.name()] = {{"a", quant_json(s.tel.a)}, {"b", quant_json(s.tel.b)}};
+    if (swamping) {
+      auto& o = j[s.name()];
+      o["inner_adds"] = s.tel.inner_adds;
+      o["inner_swamped"] = s.tel.inner_swamped;
+      o["outer_adds"] = s.tel.outer_adds;
+      o["outer_swamped"] = s.tel.outer_swamped;
+    }
   }
   return j;
 }

@@ -15,8 +15,9 @@
 namespace drift {
 
 // {"<layer>.<role>": {"a": Q, "b": Q}, ...} over the sites called since the last reset, where
-// Q = {elements, clipped, flushed, subnormal, amax[, scale_exp: {min, max, mean}]}.
-nlohmann::ordered_json site_metrics(const MatmulSites& sites);
+// Q = {elements, clipped, flushed, subnormal, amax[, scale_exp: {min, max, mean}]}; with
+// `swamping`, also inner_adds, inner_swamped, outer_adds, outer_swamped per site.
+nlohmann::ordered_json site_metrics(const MatmulSites& sites, bool swamping = false);
 
 // {"activation"|"weight"|"gradient": {elements, clipped, flushed, subnormal, amax}}: the same
 // counts summed over every operand of that class (amax: the largest).

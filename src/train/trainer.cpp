@@ -9,6 +9,7 @@
 
 #include "arith/catalogue.h"
 #include "diag/diagnostics.h"
+#include "backend/backend.h"
 #include "io/npy.h"
 #include "train/checkpoint.h"
 #include "train/divergence.h"
@@ -34,6 +35,16 @@ PreparedRun prepare_run(const RunConfig& cfg) {
   MasterConfig init_rounding = cfg.precision.master;
   init_rounding.rounding = "rne";
   MasterRounding::from(init_rounding).apply(r.model->params.data(), r.model->params.size(), cfg.seed, 0, 0);
+  try {
+    r.backend = make_backend(cfg.backend);
+  } catch (const BackendError& e) {
+    throw ConfigError("backend", e.what());
+  }
+  for (const auto& s : r.model->sites.sites())
+    if (auto why = r.backend->unsupported_reason(s.policy); !why.empty())
+      throw ConfigError("backend", std::string(r.backend->name()) + " cannot run site " + s.name() + " exactly: " + why);
+  r.model->sites.backend = r.backend.get();
+  r.model->sites.count_swamping = cfg.diagnostics.swamping;
   return r;
 }
 
@@ -117,7 +128,8 @@ std::string config_identity(const RunConfig& c) {
   ojson j = resolved_config_json(c);
   j.erase("version");
   j.erase("output");
-  j.erase("diagnostics");  // measurements only: a run may be resumed with diagnostics switched on or off
+  j.erase("diagnostics");
+  j.erase("backend");  // every backend gives the same bits  // measurements only: a run may be resumed with diagnostics switched on or off
   return j.dump();
 }
 
@@ -398,7 +410,7 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
         line["loss_scale"] = scale_used;
         line["skipped"] = !apply;
       }
-      line["sites"] = site_metrics(m.sites);
+      line["sites"] = site_metrics(m.sites, c.diagnostics.swamping);
       line["classes"] = class_metrics(m.sites);
       if (m.elementwise.any_active()) line["elementwise"] = elementwise_metrics(m.elementwise);
       if (diverged_now) {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/backend.h"
 #include "model/model.h"
 #include "train/config.h"
 #include "train/data.h"
@@ -42,12 +43,15 @@ struct RunSummary {
 
 // Everything a run needs, built (and checked) before anything is written.
 struct PreparedRun {
+  std::unique_ptr<Backend> backend;  // declared first: outlives the model whose sites point to it
   RunConfig cfg;
   Corpus corpus;
   std::unique_ptr<LmModel<float>> model;
 };
 
-// Loads the data, builds the model and resolves every site's policy. Throws ConfigError or io::IoError.
+// Loads the data, builds the model, resolves every site's policy and creates the backend (a backend
+// that cannot run here, or cannot run a site's policy exactly, is a ConfigError at "backend").
+// Throws ConfigError or io::IoError.
 PreparedRun prepare_run(const RunConfig& cfg);
 
 struct TrainOptions {

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# The CUDA backend on a real GPU, in one run (under 8 minutes on one H200):
+#   1. build with DRIFT_CUDA=ON (build-gpu/, all cores)
+#   2. the GPU test suite (drift_gpu_tests) and the host proof of the kernel bodies
+#   3. training bit-identity: mlp and attn under mxfp8_e4m3 and nvfp4, 200 steps, backend cpu vs
+#      cuda, metrics.jsonl compared byte for byte (timing fields aside)
+#   4. native FP8: cuBLASLt FP8 GEMM (fast accumulation off and on) vs the simulator's h100_fp8_e4m3
+#      model, bit agreement reported (scripts/bit_agreement.py)
+#   5. drift bench gemm --backend cuda at 4096^3 with cuBLAS SGEMM (no TF32) as the reference
+# and prints a summary table. Exit status: non-zero when a check (2 or 3) failed.
+# Usage: scripts/gpu_check.sh [build-dir]   (env: GPU_CHECK_STEPS=200, GPU_CHECK_BENCH_SHAPE=4096x4096x4096)
+set -uo pipefail
+src="$(cd "$(dirname "$0")/.." && pwd)"
+build="${1:-$src/build-gpu}"
+steps="${GPU_CHECK_STEPS:-200}"
+shape="${GPU_CHECK_BENCH_SHAPE:-4096x4096x4096}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+declare -a rows
+row() { rows+=("$(printf '%-50s %-6s %s' "$1" "$2" "$3")"); }
+failed=0
+t0=$(date +%s)
+elapsed() { echo "$(( $(date +%s) - t0 ))s"; }
+
+echo "== 1. build ($build)"
+if cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDRIFT_CUDA=ON > "$work/configure.log" 2>&1 &&
+   cmake --build "$build" -j"$(nproc)" --target drift drift_tests drift_gpu_tests > "$work/build.log" 2>&1; then
+  row "build (DRIFT_CUDA=ON)" ok "$(elapsed)"
+else
+  tail -40 "$work/configure.log" "$work/build.log"
+  row "build (DRIFT_CUDA=ON)" FAIL "see log above"
+  printf '%s\n' "${rows[@]}"
+  exit 1
+fi
+drift="$build/drift"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
+
+echo "== 2. GPU tests"
+"$build/drift_gpu_tests" > "$work/gpu_tests.log" 2>&1
+rc=$?
+cat "$work/gpu_tests.log"
+if [ $rc -eq 0 ]; then
+  row "GPU tests (drift_gpu_tests)" ok "$(grep -E '^\[doctest\] (test cases|assertions)' "$work/gpu_tests.log" | tr -s ' \n' ' ')"
+elif [ $rc -eq 77 ]; then
+  row "GPU tests (drift_gpu_tests)" SKIP "$(head -1 "$work/gpu_tests.log")"
+  failed=1
+else
+  row "GPU tests (drift_gpu_tests)" FAIL "$(grep -E '^\[doctest\] assertions' "$work/gpu_tests.log")"
+  failed=1
+fi
+if "$build/drift_tests" --source-file='*test_backend_element.cpp' > "$work/host.log" 2>&1; then
+  row "host proof of the kernel bodies" ok "$(grep -E '^\[doctest\] assertions' "$work/host.log")"
+else
+  tail -30 "$work/host.log"; row "host proof of the kernel bodies" FAIL ""; failed=1
+fi
+
+echo "== 3. training: backend cpu vs cuda, $steps steps"
+cat > "$work/base.json" <<JSON
+{ "seed": 11,
+  "model": {"kind": "mlp", "context": 16, "embed": 32, "hidden": 128},
+  "data": {"path": "$src/data/austen/persuasion.txt"},
+  "train": {"steps": $steps, "batch": 16, "eval_every": 50, "eval_batches": 2, "log_every": 1},
+  "precision": {"matmul": [{"preset": "mxfp8_e4m3"},
+                           {"match": {"role": "grad_weight"}, "a": {"rounding": "sr"}}]} }
+JSON
+strip_timing() { sed 's/,"tokens_per_s".*//' "$1"; }
+# The eight runs go in parallel, two OpenMP threads each (results do not depend on thread counts).
+declare -A pid
+for kind in mlp attn; do
+  for preset in mxfp8_e4m3 nvfp4; do
+    extra=(--set "precision.matmul.0.preset=$preset")
+    [ "$kind" = attn ] && extra+=(--set model.kind=attn --set model.d_model=32 --set model.heads=2 --set model.layers=2)
+    for be in cpu cuda; do
+      run="$kind-$preset-$be"
+      OMP_NUM_THREADS=2 "$drift" train --config "$work/base.json" --quiet --out "$work/$run" --set "backend=$be" \
+        "${extra[@]}" > "$work/$run.log" 2>&1 &
+      pid[$run]=$!
+    done
+  done
+done
+for kind in mlp attn; do
+  for preset in mxfp8_e4m3 nvfp4; do
+    ok=1
+    for be in cpu cuda; do
+      wait "${pid[$kind-$preset-$be]}" || { cat "$work/$kind-$preset-$be.log"; ok=0; }
+    done
+    if [ $ok = 1 ] && cmp -s <(strip_timing "$work/$kind-$preset-cpu/metrics.jsonl") \
+                            <(strip_timing "$work/$kind-$preset-cuda/metrics.jsonl"); then
+      row "train $kind $preset: metrics.jsonl cpu == cuda" ok "$(wc -l < "$work/$kind-$preset-cpu/metrics.jsonl") lines, $(elapsed)"
+    else
+      row "train $kind $preset: metrics.jsonl cpu == cuda" FAIL "$(elapsed)"
+      failed=1
+    fi
+  done
+done
+
+echo "== 4. native FP8 (cuBLASLt) vs the simulator's h100_fp8_e4m3 model"
+python3 - "$work" <<'PY'
+import struct, sys, random
+def write(path, rows, cols, seed):
+    r = random.Random(seed)
+    hdr = "{'descr': '<f8', 'fortran_order': False, 'shape': (%d, %d), }" % (rows, cols)
+    hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
+        f.write(struct.pack("<%dd" % (rows * cols), *[r.gauss(0, 1) for _ in range(rows * cols)]))
+write(sys.argv[1] + "/a.npy", 256, 1024, 1)
+write(sys.argv[1] + "/b.npy", 1024, 192, 2)
+PY
+native_policy='{"preset": "fp8_tensor_e4m3"}'
+for acc in "" fastacc; do
+  be="cuda-native${acc:+-$acc}"
+  sim='{"preset": "fp8_tensor_e4m3", "inner": {"fused": "h100_fp8_e4m3"'
+  [ -z "$acc" ] && sim+=', "promote_every": 128'
+  sim+='}}'
+  if "$drift" matmul --a "$work/a.npy" --b "$work/b.npy" --policy "$native_policy" --backend "$be" \
+       --out "$work/native$acc.npy" > "$work/native$acc.json" 2>&1 &&
+     "$drift" matmul --a "$work/a.npy" --b "$work/b.npy" --policy "$sim" --out "$work/sim$acc.npy" > /dev/null 2>&1; then
+    line=$(python3 "$src/scripts/bit_agreement.py" "$work/native$acc.npy" "$work/sim$acc.npy" --label "$be vs model")
+    echo "$line"
+    row "$be vs h100_fp8_e4m3 model (256x1024x192)" info "${line#*: }"
+  else
+    cat "$work/native$acc.json"
+    row "$be vs h100_fp8_e4m3 model" FAIL "did not run"
+  fi
+done
+
+echo "== 5. bench gemm --backend cuda ($shape)"
+if "$drift" bench gemm --backend cuda --shapes "$shape" --min-seconds 0.5 \
+     --policies fp32 mxfp8_e4m3 fp8_e4m3-fp32acc h100_fp8 > "$work/bench.txt" 2>&1; then
+  cat "$work/bench.txt"
+  while read -r policy sh kernel call sgemm ratio path; do
+    [ "$policy" = policy ] && continue
+    row "bench $policy $sh" info "kernel $kernel GF/s, call $call GF/s, cuBLAS SGEMM $sgemm GF/s, ratio $ratio ($path)"
+  done < "$work/bench.txt"
+else
+  cat "$work/bench.txt"; row "bench gemm --backend cuda" FAIL ""
+fi
+
+echo
+echo "== summary ($(elapsed) total)"
+printf '%-50s %-6s %s\n' "check" "result" "detail"
+printf '%s\n' "${rows[@]}"
+exit $failed
