@@ -88,8 +88,9 @@ std::optional<Quantizer> resolve_elementwise_site(const json& rules, const std::
 void resolve_elementwise(const json& rules, const std::string& path, ElementwiseSites& sites) {
   check_elementwise_rules(rules, path);
   for (auto& s : sites.sites()) {
+    // The delayed-scaling history stays (as for matmul sites): a resumed run restores it before
+    // resolving, and a scheduled switch keeps the amax history of the tensor.
     s.quantizer = resolve_elementwise_site(rules, path, s);
-    s.delayed = DelayedState();
   }
 }
 

@@ -3,7 +3,8 @@
 # the same metrics.jsonl bytes (timing fields aside) as an uninterrupted run, also when the resumed
 # part runs at another thread count; Ctrl-C (SIGINT) stops with a checkpoint and exit 130, and
 # --resume finishes the run; a truncated or foreign checkpoint is an error naming the file.
-# The policy exercises every carried state: delayed scaling (amax history), stochastic rounding,
+# The policy exercises every carried state: delayed scaling (amax history) of matmul operands and of
+# an elementwise tensor, stochastic rounding,
 # bf16 master weights with sr, 8-bit optimizer state and dynamic loss scaling.
 # Usage: train_resume.sh <drift-binary> <source-dir>
 set -euo pipefail
@@ -21,6 +22,8 @@ cat > cfg.json <<JSON
   "train": {"steps": 400, "batch": 16, "eval_every": 50, "eval_batches": 2, "log_every": 1, "checkpoint_every": 7},
   "precision": {"matmul": [{"preset": "fp8_delayed_hybrid"},
                            {"match": {"role": "grad_weight"}, "a": {"rounding": "sr"}}],
+                "elementwise": [{"match": {"tensor": "act_out"},
+                                 "quantizer": {"format": "fp8_e4m3", "scaling": {"kind": "delayed", "history": 4}}}],
                 "master": {"format": "bf16", "rounding": "sr"},
                 "optimizer_state": "int8_block",
                 "loss_scale": {"kind": "dynamic", "init": 1024, "interval": 20}} }
