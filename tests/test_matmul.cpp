@@ -72,6 +72,10 @@ void check_fast_equals_reference(const MatmulPolicy& p, const Shape& s, uint64_t
   ctx.count_swamping = true;   // the counting kernel
   const auto t_fast = matmul(av, bv, c_fast.data(), s.n, p, ctx);
   CHECK(same_bits(c_plain, c_fast));
+  // (The counting kernel may run where the plain one cannot and the reverse: only bits and
+  // quantization counts must agree.)
+  CHECK(t_plain.a.clipped == t_fast.a.clipped);
+  CHECK(t_plain.b.clipped == t_fast.b.clipped);
   ctx.force_reference = true;
   const auto t_ref = matmul(av, bv, c_ref.data(), s.n, p, ctx);
   CHECK(!t_ref.fast_path);
