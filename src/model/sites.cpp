@@ -111,12 +111,20 @@ void MatmulSites::matmul(size_t site, size_t m, size_t k, size_t n, const T* a, 
   }
   wc_.resize(m * n);
   call(site, va, vb, wc_.data(), n);
-  for (size_t i = 0; i < m; ++i)
-    for (size_t j = 0; j < n; ++j) {
-      T& dst = tc ? c[j * ldc + i] : c[i * ldc + j];
-      const T v = static_cast<T>(wc_[i * n + j]);  // exact when the output format fits in T
-      dst = accumulate ? static_cast<T>(dst + v) : v;
-    }
+  // Each element is written once, so the loop order changes no bit; it follows the destination's
+  // rows (a transposed write-back with i outer strides a whole row per element).
+  auto put = [&](size_t i, size_t j) {
+    T& dst = tc ? c[j * ldc + i] : c[i * ldc + j];
+    const T v = static_cast<T>(wc_[i * n + j]);  // exact when the output format fits in T
+    dst = accumulate ? static_cast<T>(dst + v) : v;
+  };
+  if (tc) {
+    for (size_t j = 0; j < n; ++j)
+      for (size_t i = 0; i < m; ++i) put(i, j);
+  } else {
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = 0; j < n; ++j) put(i, j);
+  }
 }
 
 template void MatmulSites::matmul<float>(size_t, size_t, size_t, size_t, const float*, size_t, bool, const float*,
