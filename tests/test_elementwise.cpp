@@ -43,6 +43,25 @@ std::vector<float> randn_f(size_t n, uint64_t stream, double sd = 1.0) {
   return v;
 }
 
+// A model small enough for finite differences, with every kind's sizes set so one config serves any kind.
+ModelConfig tiny_model(const char* kind, int layers = 2, const char* activation = "tanh") {
+  ModelConfig cfg;
+  cfg.kind = kind;
+  cfg.vocab = 7;
+  cfg.context = 4;
+  cfg.embed = 4;
+  cfg.hidden = 8;
+  cfg.hidden_layers = layers;
+  cfg.d_model = 8;
+  cfg.heads = 2;
+  cfg.layers = layers;
+  cfg.mlp_mult = 2;
+  cfg.input_dim = 5;
+  cfg.output_dim = 3;
+  cfg.activation = activation;
+  return cfg;
+}
+
 std::string config_error_path(const json& elementwise) {
   json j = {{"precision", {{"elementwise", elementwise}}}};
   try {
@@ -149,20 +168,8 @@ TEST_CASE("an fp32 quantizer on every elementwise tensor changes no bit of a flo
   // fp32 rne of a float is the float itself: a check that switching the sites on routes every tensor
   // through the quantized buffers without changing what the forward and backward compute.
   for (const char* kind : {"mlp", "attn", "proxy"}) {
-    ModelConfig cfg;
-    cfg.kind = kind;
+    ModelConfig cfg = tiny_model(kind, 2, std::string(kind) == "attn" ? "gelu" : "tanh");
     cfg.vocab = 13;
-    cfg.context = 4;
-    cfg.embed = 4;
-    cfg.hidden = 8;
-    cfg.hidden_layers = 2;
-    cfg.d_model = 8;
-    cfg.heads = 2;
-    cfg.layers = 2;
-    cfg.mlp_mult = 2;
-    cfg.input_dim = 5;
-    cfg.output_dim = 3;
-    cfg.activation = std::string(kind) == "attn" ? "gelu" : "tanh";
     auto a = make_model<float>(cfg, 9), b = make_model<float>(cfg, 9);
     resolve_elementwise(json::parse(R"([{"quantizer": "fp32"}])"), "p", b->elementwise);
     CHECK(b->elementwise.any_active());
@@ -359,37 +366,13 @@ const char* const kCoarseRules = R"([
 }  // namespace
 
 TEST_CASE("straight-through backward: every parameter gradient is the surrogate's exact gradient") {
-  ModelConfig cfg;
-  cfg.vocab = 7;
-  cfg.context = 4;
-  SUBCASE("mlp") {
-    cfg.kind = "mlp";
-    cfg.embed = 4;
-    cfg.hidden = 8;
-    cfg.hidden_layers = 2;
+  const struct {
+    const char* kind;
+    int layers;
+    const char* activation;
+  } models[] = {{"mlp", 2, "tanh"}, {"attn", 2, "tanh"}, {"attn", 1, "gelu"}, {"proxy", 2, "tanh"}};
+  for (const auto& m : models) {
+    INFO(m.kind, " ", m.layers, " layers, ", m.activation);
+    check_ste(tiny_model(m.kind, m.layers, m.activation), json::parse(kCoarseRules));
   }
-  SUBCASE("attn tanh") {
-    cfg.kind = "attn";
-    cfg.d_model = 8;
-    cfg.heads = 2;
-    cfg.layers = 2;
-    cfg.mlp_mult = 2;
-  }
-  SUBCASE("attn gelu") {
-    cfg.kind = "attn";
-    cfg.d_model = 8;
-    cfg.heads = 2;
-    cfg.layers = 1;
-    cfg.mlp_mult = 2;
-    cfg.activation = "gelu";
-  }
-  SUBCASE("proxy") {
-    cfg.kind = "proxy";
-    cfg.input_dim = 5;
-    cfg.output_dim = 3;
-    cfg.d_model = 8;
-    cfg.layers = 2;
-    cfg.mlp_mult = 2;
-  }
-  check_ste(cfg, json::parse(kCoarseRules));
 }

@@ -4,12 +4,10 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <strings.h>
-#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -19,6 +17,7 @@
 #include "arith/cast_span.h"
 #include "arith/catalogue.h"
 #include "arith/random.h"
+#include "backend/timing.h"
 #include "cli/commands.h"
 #include "hwy/targets.h"
 
@@ -54,24 +53,6 @@ std::vector<float> bench_inputs(size_t n) {
     }
   }
   return out;
-}
-
-// Best (smallest) seconds per call over repeats lasting at least min_seconds (at least 2 calls,
-// after one warm-up call).
-double best_seconds(const std::function<void()>& fn, double min_seconds) {
-  using clock = std::chrono::steady_clock;
-  fn();
-  double best = 1e300, total = 0;
-  int calls = 0;
-  while (calls < 2 || total < min_seconds) {
-    const auto t0 = clock::now();
-    fn();
-    const double s = std::chrono::duration<double>(clock::now() - t0).count();
-    best = std::min(best, s);
-    total += s;
-    ++calls;
-  }
-  return best;
 }
 
 template <typename T>
@@ -154,13 +135,13 @@ void run_bench_cast(const CastBenchOptions& opt) {
         spec.sr_bits = opt.sr_bits;
         const uint64_t seed = 11, stream = 3;
         CastStats s_ref, s_simd, s_par;
-        const double t_scalar = best_seconds(
+        const double t_scalar = best_seconds_per_call(
             [&] { s_ref = cast_span_scalar(in.data(), ref.data(), n, f, spec, seed, stream, 0); }, opt.min_time);
         const double t_simd =
-            best_seconds([&] { s_simd = cast_span(in.data(), out.data(), n, f, spec, seed, stream, 0); }, opt.min_time);
+            best_seconds_per_call([&] { s_simd = cast_span(in.data(), out.data(), n, f, spec, seed, stream, 0); }, opt.min_time);
         bool same = std::memcmp(ref.data(), out.data(), n * sizeof(float)) == 0 && s_simd == s_ref;
         std::fill(out.begin(), out.end(), 0.0f);
-        const double t_par = best_seconds(
+        const double t_par = best_seconds_per_call(
             [&] { s_par = cast_span_parallel(in.data(), out.data(), n, f, spec, seed, stream, 0); }, opt.min_time);
         same = same && std::memcmp(ref.data(), out.data(), n * sizeof(float)) == 0 && s_par == s_ref;
         if (!same)

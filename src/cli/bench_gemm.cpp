@@ -3,9 +3,7 @@
 // With --backend cuda: the CUDA backend's device matmul (operands prepared and resident, the kernel
 // alone) and its whole call (CPU quantization and copies included), against cuBLAS fp32 SGEMM
 // (no TF32) on the same GPU in the same run.
-#include <chrono>
 #include <cstdio>
-#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -14,6 +12,7 @@
 #include "arith/matmul.h"
 #include "arith/random.h"
 #include "backend/backend.h"
+#include "backend/timing.h"
 #include "cli/commands.h"
 #include "policy/matmul_json.h"
 
@@ -62,21 +61,6 @@ std::vector<BenchPolicy> bench_policies() {
   for (const auto& [name, json] : kBenchPolicies)
     out.push_back({name, parse_matmul_policy(nlohmann::json::parse(json), std::string("bench.") + name)});
   return out;
-}
-
-// Seconds per call: repeats until at least `min_seconds` have passed (at least one call).
-double time_call(const std::function<void()>& fn, double min_seconds) {
-  using clock = std::chrono::steady_clock;
-  fn();  // warm-up
-  int calls = 0;
-  const auto t0 = clock::now();
-  double elapsed = 0;
-  do {
-    fn();
-    ++calls;
-    elapsed = std::chrono::duration<double>(clock::now() - t0).count();
-  } while (elapsed < min_seconds);
-  return elapsed / calls;
 }
 
 struct BenchOptions {
@@ -171,7 +155,7 @@ void run_bench_gemm(const BenchOptions& o) {
     std::vector<Timed> timed;
     for (const auto& bp : policies) {
       bool fast = false;
-      const double t = time_call(
+      const double t = seconds_per_call(
           [&] {
             MatmulContext ctx;
             fast = matmul(av, bv, c.data(), sh.n, bp.policy, ctx).fast_path;
@@ -182,7 +166,7 @@ void run_bench_gemm(const BenchOptions& o) {
     double sgemm_gflops = 0;
 #ifdef DRIFT_HAVE_OPENBLAS
     std::vector<float> cf(sh.m * sh.n);
-    const double t_blas = time_call(
+    const double t_blas = seconds_per_call(
         [&] {
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(sh.m), static_cast<int>(sh.n),
                       static_cast<int>(sh.k), 1.0f, af.data(), static_cast<int>(sh.k), bf.data(),

@@ -3,13 +3,7 @@
 # matmul, bench gemm and train refuse with a message naming the option or config key, exit 2, and
 # write nothing. On a machine with a GPU the same commands must instead succeed (checked too).
 # Usage: backend_cli.sh <drift-binary> <source-dir>
-set -euo pipefail
-drift="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
-src="$(cd "$2" && pwd)"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/common.bash" "$@"
 
 printf '1 2\n3 4\n' > a.txt
 printf '5 6\n7 8\n' > b.txt

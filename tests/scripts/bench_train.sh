@@ -2,13 +2,7 @@
 # drift bench train runs every model x policy and joins PyTorch's figures correctly (no timing is
 # asserted: speed is a benchmark's business, never a test's).
 # Usage: bench_train.sh <drift-binary> <source-dir>
-set -euo pipefail
-drift="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
-src="$(cd "$2" && pwd)"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/common.bash" "$@"
 
 # Figures in the shape reference_pytorch.py --bench --json prints (made up: only the join is tested).
 cat > torch.json <<'JSON'

@@ -1,13 +1,7 @@
 #!/usr/bin/env bash
 # drift matmul / drift quantize end to end, checked against exact Python (fractions, no numpy).
 # Usage: cli_matmul.sh <drift-binary> <source-dir>
-set -euo pipefail
-drift="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"  # absolute: the checks run in a temporary directory
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/common.bash" "$@"
 
 # npy helper: write <file> <dtype f4|f8> <rows> <cols|-> <values...>; read <file> prints shape and values (repr).
 cat > npy.py <<'EOF'

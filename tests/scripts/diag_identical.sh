@@ -3,13 +3,7 @@
 # and without diagnostics and probes; diag.jsonl has one line per diagnostic step, is itself
 # deterministic (1 and 2 threads), records zero bound violations and a bit-identical replay.
 # Usage: diag_identical.sh <drift-binary> <source-dir>
-set -euo pipefail
-drift="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
-src="$(cd "$2" && pwd)"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/common.bash" "$@"
 
 # A tiny MLP under MXFP8 with delayed scaling on the forward and stochastic rounding of grad_weight's
 # A (random bits and carried state in play), dynamic loss scaling (the diagnostics must unscale).
@@ -23,7 +17,6 @@ cat > tiny.json <<JSON
                            {"match": {"role": "grad_weight"}, "a": {"rounding": "sr"}}],
                 "loss_scale": {"kind": "dynamic", "init": 1024}} }
 JSON
-no_timing() { sed 's/,"tokens_per_s".*//' "$1"; }
 for kind in mlp attn; do
   extra=()
   [ "$kind" = attn ] && extra=(--set model.kind=attn --set model.d_model=8 --set model.heads=2 --set model.layers=1)

@@ -3,12 +3,7 @@
 # aside) at OMP_NUM_THREADS=1 and 2 with stochastic rounding in an elementwise quantizer, per-tensor
 # telemetry in metrics.jsonl, the proxy learns, and a bad elementwise rule exits 2 naming its path.
 # Usage: proxy_elementwise.sh <drift-binary> <source-dir>
-set -euo pipefail
-drift="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/common.bash" "$@"
 
 cat > proxy.json <<'JSON'
 { "seed": 2,
@@ -22,7 +17,7 @@ JSON
 OMP_NUM_THREADS=1 "$drift" train --config proxy.json --quiet --out r1
 OMP_NUM_THREADS=2 "$drift" train --config proxy.json --quiet --out r2
 [ "$(wc -l < r1/metrics.jsonl)" -eq 60 ] || fail "expected 60 metrics lines"
-cmp <(sed 's/,"tokens_per_s".*//' r1/metrics.jsonl) <(sed 's/,"tokens_per_s".*//' r2/metrics.jsonl) \
+cmp <(no_timing r1/metrics.jsonl) <(no_timing r2/metrics.jsonl) \
   || fail "metrics bytes differ between 1 and 2 threads outside the timing fields"
 python3 - r1 <<'PY' || fail "metrics/summary content"
 import json, sys

@@ -7,16 +7,10 @@
 # run is no further from a float64 run than PyTorch's float32 run is (the basis of the tolerance).
 # Needs Debian's python3-torch (scripts/setup.sh installs it): without it this test FAILS.
 # Usage: pytorch_reference.sh <drift-binary> <source-dir>
-set -euo pipefail
-drift="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
-src="$(cd "$2" && pwd)"
+source "$(dirname "$0")/common.bash" "$@"
 ref="$src/scripts/reference_pytorch.py"
 # Debian's python3-torch is installed for Debian's interpreter only (DRIFT_TORCH_PYTHON: another one).
 py="${DRIFT_TORCH_PYTHON:-/usr/bin/python3}"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 [ -x "$py" ] || fail "$py not found (Debian's python3; scripts/setup.sh installs it)"
 "$py" -c 'import torch, numpy' 2> import.txt ||

@@ -4,13 +4,7 @@
 # failing run reported while the others go on, compare in every format (CSV and JSON parsed), and
 # bisect locating a deliberately broken forward output format to its layer.
 # Usage: sweep_compare.sh <drift-binary> <source-dir>
-set -euo pipefail
-drift="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
-src="$(cd "$2" && pwd)"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/common.bash" "$@"
 export OMP_NUM_THREADS=1
 
 cat > tiny.json <<JSON
@@ -65,8 +59,7 @@ assert s["runs"][4]["divergence_step"] is not None' || fail "resume did not skip
 [ "$(stat -c %Y sw/fp32/train.lr=0.03/seed1/metrics.jsonl)" = "$before" ] || fail "a finished run was rerun"
 # An unfinished run (no summary.json) with its checkpoint is continued with --resume, to the same
 # bytes; one without a checkpoint starts again.
-strip_timing() { sed 's/,"tokens_per_s".*//' "$1"; }
-strip_timing sw/fp32/train.lr=0.01/seed2/metrics.jsonl > before.txt
+no_timing sw/fp32/train.lr=0.01/seed2/metrics.jsonl > before.txt
 rm sw/fp32/train.lr=0.01/seed2/summary.json
 rm sw/boom/train.lr=0.01/seed1/summary.json sw/boom/train.lr=0.01/seed1/checkpoint.bin
 "$drift" sweep --config tiny.json --seeds 1-2 --set train.lr=0.03,0.01 --policies fp32.json boom.json --out sw --quiet
@@ -76,7 +69,7 @@ st = [r["status"] for r in s["runs"]]
 assert st.count("skipped-existing") == 6 and st[3] == "ok" and st[6] == "ok", st
 assert s["runs"][3]["args"][-1] == "--resume" and s["runs"][6]["args"][-1] == "--quiet", s["runs"][3]["args"]' \
   || fail "unfinished runs not continued"
-cmp before.txt <(strip_timing sw/fp32/train.lr=0.01/seed2/metrics.jsonl) || fail "resumed run differs"
+cmp before.txt <(no_timing sw/fp32/train.lr=0.01/seed2/metrics.jsonl) || fail "resumed run differs"
 
 # A finished run of a different config in the way: refused before anything runs (exit 2).
 set +e; "$drift" sweep --config tiny.json --seeds 1 --set model.hidden=16 --set train.lr=0.03,0.01 \
@@ -172,6 +165,6 @@ import json; b = json.load(open("bis3/bisect.json")); assert b["verdict"] == "tr
 # The shell loop makes the same runs (the fp32 preset and the default passthrough give the same bits).
 DRIFT="$drift" bash "$src/scripts/sweep_seeds.sh" tiny.json loop "1 2" --set train.lr=0.03 > loop.txt
 grep -q "compare with" loop.txt || fail "sweep_seeds.sh: $(cat loop.txt)"
-cmp <(sed 's/,"tokens_per_s".*//' loop/seed2/metrics.jsonl) <(sed 's/,"tokens_per_s".*//' sw/fp32/train.lr=0.03/seed2/metrics.jsonl) \
+cmp <(no_timing loop/seed2/metrics.jsonl) <(no_timing sw/fp32/train.lr=0.03/seed2/metrics.jsonl) \
   || fail "sweep_seeds.sh and drift sweep made different runs"
 echo "sweep_compare: OK"

@@ -7,13 +7,7 @@
 # an elementwise tensor, stochastic rounding,
 # bf16 master weights with sr, 8-bit optimizer state and dynamic loss scaling.
 # Usage: train_resume.sh <drift-binary> <source-dir>
-set -euo pipefail
-drift="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
-src="$(cd "$2" && pwd)"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/common.bash" "$@"
 
 cat > cfg.json <<JSON
 { "seed": 5,
@@ -28,11 +22,6 @@ cat > cfg.json <<JSON
                 "optimizer_state": "int8_block",
                 "loss_scale": {"kind": "dynamic", "init": 1024, "interval": 20}} }
 JSON
-strip() { python3 -c '
-import json, sys
-for line in open(sys.argv[1]):
-    d = json.loads(line); d.pop("tokens_per_s"); d.pop("elapsed_s"); print(json.dumps(d, sort_keys=True))
-' "$1"; }
 
 OMP_NUM_THREADS=1 "$drift" train --config cfg.json --quiet --out whole
 
@@ -44,7 +33,7 @@ sleep 0.2; kill -9 $pid 2>/dev/null || true; wait $pid 2>/dev/null || true
 OMP_NUM_THREADS=2 "$drift" train --config cfg.json --quiet --out killed --resume & pid=$!
 sleep 0.5; kill -9 $pid 2>/dev/null || true; wait $pid 2>/dev/null || true
 OMP_NUM_THREADS=2 "$drift" train --config cfg.json --quiet --out killed --resume
-cmp <(strip whole/metrics.jsonl) <(strip killed/metrics.jsonl) || fail "resumed metrics.jsonl differs from the uninterrupted run"
+cmp <(no_timing whole/metrics.jsonl) <(no_timing killed/metrics.jsonl) || fail "resumed metrics.jsonl differs from the uninterrupted run"
 python3 - whole/summary.json killed/summary.json <<'PY' || fail "summaries differ"
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
@@ -60,7 +49,7 @@ kill -INT $pid; rc=0; wait $pid || rc=$?
 [ "$rc" = 130 ] || fail "SIGINT: expected exit 130, got $rc"
 [ -f intr/summary.json ] && fail "an interrupted run must not write summary.json"
 "$drift" train --config cfg.json --quiet --out intr --resume
-cmp <(strip whole/metrics.jsonl) <(strip intr/metrics.jsonl) || fail "metrics after Ctrl-C + resume differ"
+cmp <(no_timing whole/metrics.jsonl) <(no_timing intr/metrics.jsonl) || fail "metrics after Ctrl-C + resume differ"
 
 # Bad checkpoints: clear errors naming the file, exit non-zero, the run directory left as it was.
 cp -r whole trunc

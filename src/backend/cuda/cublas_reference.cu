@@ -1,12 +1,12 @@
 // cuBLAS fp32 SGEMM as the speed reference of drift bench gemm --backend cuda.
 #include <cublas_v2.h>
 
-#include <chrono>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/timing.h"
 
 namespace drift {
 
@@ -33,18 +33,9 @@ double time_cublas_sgemm(size_t m, size_t n, size_t k, double min_seconds) {
     if (s != CUBLAS_STATUS_SUCCESS) throw BackendError("cublasSgemm failed");
     cuda::check(cudaDeviceSynchronize(), "cublasSgemm");
   };
-  using clock = std::chrono::steady_clock;
-  call();
-  int calls = 0;
-  const auto t0 = clock::now();
-  double elapsed = 0;
-  do {
-    call();
-    ++calls;
-    elapsed = std::chrono::duration<double>(clock::now() - t0).count();
-  } while (elapsed < min_seconds);
+  const double seconds = seconds_per_call(call, min_seconds);
   cublasDestroy(h);
-  return elapsed / calls;
+  return seconds;
 }
 
 }  // namespace drift

@@ -7,13 +7,12 @@
 //     reference does.
 #include "backend/cuda/cuda_backend.h"
 
-#include <chrono>
-#include <functional>
 
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/native_fp8.h"
 #include "backend/matmul_plan.h"
+#include "backend/timing.h"
 
 namespace drift {
 
@@ -148,20 +147,6 @@ void require_device(const char* backend) {
   if (cuda_device_count(&why) == 0)
     throw BackendError(std::string("backend '") + backend + "': no usable GPU (" + why + ")" +
                        (std::string(backend) == "cuda" ? "; backend 'cpu' gives the same results" : ""));
-}
-
-double seconds_per_call(const std::function<void()>& fn, double min_seconds) {
-  using clock = std::chrono::steady_clock;
-  fn();  // warm-up
-  int calls = 0;
-  const auto t0 = clock::now();
-  double elapsed = 0;
-  do {
-    fn();
-    ++calls;
-    elapsed = std::chrono::duration<double>(clock::now() - t0).count();
-  } while (elapsed < min_seconds);
-  return elapsed / calls;
 }
 
 }  // namespace
