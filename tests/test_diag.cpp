@@ -308,7 +308,7 @@ TEST_CASE("exact reference: the gradient of a tiny model computed here by anothe
   diag.begin_step(0, model->sites, model->elementwise);
   model->forward(windows.data(), B);
   model->backward();
-  const auto line = diag.run(0, *model, model->grads.data(), 1.0, windows.data(), B);
+  const auto line = diag.run(0, *model, model->grads.data(), 1.0, StepBatch{windows.data(), B});
 
   const float* wte = model->param("wte");
   const float* hw = model->param("head.w");
@@ -371,7 +371,7 @@ TEST_CASE("probes: another policy's gradient, the run untouched") {
   model->forward(windows.data(), B);
   model->backward();
   const std::vector<float> params = model->params, grads = model->grads;
-  const auto line = diag.run(3, *model, model->grads.data(), 1.0, windows.data(), B);
+  const auto line = diag.run(3, *model, model->grads.data(), 1.0, StepBatch{windows.data(), B});
   CHECK(model->params == params);
   CHECK(model->grads == grads);
   CHECK(line["replay_identical"] == true);
@@ -390,7 +390,57 @@ TEST_CASE("probes: another policy's gradient, the run untouched") {
   // Same inputs, same line.
   Diagnostics again(1, probes, cfg, 7);
   again.begin_step(3, model->sites, model->elementwise);
-  CHECK(again.run(3, *model, model->grads.data(), 1.0, windows.data(), B).dump() == line.dump());
+  CHECK(again.run(3, *model, model->grads.data(), 1.0, StepBatch{windows.data(), B}).dump() == line.dump());
+}
+
+TEST_CASE("proxy model: the exact reference draws the float run's batch in fp64") {
+  ModelConfig cfg;
+  cfg.kind = "proxy", cfg.input_dim = 6, cfg.output_dim = 3, cfg.d_model = 8, cfg.layers = 1, cfg.mlp_mult = 2;
+  const StepBatch batch{nullptr, 16, 10, 2};  // (stream, draw) = (10, 2): the trainer's key of step 2
+  auto exact_line = [&](const char* preset, LmModel<float>& model, Diagnostics& diag) {
+    model.sites.seed = 5;
+    for (auto& s : model.sites.sites()) s.policy = *find_matmul_preset(preset);
+    model.sites.begin_step(2);
+    diag.begin_step(2, model.sites, model.elementwise);
+    model.forward_generated(batch.stream, batch.draw, batch.size);
+    model.backward();
+    return diag.run(2, model, model.grads.data(), 1.0, batch);
+  };
+  auto model = make_model<float>(cfg, 5);
+  Diagnostics diag(1, {}, cfg, 5);
+  const auto line = exact_line("fp32", *model, diag);
+  CHECK(line["replay_identical"] == true);
+  CHECK(line["bound_violations"] == 0);
+  CHECK(line["grad"]["overall"]["cosine"].get<double>() > 0.999999);
+  CHECK(line["exact_loss"].get<double>() == doctest::Approx(line["loss"].get<double>()).epsilon(1e-5));
+  CHECK(line["logits_max_rel_dev"].get<double>() < 1e-3);  // the predictions stand in for logits
+
+  // The reference is an fp64 proxy with float_data at the run's weights: the same gradient, bit for
+  // bit. Without float_data the batch (inputs and teacher targets kept in double) is another one, so
+  // the flag is what makes the reference the gradient of the float run's batch.
+  auto reference = [&](bool float_data) {
+    auto m = make_model<double>(cfg, 5);
+    m->float_data = float_data;
+    for (auto& s : m->sites.sites()) s.policy = exact_fp64_policy();
+    std::copy(model->params.begin(), model->params.end(), m->params.begin());
+    const double loss = m->forward_generated(batch.stream, batch.draw, batch.size);
+    m->backward();
+    return std::pair{loss, m->grads};
+  };
+  const auto [loss_f, grads_f] = reference(true);
+  const auto [loss_d, grads_d] = reference(false);
+  CHECK(line["exact_loss"].get<double>() == loss_f);
+  CHECK(diag.exact_grad() == grads_f);
+  CHECK(loss_d != loss_f);
+  CHECK(grads_d != grads_f);
+
+  // An MXFP4 run of the same step: the diagnostics see its gradient degrade.
+  auto coarse = make_model<float>(cfg, 5);
+  Diagnostics diag4(1, {}, cfg, 5);
+  const auto line4 = exact_line("mxfp4", *coarse, diag4);
+  CHECK(line4["replay_identical"] == true);
+  CHECK(line4["grad"]["overall"]["cosine"].get<double>() < 0.9999);
+  CHECK(diag4.exact_grad() == grads_f);  // same weights and batch, same exact gradient
 }
 
 TEST_CASE("probes: bad entries are config errors naming the entry") {

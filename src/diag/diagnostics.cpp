@@ -51,10 +51,15 @@ double max_rel_deviation(const std::vector<float>& y, const std::vector<double>&
   return worst;
 }
 
+template <typename T>
+double forward_on(LmModel<T>& m, const StepBatch& batch) {
+  return m.needs_text() ? m.forward(batch.windows, batch.size) : m.forward_generated(batch.stream, batch.draw, batch.size);
+}
+
 // Forward and backward of `m` on the batch; grads unscaled the way the trainer does it (float divide).
-double forward_backward(LmModel<float>& m, const int32_t* windows, size_t batch, double loss_scale) {
+double forward_backward(LmModel<float>& m, const StepBatch& batch, double loss_scale) {
   m.loss_scale = loss_scale;
-  const double loss = m.forward(windows, batch);
+  const double loss = forward_on(m, batch);
   m.backward();
   if (loss_scale != 1.0) {
     const float s = static_cast<float>(loss_scale);
@@ -83,6 +88,7 @@ Diagnostics::Diagnostics(uint64_t every, std::vector<ProbePolicy> probes, const 
     : every_(every), probes_(std::move(probes)) {
   if (every_ == 0) return;
   exact_ = make_model<double>(cfg, seed);
+  exact_->float_data = true;  // a model that draws its own batch draws the float run's one
   for (auto& s : exact_->sites.sites()) s.policy = exact_fp64_policy();
   replay_ = make_model<float>(cfg, seed);
   // Probe rules must resolve on this model's sites (a rule may name a layer that is fine in general
@@ -112,19 +118,19 @@ void Diagnostics::restart_replay(uint64_t step, const LmModel<float>& run_model)
 }
 
 ojson Diagnostics::run(uint64_t step, const LmModel<float>& run_model, const float* grad, double loss_scale,
-                       const int32_t* windows, size_t batch) {
+                       const StepBatch& batch) {
   const ParamTable& table = run_model.table;
   // The exact reference: fp64 weights (the run's, exactly), fp64 arithmetic, no loss scaling.
   std::copy(run_model.params.begin(), run_model.params.end(), exact_->params.begin());
   exact_->loss_scale = 1.0;
-  const double exact_loss = exact_->forward(windows, batch);
+  const double exact_loss = forward_on(*exact_, batch);
   exact_->backward();
   const std::vector<double>& ref = exact_->grads;
 
   // The replay: the run's step again, on a copy, with the engine's diagnostics on.
   restart_replay(step, run_model);
   replay_->sites.diagnose = true;
-  const double loss = forward_backward(*replay_, windows, batch, loss_scale);
+  const double loss = forward_backward(*replay_, batch, loss_scale);
   const bool identical = std::equal(replay_->grads.begin(), replay_->grads.end(), grad);
 
   ojson sites = ojson::object();
@@ -157,7 +163,7 @@ ojson Diagnostics::run(uint64_t step, const LmModel<float>& run_model, const flo
     restart_replay(step, run_model);
     resolve_sites(p.rules, p.path, replay_->sites);
     replay_->sites.diagnose = false;
-    const double ploss = forward_backward(*replay_, windows, batch, loss_scale);
+    const double ploss = forward_backward(*replay_, batch, loss_scale);
     probes.push_back({{"name", p.name},
                       {"loss", num(ploss)},
                       {"logits_max_rel_dev", num(max_rel_deviation(replay_->last_logits(), exact_->last_logits()))},

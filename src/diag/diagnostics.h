@@ -4,7 +4,7 @@
 //   * a replay of the run's step on a float copy of the model with the run's policies, delayed-scaling
 //     state and random streams, with the engine's diagnostics on: each site's cast error per operand
 //     and its forward-error bound check (arith/cast_error.h, arith/error_bound.h);
-//   * the forward deviation of the logits from the fp64 ones;
+//   * the forward deviation of the logits (the proxy model's predictions) from the fp64 ones;
 //   * probes: the gradient each alternative policy would produce, compared with the exact one.
 // Everything runs on copies: the run's weights, sites, telemetry and state are only read.
 #pragma once
@@ -23,6 +23,14 @@ namespace drift {
 // The policy of the exact reference: fp64 operands without scaling, fp64 products and sums.
 MatmulPolicy exact_fp64_policy();
 
+// The batch a step trained on: text windows (batch x (context+1)), or, for a model that draws its
+// own inputs (proxy), the (stream, draw) key it drew them from.
+struct StepBatch {
+  const int32_t* windows = nullptr;
+  size_t size = 0;
+  uint64_t stream = 0, draw = 0;
+};
+
 class Diagnostics {
  public:
   Diagnostics(uint64_t every, std::vector<ProbePolicy> probes, const ModelConfig& cfg, uint64_t seed);
@@ -32,11 +40,10 @@ class Diagnostics {
   // delayed-scaling state) as the step starts, when the step is due.
   void begin_step(uint64_t step, const MatmulSites& sites, const ElementwiseSites& elementwise);
   // Call after the backward, before the optimizer: measures at the run's weights (run_model.params,
-  // as the step's forward used them) and batch `windows` (batch x (context+1)); `grad` is the run's
-  // gradient unscaled and unclipped, `loss_scale` what its backward was multiplied by. Returns the
-  // diag.jsonl line.
+  // as the step's forward used them) and `batch`; `grad` is the run's gradient unscaled and
+  // unclipped, `loss_scale` what its backward was multiplied by. Returns the diag.jsonl line.
   nlohmann::ordered_json run(uint64_t step, const LmModel<float>& run_model, const float* grad, double loss_scale,
-                             const int32_t* windows, size_t batch);
+                             const StepBatch& batch);
 
   // The exact reference gradient of the last run() (parameter layout of the model).
   const std::vector<double>& exact_grad() const { return exact_->grads; }

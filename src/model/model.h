@@ -58,6 +58,9 @@ class LmModel {
   // seed, stream, draw), as sample_windows draws text windows; returns the mean loss. Text models throw.
   virtual double forward_generated(uint64_t stream, uint64_t draw, size_t b);
   virtual bool needs_text() const { return true; }
+  // Models that draw their own data: round the drawn inputs and targets to float even when T is
+  // wider, so that an fp64 copy of a float run sees that run's batch exactly (diagnostics).
+  bool float_data = false;
   // grads = loss_scale * d(mean loss)/d(params) of the last forward (overwritten).
   virtual void backward() = 0;
   double loss_scale = 1.0;  // multiplies the loss gradient entering the backward pass (train/loss_scale.h)

@@ -148,6 +148,8 @@ class ProxyModel final : public LmModel<T> {
 
   bool needs_text() const override { return false; }
   size_t predictions(size_t b) const override { return b; }
+  // The regression outputs take the logits' place in diagnostics (forward deviation).
+  const std::vector<T>& last_logits() const override { return pred_; }
 
   double forward(const int32_t*, size_t) override {
     throw std::logic_error("the proxy model draws its own inputs: call forward_generated");
@@ -162,13 +164,14 @@ class ProxyModel final : public LmModel<T> {
     // The batch: inputs as T, the teacher's targets from exactly those inputs.
     x_.resize(b * din);
     std::vector<double> xd(b * din), yd(b * O);
+    auto as_data = [&](double v) { return this->float_data ? static_cast<T>(static_cast<float>(v)) : static_cast<T>(v); };
     for (size_t i = 0; i < b * din; ++i) {
-      x_[i] = static_cast<T>(normal_draw(seed_, stream, draw * b * din + i));
+      x_[i] = as_data(normal_draw(seed_, stream, draw * b * din + i));
       xd[i] = static_cast<double>(x_[i]);
     }
     teacher_.forward(yd.data(), xd.data(), b);
     y_.resize(b * O);
-    for (size_t i = 0; i < b * O; ++i) y_[i] = static_cast<T>(yd[i]);
+    for (size_t i = 0; i < b * O; ++i) y_[i] = as_data(yd[i]);
 
     h_.resize(L + 1);
     h_[0].resize(b * D);

@@ -316,8 +316,6 @@ RunConfig parse_run_config(const json& j) {
     check_keys(d, "diagnostics", {"every", "probes", "swamping"});
     get_bool(d, "diagnostics", "swamping", &c.diagnostics.swamping);
     get_uint(d, "diagnostics", "every", &c.diagnostics.every, 0, 100000000);
-    if (c.diagnostics.every && c.model.kind == "proxy")
-      throw ConfigError("diagnostics.every", "deep diagnostics need a text model (mlp or attn) for now");
     if (d.contains("probes")) {
       parse_probes(d["probes"], "diagnostics.probes");  // checks every entry
       c.diagnostics.probes = d["probes"];

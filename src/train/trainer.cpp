@@ -357,7 +357,8 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
     // ---- deep diagnostics (diag/diagnostics.h): reads the run's weights, batch and gradient
     // (unscaled, unclipped) and works on copies; nothing of the run changes. ----
     if (diag.due(step)) {
-      diag_out << diag.run(step, m, m.grads.data(), m.loss_scale, windows.data(), c.train.batch).dump() << "\n";
+      diag_out << diag.run(step, m, m.grads.data(), m.loss_scale,
+                           StepBatch{windows.data(), c.train.batch, kTrainDataStream, step}).dump() << "\n";
       diag_out.flush();
     }
     const double gnorm = global_norm(m.grads.data(), m.grads.size());
