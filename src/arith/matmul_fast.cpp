@@ -14,6 +14,9 @@
 //         (Boldo and Melquiond 2008) in the narrow format's normal range; lanes whose sum falls below
 //         its smallest normal, or beyond its largest finite value (overflow rules), or outside
 //         fp32's range, are redone one by one with the scalar core (op_add), as the reference does.
+//         On AVX-512 the plain kernel gets the round-to-odd sum from two fmas with the instruction's
+//         own rounding direction instead, and skips the range tests narrow_checks proves cannot fire
+//         (matmul_narrow-inl.h, narrow_range.h).
 // Vectorised across N (each lane owns one output column and adds its own K sequence in order),
 // register-tiled over 6 rows, OpenMP over row tiles: width and thread count cannot change a bit.
 // B is packed into column strips (K x 2 vectors, contiguous) so the kernel streams it.
