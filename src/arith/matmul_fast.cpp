@@ -117,9 +117,11 @@ HWY_INLINE void InnerBlock(D d, const FastOperands& op, size_t i0, size_t rows, 
   if constexpr (kInner != FastInner::fp32) {
     // Narrow accumulator: each add is exact-then-rounded; the K order is ascending or descending.
     if constexpr (!kCount) {
+      // A partial tile is padded with rows of zeros (sums that stay zero, never out of range, never
+      // stored): the whole tile then runs in registers.
       const float* ar[kRows];
-      for (size_t r = 0; r < rows; ++r) ar[r] = op.a + (i0 + r) * op.k;
-      NarrowBlock<kInner>(op.narrow, ar, rows, strip, k0, k1, acc);
+      for (size_t r = 0; r < kRows; ++r) ar[r] = r < rows ? op.a + (i0 + r) * op.k : op.narrow.zero_row;
+      NarrowBlock<kInner>(op.narrow, ar, strip, k0, k1, acc);
       return;
     }
     const bool rev = op.narrow.reverse;
@@ -249,6 +251,8 @@ void TilesOf(FastOperands& op) {
     op.narrow.check_tiny = checks.tiny;
     op.narrow.check_huge = checks.huge;
   }
+  std::vector<float> zero_row(kInner == FastInner::narrow_rne || kInner == FastInner::narrow_rtz ? op.k : 0, 0.0f);
+  op.narrow.zero_row = zero_row.data();
   const size_t row_tiles = (op.m + kRows - 1) / kRows;
   // Column panels keep a slice of B in cache while every row tile passes over it.
   const size_t panel = std::max<size_t>(2 * L, (size_t{64} * 1024 / sizeof(float) / std::max<size_t>(op.k, 1)) / (2 * L) * (2 * L));

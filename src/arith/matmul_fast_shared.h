@@ -55,6 +55,7 @@ struct NarrowAcc {
   bool reverse = false;      // k descending within each block
   // Range tests the plain kernel makes at every add (TilesOf sets them from narrow_checks).
   bool check_tiny = true, check_huge = true;
+  const float* zero_row = nullptr;  // k zeros: the A rows a partial tile is padded with
   const Format* format = nullptr;  // for the scalar core on the rare lanes
   const RoundSpec* round = nullptr;
 };

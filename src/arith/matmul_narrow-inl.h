@@ -257,51 +257,44 @@ stop:
   return n;
 }
 
-// The inner sums of one K-block [k0, k1) for `rows` rows (A row r at arow[r]) and the 2 vectors of
-// a B strip (row t at strip + t * 2L), each in the block's order (descending when reverse):
-// acc[r][h] = round_narrow(acc[r][h] + a[r][t] * b[t][h]). A full tile (rows == kR) runs in registers
-// (no call in the loop, which would send the sums to memory); a lane out of range stops it, and the
-// rest of that step is done by Exact, which calls the scalar core.
+// The inner sums of one K-block [k0, k1) for kR rows (A row r at arow[r]) and the 2 vectors of a B
+// strip (row t at strip + t * 2L), each in the block's order (descending when reverse):
+// acc[r][h] = round_narrow(acc[r][h] + a[r][t] * b[t][h]). The kR x 2 sums run in registers (no call
+// in the loop, which would send them to memory); a lane out of range stops that loop, and the rest of
+// that step is done by Exact, which calls the scalar core.
 template <size_t kR, class Step, class V>
-HWY_INLINE void NarrowRows(const Step& step, const float* const* arow, size_t rows, const float* strip, size_t k0,
-                           size_t k1, bool reverse, V (&acc)[kR][2]) {
+HWY_INLINE void NarrowRows(const Step& step, const float* const* arow, const float* strip, size_t k0, size_t k1,
+                           bool reverse, V (&acc)[kR][2]) {
   const typename Step::D d;
   const size_t L = hn::Lanes(d);
   const ptrdiff_t dt = reverse ? -1 : 1;
   auto t_of = [&](size_t n) { return reverse ? k0 + k1 - 1 - n : n; };
-  // Step n of the block, adds from position `from` (2r + h) on, by Exact.
-  auto exact_step = [&](size_t n, size_t from) {
+  size_t n = k0;
+  while (n < k1) {
+    size_t pos = 0;
+    n = NarrowRegisterSteps(step, arow, strip, n, k1, t_of(n), dt, acc, &pos);
+    if (n == k1) break;
+    // Step n from position pos (2r + h) on, by Exact.
     const size_t t = t_of(n);
     const V b[2] = {hn::LoadU(d, strip + t * 2 * L), hn::LoadU(d, strip + t * 2 * L + L)};
-    for (size_t q = from; q < 2 * rows; ++q)
+    for (size_t q = pos; q < 2 * kR; ++q)
       acc[q / 2][q % 2] = step.Exact(acc[q / 2][q % 2], hn::Set(d, arow[q / 2][t]), b[q % 2]);
-  };
-  if (rows == kR) {
-    size_t n = k0;
-    while (n < k1) {
-      size_t pos = 0;
-      n = NarrowRegisterSteps(step, arow, strip, n, k1, t_of(n), dt, acc, &pos);
-      if (n == k1) break;
-      exact_step(n, pos);
-      ++n;
-    }
-  } else {
-    for (size_t n = k0; n < k1; ++n) exact_step(n, 0);
+    ++n;
   }
 }
 
 // NarrowRows with the range tests this call needs (NarrowAcc::check_tiny / check_huge).
 template <FastInner kInner, size_t kR, class V>
-HWY_INLINE void NarrowBlock(const NarrowAcc& na, const float* const* arow, size_t rows, const float* strip,
-                            size_t k0, size_t k1, V (&acc)[kR][2]) {
+HWY_INLINE void NarrowBlock(const NarrowAcc& na, const float* const* arow, const float* strip, size_t k0, size_t k1,
+                            V (&acc)[kR][2]) {
   if (na.check_tiny && na.check_huge)
-    NarrowRows(NarrowStep<kInner, true, true>(na), arow, rows, strip, k0, k1, na.reverse, acc);
+    NarrowRows(NarrowStep<kInner, true, true>(na), arow, strip, k0, k1, na.reverse, acc);
   else if (na.check_tiny)
-    NarrowRows(NarrowStep<kInner, true, false>(na), arow, rows, strip, k0, k1, na.reverse, acc);
+    NarrowRows(NarrowStep<kInner, true, false>(na), arow, strip, k0, k1, na.reverse, acc);
   else if (na.check_huge)
-    NarrowRows(NarrowStep<kInner, false, true>(na), arow, rows, strip, k0, k1, na.reverse, acc);
+    NarrowRows(NarrowStep<kInner, false, true>(na), arow, strip, k0, k1, na.reverse, acc);
   else
-    NarrowRows(NarrowStep<kInner, false, false>(na), arow, rows, strip, k0, k1, na.reverse, acc);
+    NarrowRows(NarrowStep<kInner, false, false>(na), arow, strip, k0, k1, na.reverse, acc);
 }
 
 }  // namespace HWY_NAMESPACE
