@@ -244,15 +244,16 @@ template <bool kCount, FastInner kInner>
 void TilesOf(FastOperands& op) {
   const hn::ScalableTag<float> d;
   const size_t L = hn::Lanes(d);
+  std::vector<float> zero_row;  // (lives through the parallel region below)
   if constexpr (kInner == FastInner::narrow_rne || kInner == FastInner::narrow_rtz) {
     // The range tests the narrow kernel can skip for this call's data.
     const NarrowChecks checks = narrow_checks(*op.narrow.format, *op.narrow.round, MaxMagnitude(op.a, op.m * op.k),
                                               MaxMagnitude(op.b, op.npad * op.k), op.kblock);
     op.narrow.check_tiny = checks.tiny;
     op.narrow.check_huge = checks.huge;
+    zero_row.assign(op.k, 0.0f);
+    op.narrow.zero_row = zero_row.data();
   }
-  std::vector<float> zero_row(kInner == FastInner::narrow_rne || kInner == FastInner::narrow_rtz ? op.k : 0, 0.0f);
-  op.narrow.zero_row = zero_row.data();
   const size_t row_tiles = (op.m + kRows - 1) / kRows;
   // Column panels keep a slice of B in cache while every row tile passes over it.
   const size_t panel = std::max<size_t>(2 * L, (size_t{64} * 1024 / sizeof(float) / std::max<size_t>(op.k, 1)) / (2 * L) * (2 * L));
