@@ -14,6 +14,9 @@
 //         (Boldo and Melquiond 2008) in the narrow format's normal range; lanes whose sum falls below
 //         its smallest normal, or beyond its largest finite value (overflow rules), or outside
 //         fp32's range, are redone one by one with the scalar core (op_add), as the reference does.
+//         On AVX-512 the plain kernel gets the round-to-odd sum from two fmas with the instruction's
+//         own rounding direction instead, and skips the range tests narrow_checks proves cannot fire
+//         (matmul_narrow-inl.h, narrow_range.h).
 // Vectorised across N (each lane owns one output column and adds its own K sequence in order),
 // register-tiled over 6 rows, OpenMP over row tiles: width and thread count cannot change a bit.
 // B is packed into column strips (K x 2 vectors, contiguous) so the kernel streams it.
@@ -37,6 +40,7 @@
 #include "arith/random.h"
 
 #include "arith/matmul_fast_shared.h"
+#include "arith/narrow_range.h"
 
 // The narrow-accumulator add and the fused model, per target.
 #include "arith/matmul_narrow-inl.h"
@@ -112,6 +116,14 @@ HWY_INLINE void InnerBlock(D d, const FastOperands& op, size_t i0, size_t rows, 
   }
   if constexpr (kInner != FastInner::fp32) {
     // Narrow accumulator: each add is exact-then-rounded; the K order is ascending or descending.
+    if constexpr (!kCount) {
+      // A partial tile is padded with rows of zeros (sums that stay zero, never out of range, never
+      // stored): the whole tile then runs in registers.
+      const float* ar[kRows];
+      for (size_t r = 0; r < kRows; ++r) ar[r] = r < rows ? op.a + (i0 + r) * op.k : op.narrow.zero_row;
+      NarrowBlock<kInner>(op.narrow, ar, strip, k0, k1, acc);
+      return;
+    }
     const bool rev = op.narrow.reverse;
     for (size_t n = k0; n < k1; ++n) {
       const size_t t = rev ? k0 + k1 - 1 - n : n;
@@ -214,10 +226,34 @@ HWY_INLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, 
     }
 }
 
+// The largest magnitude of n floats (finite: matmul_fast checked), from their encodings: for
+// non-negative floats the unsigned order of encodings is the numeric order.
+float MaxMagnitude(const float* x, size_t n) {
+  uint32_t m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, sizeof u);
+    m = std::max(m, u & 0x7fffffffu);
+  }
+  float f;
+  std::memcpy(&f, &m, sizeof f);
+  return f;
+}
+
 template <bool kCount, FastInner kInner>
 void TilesOf(FastOperands& op) {
   const hn::ScalableTag<float> d;
   const size_t L = hn::Lanes(d);
+  std::vector<float> zero_row;  // (lives through the parallel region below)
+  if constexpr (kInner == FastInner::narrow_rne || kInner == FastInner::narrow_rtz) {
+    // The range tests the narrow kernel can skip for this call's data.
+    const NarrowChecks checks = narrow_checks(*op.narrow.format, *op.narrow.round, MaxMagnitude(op.a, op.m * op.k),
+                                              MaxMagnitude(op.b, op.npad * op.k), op.kblock);
+    op.narrow.check_tiny = checks.tiny;
+    op.narrow.check_huge = checks.huge;
+    zero_row.assign(op.k, 0.0f);
+    op.narrow.zero_row = zero_row.data();
+  }
   const size_t row_tiles = (op.m + kRows - 1) / kRows;
   // Column panels keep a slice of B in cache while every row tile passes over it.
   const size_t panel = std::max<size_t>(2 * L, (size_t{64} * 1024 / sizeof(float) / std::max<size_t>(op.k, 1)) / (2 * L) * (2 * L));

@@ -53,6 +53,9 @@ struct NarrowAcc {
   uint32_t min_normal_enc = 0;  // |sum| encodings below this (and above 0) take the scalar core
   uint32_t max_enc = 0;      // rounded encodings above this (overflow, inf, NaN) take the scalar core
   bool reverse = false;      // k descending within each block
+  // Range tests the plain kernel makes at every add (TilesOf sets them from narrow_checks).
+  bool check_tiny = true, check_huge = true;
+  const float* zero_row = nullptr;  // k zeros: the A rows a partial tile is padded with
   const Format* format = nullptr;  // for the scalar core on the rare lanes
   const RoundSpec* round = nullptr;
 };
