@@ -1,4 +1,4 @@
-// drift bench train: milliseconds per training step (forward + backward + gradient norm + AdamW
+// drift bench train: milliseconds per training step (forward + backward + gradient norms + AdamW
 // update, every matmul through the engine) of the two bench models under the fp32 passthrough and
 // full MXFP8 emulation, on the shipped corpus. Given the JSON of
 // `scripts/reference_pytorch.py --bench --json` (PyTorch float32, the same models and batch sizes),
@@ -20,7 +20,9 @@
 #include "model/model.h"
 #include "policy/site_rules.h"
 #include "train/data.h"
+#include "train/config.h"
 #include "train/optimizer.h"
+#include "train/train_step.h"
 
 namespace drift::cli {
 namespace {
@@ -78,40 +80,35 @@ double process_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-// Times training steps of one model under one policy. The step is the training loop's
-// (src/train/trainer.cpp) without the logging: draw the batch, forward, backward, global norm,
-// clip factor, optimizer update.
+// Times training steps of one model under one policy: the training loop's step (train/train_step.h,
+// as src/train/trainer.cpp runs it) without the logging: begin, forward, backward, gradient norms,
+// clipped optimizer update.
 Timing time_training(const BenchModel& bm, const BenchPolicy& bp, const Corpus& corpus, const Options& o) {
-  ModelConfig mc = bm.cfg;
-  mc.vocab = corpus.tok.vocab();
-  auto model = make_model<float>(mc, 0);
-  model->sites.seed = 0;
+  RunConfig rc;
+  rc.seed = 0;
+  rc.model = bm.cfg;
+  rc.model.vocab = corpus.tok.vocab();
+  rc.train.steps = 1u << 30;  // the schedule stays in warmup/early cosine: the lr value does not change the work
+  rc.train.batch = bm.batch;
+  auto model = make_model<float>(rc.model, rc.seed);
+  model->sites.seed = rc.seed;
   resolve_sites(nlohmann::json::parse(bp.rules), std::string("bench.") + bp.name, model->sites);
-  TrainConfig tc;
-  tc.steps = 1u << 30;  // the schedule stays in warmup/early cosine: the lr value does not change the work
-  tc.batch = bm.batch;
-  Optimizer opt(tc, PrecisionConfig{}, model->table);
-  std::vector<int32_t> windows(bm.batch * (mc.context + 1));
+  Optimizer opt(rc.train, rc.precision, model->table);
+  TrainStep train_step(rc, *model, corpus);
   using clock = std::chrono::steady_clock;
-  auto seconds = [](clock::time_point a, clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
   Timing t;
   uint64_t step = 0;
   auto one_step = [&](bool timed) {
+    PhaseTimes phases;
+    train_step.begin(step, 1.0);
+    train_step.gradients(step, false, &phases);
     const auto t0 = clock::now();
-    model->sites.begin_step(step);
-    model->sites.reset_telemetry();
-    sample_windows(corpus.train, mc.context, bm.batch, 0, kTrainDataStream, step, windows.data());
-    model->forward(windows.data(), bm.batch);
-    const auto t1 = clock::now();
-    model->backward();
-    const auto t2 = clock::now();
-    const double gnorm = global_norm(model->grads.data(), model->grads.size());
-    const double scale = tc.grad_clip > 0 && gnorm > tc.grad_clip ? tc.grad_clip / gnorm : 1.0;
-    opt.step(model->table, model->params.data(), model->grads.data(), learning_rate(tc, step), scale, 0, step);
-    const auto t3 = clock::now();
+    const GradNorms norms = gradient_norms(model->table, model->grads.data());
+    train_step.update(opt, norms.global, learning_rate(rc.train, step), step);
+    const double update_s = std::chrono::duration<double>(clock::now() - t0).count();
     ++step;
     if (!timed) return;
-    t.forward_s += seconds(t0, t1), t.backward_s += seconds(t1, t2), t.update_s += seconds(t2, t3);
+    t.forward_s += phases.forward_s, t.backward_s += phases.backward_s, t.update_s += update_s;
     ++t.steps;
   };
   for (int i = 0; i < 2; ++i) one_step(false);  // warm-up: scratch buffers grow, pages fault in

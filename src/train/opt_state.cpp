@@ -121,6 +121,25 @@ void StateBuffer::store(size_t b, const float* in) {
   }
 }
 
+float* StateBuffer::update_begin(size_t b, float* scratch) {
+  if (fmt_ != StateFormat::int8_block) return values_.data() + starts_[b];
+  load(b, scratch);
+  return scratch;
+}
+
+void StateBuffer::update_end(size_t b, float* values) {
+  switch (fmt_) {
+    case StateFormat::fp32:
+      return;  // updated where it is stored
+    case StateFormat::bf16:
+      cast_span(values, values, ends_[b] - starts_[b], bf16(), RoundSpec{}, 0, 0, 0);
+      return;
+    case StateFormat::int8_block:
+      store(b, values);
+      return;
+  }
+}
+
 void StateBuffer::save(BlobWriter& w) const {
   w.u64(static_cast<uint64_t>(fmt_));
   w.vec(values_);

@@ -6,7 +6,9 @@
 //               consecutive elements of one tensor is divided by its absolute maximum (kept in
 //               fp32) and stored as the index of the nearest value of a 256-entry dynamic map
 //               (signed for the momentum, unsigned for the second moment; see dynamic_map).
-// The optimizer works block by block: load a block into floats, update, store it back.
+// The optimizer works block by block. fp32 and bf16 blocks are updated where they are stored
+// (update_begin gives the stored floats; update_end rounds bf16 ones in place); int8_block ones are
+// decoded into a scratch block and quantized back.
 #pragma once
 
 #include <array>
@@ -46,6 +48,12 @@ class StateBuffer {
   size_t block_end(size_t b) const { return ends_[b]; }
   void load(size_t b, float* out) const;        // out[0 .. block size)
   void store(size_t b, const float* in);         // rounds/quantizes to the format
+  // Block b's values to update in place: the stored floats themselves (fp32, bf16; no copy), or
+  // for int8_block the decoded values in `scratch` (kBlock floats). update_end(b, values) then
+  // stores them: nothing for fp32, rne to bf16 in place, quantized for int8_block. The same bits
+  // as load, update, store.
+  float* update_begin(size_t b, float* scratch);
+  void update_end(size_t b, float* values);
   StateFormat format() const { return fmt_; }
   void save(BlobWriter& w) const;
   void restore(BlobReader& r);

@@ -5,6 +5,7 @@
 
 #include "arith/cast_span.h"
 #include "arith/catalogue.h"
+#include "train/update_rules.h"
 
 namespace drift {
 
@@ -56,40 +57,30 @@ Optimizer::Optimizer(const TrainConfig& t, const PrecisionConfig& p, const Param
 void Optimizer::step(const ParamTable&, float* params, const float* grads, double lr, double grad_scale, uint64_t seed,
                      uint64_t step) {
   ++t_;
-  const float flr = static_cast<float>(lr), s = static_cast<float>(grad_scale);
-  const float wd = static_cast<float>(cfg_.weight_decay);
   const bool sgd = cfg_.optimizer == "sgd";
-  const float mu = static_cast<float>(cfg_.momentum);
-  const float b1 = static_cast<float>(cfg_.beta1), b2 = static_cast<float>(cfg_.beta2), eps = static_cast<float>(cfg_.eps);
-  const float c1 = static_cast<float>(1.0 - std::pow(cfg_.beta1, static_cast<double>(t_)));
-  const float c2 = static_cast<float>(1.0 - std::pow(cfg_.beta2, static_cast<double>(t_)));
+  SgdCoeffs sc;
+  AdamwCoeffs ac;
+  sc.lr = ac.lr = static_cast<float>(lr);
+  sc.grad_scale = ac.grad_scale = static_cast<float>(grad_scale);
+  sc.weight_decay = ac.weight_decay = static_cast<float>(cfg_.weight_decay);
+  sc.momentum = static_cast<float>(cfg_.momentum);
+  ac.beta1 = static_cast<float>(cfg_.beta1);
+  ac.beta2 = static_cast<float>(cfg_.beta2);
+  ac.eps = static_cast<float>(cfg_.eps);
+  ac.bias1 = static_cast<float>(1.0 - std::pow(cfg_.beta1, static_cast<double>(t_)));
+  ac.bias2 = static_cast<float>(1.0 - std::pow(cfg_.beta2, static_cast<double>(t_)));
   for (size_t blk = 0; blk < m_.blocks(); ++blk) {
     const size_t lo = m_.block_begin(blk), n = m_.block_end(blk) - lo;
-    const bool decay = decay_[blk];
     float* p = params + lo;
-    const float* gr = grads + lo;
-    m_.load(blk, mb_.data());
+    float* m = m_.update_begin(blk, mb_.data());
     if (sgd) {
-      for (size_t i = 0; i < n; ++i) {
-        float g = gr[i] * s;
-        if (decay && wd != 0.0f) g = g + wd * p[i];
-        mb_[i] = mu * mb_[i] + g;
-        p[i] = p[i] - flr * mb_[i];
-      }
+      sgd_update(p, grads + lo, m, n, sc, decay_[blk]);
     } else {
-      v_.load(blk, vb_.data());
-      for (size_t i = 0; i < n; ++i) {
-        const float g = gr[i] * s;
-        mb_[i] = b1 * mb_[i] + (1.0f - b1) * g;
-        vb_[i] = b2 * vb_[i] + (1.0f - b2) * (g * g);
-        const float mhat = mb_[i] / c1, vhat = vb_[i] / c2;
-        float upd = mhat / (std::sqrt(vhat) + eps);
-        if (decay) upd = upd + wd * p[i];
-        p[i] = p[i] - flr * upd;
-      }
-      v_.store(blk, vb_.data());
+      float* v = v_.update_begin(blk, vb_.data());
+      adamw_update(p, grads + lo, m, v, n, ac, decay_[blk]);
+      v_.update_end(blk, v);
     }
-    m_.store(blk, mb_.data());
+    m_.update_end(blk, m);
     master_.apply(p, n, seed, step, lo);
   }
 }

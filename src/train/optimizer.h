@@ -43,7 +43,8 @@ class Optimizer {
   // the master rounding. `step` and `seed` key stochastic master rounding.
   //   sgd:   g' = g*s + wd*p (decay tensors);  m = momentum*m + g';  p -= lr*m
   //   adamw: m = b1*m + (1-b1)*g*s;  v = b2*v + (1-b2)*(g*s)^2;  p -= lr*(m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + wd*p)
-  // All in fp32, element by element; m and v are loaded from and stored to their state format.
+  // All in fp32, element by element (train/update_rules.h); m and v are updated in their state
+  // format's storage (fp32, bf16) or decoded and re-quantized block by block (int8_block).
   void step(const ParamTable& table, float* params, const float* grads, double lr, double grad_scale, uint64_t seed,
             uint64_t step);
   uint64_t steps_taken() const { return t_; }
@@ -55,7 +56,7 @@ class Optimizer {
   TrainConfig cfg_;
   MasterRounding master_;
   StateBuffer m_, v_;
-  std::vector<float> mb_, vb_;  // one block of m and v, loaded
+  std::vector<float> mb_, vb_;  // one decoded block of m and v (int8_block state)
   std::vector<uint8_t> decay_;  // per block: the tensor takes weight decay
   uint64_t t_ = 0;
 };

@@ -7,7 +7,6 @@
 #include <limits>
 #include <sstream>
 
-#include "arith/catalogue.h"
 #include "diag/diagnostics.h"
 #include "backend/backend.h"
 #include "io/npy.h"
@@ -16,6 +15,7 @@
 #include "policy/elementwise_rules.h"
 #include "train/optimizer.h"
 #include "train/telemetry.h"
+#include "train/train_step.h"
 
 namespace drift {
 
@@ -62,21 +62,11 @@ ojson elementwise_metrics(const ElementwiseSites& e) {
   return j;
 }
 
-// One batch through the model: text windows drawn from `tokens`, or the model's own inputs (proxy).
-double forward_batch(PreparedRun& run, const std::vector<int32_t>& tokens, uint64_t stream, uint64_t draw,
-                     std::vector<int32_t>& windows) {
-  auto& m = *run.model;
-  const auto& c = run.cfg;
-  if (!m.needs_text()) return m.forward_generated(stream, draw, c.train.batch);
-  sample_windows(tokens, c.model.context, c.train.batch, c.seed, stream, draw, windows.data());
-  return m.forward(windows.data(), c.train.batch);
-}
-
 // A JSON number, or null when not finite.
 ojson num(double x) { return std::isfinite(x) ? ojson(x) : ojson(nullptr); }
 ojson step_or_null(int64_t s) { return s >= 0 ? ojson(s) : ojson(nullptr); }
 
-double evaluate(PreparedRun& run, uint64_t step, std::vector<int32_t>& windows) {
+double evaluate(PreparedRun& run, TrainStep& batches, uint64_t step) {
   auto& m = *run.model;
   const auto& c = run.cfg;
   // Evaluation must not disturb training: keep the sites' telemetry and delayed-scaling state.
@@ -84,7 +74,7 @@ double evaluate(PreparedRun& run, uint64_t step, std::vector<int32_t>& windows) 
   const std::vector<ElementwiseSite> saved_elementwise = m.elementwise.sites();
   m.begin_step(kEvalStepBase + step);
   double total = 0;
-  for (size_t i = 0; i < c.train.eval_batches; ++i) total += forward_batch(run, run.corpus.val, kValDataStream, i, windows);
+  for (size_t i = 0; i < c.train.eval_batches; ++i) total += batches.forward_batch(run.corpus.val, kValDataStream, i);
   m.sites.sites() = saved;
   m.elementwise.sites() = saved_elementwise;
   return total / static_cast<double>(c.train.eval_batches);
@@ -302,14 +292,9 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
     if (!diag_out) throw io::IoError(diag_path + ": cannot write");
   }
 
-  std::vector<int32_t> windows(c.train.batch * (c.model.context + 1));
+  TrainStep train_step(c, m, run.corpus);
   const size_t tokens_per_step = m.predictions(c.train.batch);
   const auto& ls = c.precision.loss_scale;
-  const AllreduceConfig& ar = c.precision.allreduce;
-  const Format ar_format = *find_format(ar.format);
-  RoundSpec ar_spec;
-  ar_spec.mode = *parse_rounding(ar.rounding);
-  std::vector<std::vector<float>> rank_grads(ar.ranks);
   size_t next_schedule = 0;
   while (next_schedule < c.precision.schedule.size() &&
          c.precision.schedule[next_schedule]["step"].get<uint64_t>() <= st.next_step)
@@ -327,42 +312,20 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
       resolve_sites_at_step(c.precision, step, m.sites, m.elementwise);
       ++next_schedule;
     }
-    m.begin_step(step);
-    m.reset_telemetry();
+    train_step.begin(step, st.scaler.scale);
     diag.begin_step(step, m.sites, m.elementwise);  // deep diagnostics: snapshot of the sites as the step starts (when due)
-    m.loss_scale = st.scaler.scale;
-    if (ar.ranks == 1) {
-      st.loss = forward_batch(run, run.corpus.train, kTrainDataStream, step, windows);
-      m.backward();
-    } else {
-      sample_windows(run.corpus.train, c.model.context, c.train.batch, c.seed, kTrainDataStream, step, windows.data());
-      // Simulated data parallelism: each rank's share of the batch, then the reduction in the
-      // wire format (of the loss-scaled gradients, as real training reduces them), then the mean.
-      const size_t share = c.train.batch / ar.ranks, width = c.model.context + 1;
-      double total = 0;
-      for (size_t r = 0; r < ar.ranks; ++r) {
-        total += m.forward(windows.data() + r * share * width, share);
-        m.backward();
-        rank_grads[r] = m.grads;
-      }
-      simulated_allreduce(rank_grads, m.grads.data(), m.grads.size(), ar_format, ar_spec, ar.order);
-      const float ranks = static_cast<float>(ar.ranks);
-      for (float& g : m.grads) g = g / ranks;
-      st.loss = total / static_cast<double>(ar.ranks);
-    }
-    if (st.scaler.active(ls)) {
-      const float s = static_cast<float>(st.scaler.scale);
-      for (float& g : m.grads) g = g / s;
-    }
+    st.loss = train_step.gradients(step, st.scaler.active(ls));
     // ---- deep diagnostics (diag/diagnostics.h): reads the run's weights, batch and gradient
     // (unscaled, unclipped) and works on copies; nothing of the run changes. ----
     if (diag.due(step)) {
       diag_out << diag.run(step, m, m.grads.data(), m.loss_scale,
-                           StepBatch{windows.data(), c.train.batch, kTrainDataStream, step}).dump() << "\n";
+                           StepBatch{train_step.windows().data(), c.train.batch, kTrainDataStream, step}).dump()
+               << "\n";
       diag_out.flush();
     }
-    const double gnorm = global_norm(m.grads.data(), m.grads.size());
-    const TensorNormMax gmax = max_tensor_norm(m.table, m.grads.data());
+    const GradNorms norms = gradient_norms(m.table, m.grads.data());
+    const double gnorm = norms.global;
+    const TensorNormMax& gmax = norms.max_tensor;
     const double lr = learning_rate(c.train, step);
     const double scale_used = st.scaler.scale;
     const bool apply = st.scaler.after_backward(ls, std::isfinite(gnorm));  // false: a skipped step
@@ -373,10 +336,7 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
     st.grad_z.push(gnorm);
     const bool stop = diverged_now && c.divergence.stop;
     if (!stop) {
-      if (apply) {
-        const double clip = c.train.grad_clip > 0 && gnorm > c.train.grad_clip ? c.train.grad_clip / gnorm : 1.0;
-        opt.step(m.table, m.params.data(), m.grads.data(), lr, clip, c.seed, step);
-      }
+      if (apply) train_step.update(opt, gnorm, lr, step);
       st.steps_completed = step + 1;
     }
     st.next_step = step + 1;
@@ -386,7 +346,7 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
     const bool eval = !stop && ((step + 1) % c.train.eval_every == 0 || last);
     double val = NAN;
     if (eval) {
-      val = evaluate(run, step, windows);
+      val = evaluate(run, train_step, step);
       st.last_val = val;
       if (std::isnan(st.best_val) || val < st.best_val) st.best_val = val;
     }

@@ -1,0 +1,39 @@
+// The per-element update rules of the optimizers (train/optimizer.h), over one contiguous run of
+// elements of one tensor: fp32 arithmetic, each element on its own, in the order of operations
+// the formulas below state. The loops have no dependence between elements, so the compiler
+// vectorises them across elements; every lane performs the same IEEE operations (no contraction:
+// -ffp-contract=off; sqrt and division correctly rounded) as the scalar loop, so the bits are the
+// scalar ones at any vector width. On x86-64 the loops are compiled twice, for the baseline ISA
+// (SSE2: 4 lanes) and for AVX2 (8 lanes), and the CPU's best is taken; tests run every one this
+// CPU supports against the scalar rule.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace drift {
+
+struct SgdCoeffs {
+  float lr = 0, grad_scale = 1, weight_decay = 0, momentum = 0;
+};
+// g' = g*s (+ wd*p when `decay` and wd != 0);  m = momentum*m + g';  p -= lr*m.
+void sgd_update(float* p, const float* g, float* m, size_t n, const SgdCoeffs& k, bool decay);
+
+struct AdamwCoeffs {
+  float lr = 0, grad_scale = 1, weight_decay = 0, beta1 = 0, beta2 = 0, eps = 0;
+  float bias1 = 1, bias2 = 1;  // 1 - beta1^t, 1 - beta2^t
+};
+// g' = g*s;  m = b1*m + (1-b1)*g';  v = b2*v + (1-b2)*(g'*g');
+// u = (m/bias1) / (sqrt(v/bias2) + eps) (+ wd*p when `decay`);  p -= lr*u.
+void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const AdamwCoeffs& k, bool decay);
+
+// The instruction sets the update loops are compiled for, and those this CPU runs (baseline first).
+enum class UpdateIsa { baseline, avx2 };
+std::vector<UpdateIsa> supported_update_isas();
+const char* to_string(UpdateIsa isa);
+// The same updates on a chosen ISA (one of supported_update_isas()), for tests.
+void sgd_update(float* p, const float* g, float* m, size_t n, const SgdCoeffs& k, bool decay, UpdateIsa isa);
+void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const AdamwCoeffs& k, bool decay,
+                  UpdateIsa isa);
+
+}  // namespace drift

@@ -1,0 +1,244 @@
+// The training step's cheap parts: the one-pass gradient norms against the one-job functions they
+// replace on the hot path, and the in-place optimizer update against the scalar rule written out
+// here (load the state block, update element by element, store it back, round the master weights).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "arith/cast_span.h"
+#include "arith/catalogue.h"
+#include "arith/random.h"
+#include "train/grad_norms.h"
+#include "train/opt_state.h"
+#include "train/optimizer.h"
+#include "train/telemetry.h"
+#include "train/update_rules.h"
+
+using namespace drift;
+
+namespace {
+
+// Reproducible test values: a uniform draw in [-scale, scale), some exact zeros and negative zeros.
+std::vector<float> draws(size_t n, uint64_t stream, float scale) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t r = random_u32(99, stream, i);
+    v[i] = (static_cast<float>(r >> 8) / 8388608.0f - 1.0f) * scale;
+    if (r % 97 == 0) v[i] = 0.0f;
+    if (r % 89 == 0) v[i] = -0.0f;
+  }
+  return v;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("gradient norms: by hand, and bit for bit the global and per-tensor norms of the one-job functions") {
+  ParamTable tb;
+  tb.add("a", {2});
+  tb.add("b", {1});
+  tb.add("c", {2});
+  SUBCASE("by hand") {
+    const float g[] = {3.0f, 4.0f, 12.0f, 0.0f, -84.0f};  // tensor norms 5, 12, 84; global sqrt(25+144+7056) = 85
+    const GradNorms n = gradient_norms(tb, g);
+    CHECK(n.global == 85.0);
+    CHECK(n.max_tensor.norm == 84.0);
+    CHECK(n.max_tensor.tensor == "c");
+  }
+  SUBCASE("a non-finite tensor norm is the maximum, the first one found; the global norm is not finite") {
+    const float inf = std::numeric_limits<float>::infinity();
+    const float g[] = {1.0f, 1.0f, inf, 1e30f, 1e30f};  // "c": (1e30)^2 * 2 is finite in double
+    const GradNorms n = gradient_norms(tb, g);
+    CHECK(std::isinf(n.global));
+    CHECK(std::isinf(n.max_tensor.norm));
+    CHECK(n.max_tensor.tensor == "b");
+    const float h[] = {NAN, 1.0f, inf, 0.0f, 0.0f};
+    CHECK(gradient_norms(tb, h).max_tensor.tensor == "a");
+  }
+  SUBCASE("the same doubles as global_norm and max_tensor_norm on a model-sized buffer") {
+    ParamTable big;
+    big.add("wte", {256, 32});
+    big.add("hidden0.w", {512, 512});
+    big.add("hidden0.b", {512}, false);
+    big.add("head.w", {256, 512});
+    big.add("head.b", {256}, false);
+    const std::vector<float> g = draws(big.total, 1, 1e-2f);
+    const GradNorms n = gradient_norms(big, g.data());
+    const double ref_global = global_norm(g.data(), g.size());
+    const TensorNormMax ref_max = max_tensor_norm(big, g.data());
+    CHECK(std::memcmp(&n.global, &ref_global, sizeof(double)) == 0);
+    CHECK(std::memcmp(&n.max_tensor.norm, &ref_max.norm, sizeof(double)) == 0);
+    CHECK(n.max_tensor.tensor == ref_max.tensor);
+  }
+  SUBCASE("a table that does not tile the buffer is refused") {
+    ParamTable gap = tb;
+    gap.specs[1].offset = 3;
+    const float g[6] = {};
+    CHECK_THROWS_AS(gradient_norms(gap, g), std::logic_error);
+  }
+}
+
+namespace {
+
+// The update rules of Optimizer::step (train/optimizer.h) written out element by element over the
+// loaded state, as the documentation states them: the reference the in-place update must equal.
+struct ScalarOptimizer {
+  TrainConfig t;
+  PrecisionConfig pc;
+  StateBuffer m, v;
+  std::vector<uint8_t> decay;  // per block
+  uint64_t steps = 0;
+
+  ScalarOptimizer(const TrainConfig& tc, const PrecisionConfig& p, const ParamTable& tb) : t(tc), pc(p) {
+    StateFormat f = StateFormat::fp32;
+    REQUIRE(parse_state_format(p.optimizer_state, &f));
+    m.init(f, tb, true);
+    v.init(f, tb, false);
+    for (const auto& s : tb.specs)
+      for (size_t b = s.offset; b < s.offset + s.size; b += StateBuffer::kBlock) decay.push_back(s.decay);
+  }
+
+  void step(float* params, const float* grads, double lr, double clip, uint64_t seed, uint64_t step_index) {
+    ++steps;
+    const float flr = static_cast<float>(lr), s = static_cast<float>(clip), wd = static_cast<float>(t.weight_decay);
+    const float mu = static_cast<float>(t.momentum), b1 = static_cast<float>(t.beta1), b2 = static_cast<float>(t.beta2);
+    const float eps = static_cast<float>(t.eps);
+    const float c1 = static_cast<float>(1.0 - std::pow(t.beta1, static_cast<double>(steps)));
+    const float c2 = static_cast<float>(1.0 - std::pow(t.beta2, static_cast<double>(steps)));
+    float mb[StateBuffer::kBlock], vb[StateBuffer::kBlock];
+    for (size_t blk = 0; blk < m.blocks(); ++blk) {
+      const size_t lo = m.block_begin(blk), n = m.block_end(blk) - lo;
+      m.load(blk, mb);
+      v.load(blk, vb);
+      for (size_t i = 0; i < n; ++i) {
+        float& p = params[lo + i];
+        if (t.optimizer == "sgd") {
+          float g = grads[lo + i] * s;
+          if (decay[blk] && wd != 0.0f) g = g + wd * p;
+          mb[i] = mu * mb[i] + g;
+          p = p - flr * mb[i];
+        } else {
+          const float g = grads[lo + i] * s;
+          mb[i] = b1 * mb[i] + (1.0f - b1) * g;
+          vb[i] = b2 * vb[i] + (1.0f - b2) * (g * g);
+          float u = (mb[i] / c1) / (std::sqrt(vb[i] / c2) + eps);
+          if (decay[blk]) u = u + wd * p;
+          p = p - flr * u;
+        }
+      }
+      m.store(blk, mb);
+      v.store(blk, vb);
+    }
+    // The master rounding over the whole buffer in one call: element i's random word depends on i
+    // only, so this is also a check that the optimizer's per-block calls cut the stream correctly.
+    if (pc.master.format != "fp32" || pc.master.rounding != "rne") {
+      RoundSpec spec;
+      spec.mode = *parse_rounding(pc.master.rounding);
+      const uint64_t stream = (uint64_t{0x4d53} << 48) + step_index;  // the master rounding's stream (optimizer.cpp)
+      cast_span_scalar(params, params, m.block_end(m.blocks() - 1), *find_format(pc.master.format), spec, seed, stream, 0);
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("optimizer: the in-place update gives the scalar rule's bits for every state format and master format") {
+  ParamTable tb;
+  tb.add("w", {700});       // blocks of 256, 256, 188
+  tb.add("b", {37}, false); // no weight decay
+  tb.add("u", {256});       // exactly one block
+  struct Case {
+    const char* optimizer;
+    const char* state;
+    const char* master;
+    const char* rounding;
+    double wd;
+  };
+  const Case cases[] = {
+      {"adamw", "fp32", "fp32", "rne", 0.1},  {"adamw", "bf16", "fp32", "rne", 0.1},
+      {"adamw", "int8_block", "fp32", "rne", 0.1}, {"adamw", "fp32", "bf16", "sr", 0.1},
+      {"adamw", "int8_block", "bf16", "rne", 0.0}, {"sgd", "fp32", "fp32", "rne", 0.1},
+      {"sgd", "fp32", "fp32", "rne", 0.0},    {"sgd", "bf16", "bf16", "sr", 0.01},
+      {"sgd", "int8_block", "fp32", "rne", 0.1},
+  };
+  for (const Case& c : cases) {
+    const std::string which = std::string(c.optimizer) + ", state " + c.state + ", master " + c.master + " " +
+                              c.rounding + ", weight_decay " + std::to_string(c.wd);
+    CAPTURE(which);
+    TrainConfig t;
+    t.optimizer = c.optimizer;
+    t.weight_decay = c.wd;
+    t.momentum = 0.9;
+    PrecisionConfig p;
+    p.optimizer_state = c.state;
+    p.master.format = c.master;
+    p.master.rounding = c.rounding;
+    std::vector<float> w = draws(tb.total, 2, 1.0f), w_ref = w;
+    Optimizer opt(t, p, tb);
+    ScalarOptimizer ref(t, p, tb);
+    for (uint64_t s = 0; s < 5; ++s) {
+      const std::vector<float> g = draws(tb.total, 10 + s, s == 3 ? 1e-6f : 0.5f);  // one step of tiny gradients
+      const double lr = 1e-2 / static_cast<double>(s + 1), clip = s == 2 ? 0.25 : 1.0;
+      opt.step(tb, w.data(), g.data(), lr, clip, 7, s);
+      ref.step(w_ref.data(), g.data(), lr, clip, 7, s);
+      REQUIRE(same_bits(w, w_ref));
+    }
+    // The state as stored (what a checkpoint holds) is the reference's too.
+    BlobWriter a, b;
+    opt.save(a);
+    b.u64(5);
+    ref.m.save(b);
+    if (t.optimizer == "adamw") ref.v.save(b);
+    CHECK(a.bytes() == b.bytes());
+  }
+}
+
+TEST_CASE("update rules: every instruction set this CPU runs gives the scalar rule's bits") {
+  const size_t n = 1001;  // not a multiple of any vector width: the loops' tails run too
+  const std::vector<float> g = draws(n, 20, 0.5f), p0 = draws(n, 21, 1.0f), m0 = draws(n, 22, 0.1f);
+  std::vector<float> v0 = draws(n, 23, 0.01f);
+  for (float& x : v0) x = std::fabs(x);
+  for (UpdateIsa isa : supported_update_isas()) {
+    CAPTURE(std::string(to_string(isa)));
+    for (bool decay : {false, true}) {
+      CAPTURE(decay);
+      AdamwCoeffs a;
+      a.lr = 1e-3f, a.grad_scale = 0.75f, a.weight_decay = 0.1f, a.beta1 = 0.9f, a.beta2 = 0.95f, a.eps = 1e-8f;
+      a.bias1 = 0.271f, a.bias2 = 0.142625f;
+      std::vector<float> p = p0, m = m0, v = v0, pr = p0, mr = m0, vr = v0;
+      adamw_update(p.data(), g.data(), m.data(), v.data(), n, a, decay, isa);
+      for (size_t i = 0; i < n; ++i) {
+        const float gi = g[i] * a.grad_scale;
+        mr[i] = a.beta1 * mr[i] + (1.0f - a.beta1) * gi;
+        vr[i] = a.beta2 * vr[i] + (1.0f - a.beta2) * (gi * gi);
+        float u = (mr[i] / a.bias1) / (std::sqrt(vr[i] / a.bias2) + a.eps);
+        if (decay) u = u + a.weight_decay * pr[i];
+        pr[i] = pr[i] - a.lr * u;
+      }
+      CHECK(same_bits(p, pr));
+      CHECK(same_bits(m, mr));
+      CHECK(same_bits(v, vr));
+
+      SgdCoeffs s;
+      s.lr = 1e-2f, s.grad_scale = 0.5f, s.weight_decay = 0.01f, s.momentum = 0.9f;
+      p = p0, m = m0, pr = p0, mr = m0;
+      sgd_update(p.data(), g.data(), m.data(), n, s, decay, isa);
+      for (size_t i = 0; i < n; ++i) {
+        float gi = g[i] * s.grad_scale;
+        if (decay) gi = gi + s.weight_decay * pr[i];
+        mr[i] = s.momentum * mr[i] + gi;
+        pr[i] = pr[i] - s.lr * mr[i];
+      }
+      CHECK(same_bits(p, pr));
+      CHECK(same_bits(m, mr));
+    }
+  }
+}
