@@ -88,18 +88,56 @@ struct Region {
   size_t r0, r1, c0, c1;
 };
 
+// The input counts of n contiguous floats: the largest finite magnitude, the number of NaN/inf and
+// of subnormals. Computed on the encodings: for non-negative floats the encoding orders as the
+// value, so an integer max finds the largest magnitude exactly, and integer loops vectorise where a
+// float max reduction (NaN and signed-zero rules) would not.
+struct FloatRowCounts {
+  float amax = 0;
+  uint32_t nonfinite = 0, subnormal = 0;
+};
+FloatRowCounts float_row_counts(const float* p, size_t n) {
+  uint32_t top = 0, bad = 0, sub = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, p + i, sizeof u);
+    u &= 0x7fffffffu;                     // |x|
+    const bool fin = u < 0x7f800000u;     // not inf or NaN
+    bad += !fin;
+    sub += (u - 1u) < 0x007fffffu;        // 0 < |x| < 2^-126
+    const uint32_t v = fin ? u : 0u;
+    top = v > top ? v : top;
+  }
+  FloatRowCounts c;
+  std::memcpy(&c.amax, &top, sizeof top);
+  c.nonfinite = bad;
+  c.subnormal = sub;
+  return c;
+}
+
 // Largest finite magnitude in a region, and whether a NaN or inf is present. The region's share of
 // the operand's input counts (amax, non-finite) goes into `counts` unless it is nullptr.
 template <typename T>
 double region_amax(const StridedInputOf<T>& x, const Region& g, bool* nonfinite, QuantStats* counts) {
   double amax = 0;
   uint64_t bad = 0;
-  for (size_t r = g.r0; r < g.r1; ++r)
-    for (size_t c = g.c0; c < g.c1; ++c) {
-      const double v = x.at(r, c);
-      if (!finite(v)) ++bad;
-      else amax = std::max(amax, abs_of(v));
+  if constexpr (std::is_same_v<T, float>) {
+    if (x.cs == 1) {  // rows of contiguous floats (every operand once staged)
+      for (size_t r = g.r0; r < g.r1; ++r) {
+        const FloatRowCounts rc = float_row_counts(x.p + r * x.rs + g.c0, g.c1 - g.c0);
+        bad += rc.nonfinite;
+        amax = std::max(amax, static_cast<double>(rc.amax));
+      }
     }
+  }
+  if (!std::is_same_v<T, float> || x.cs != 1) {
+    for (size_t r = g.r0; r < g.r1; ++r)
+      for (size_t c = g.c0; c < g.c1; ++c) {
+        const double v = x.at(r, c);
+        if (!finite(v)) ++bad;
+        else amax = std::max(amax, abs_of(v));
+      }
+  }
   *nonfinite = bad != 0;
   if (counts) {
     counts->nonfinite += bad;
@@ -206,21 +244,11 @@ void quantize_region_with_multiplier(const StridedInputOf<T>& x, size_t k, const
       if constexpr (std::is_same_v<T, float>) {
         in_f = x.p + r * x.rs + g.c0;
         if (count) {
-          // Branch-free (vectorised): the largest finite magnitude, the number of NaN/inf and of subnormals.
-          float row_amax = 0;
-          uint32_t row_bad = 0, sub = 0;
-          for (size_t c = 0; c < len; ++c) {
-            const float a = std::fabs(in_f[c]);
-            const bool fin = a <= 0x1.fffffep127f;
-            row_bad += !fin;
-            sub += a != 0 && a < 0x1p-126f;
-            const float v = fin ? a : 0.0f;
-            row_amax = v > row_amax ? v : row_amax;
-          }
-          nonfinite += row_bad;
-          amax = std::max(amax, static_cast<double>(row_amax));
-          copy_row = identity && row_bad == 0;
-          row_sub = sub;
+          const FloatRowCounts rc = float_row_counts(in_f, len);
+          nonfinite += rc.nonfinite;
+          amax = std::max(amax, static_cast<double>(rc.amax));
+          copy_row = identity && rc.nonfinite == 0;
+          row_sub = rc.subnormal;
         }
       }
     } else {
