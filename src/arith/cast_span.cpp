@@ -30,25 +30,6 @@
 #define DRIFT_ARITH_CAST_SPAN_SHARED
 namespace drift::detail {
 
-// Everything the kernel needs about (format, spec), as float encodings. Index [1] is for negative
-// inputs, [0] for positive ones.
-struct CastParams {
-  int32_t qm = 0;          // quantum_mant, capped at 23 (a finer quantum never discards fp32 bits)
-  int32_t qmin = 0;        // quantum_min
-  uint32_t max_enc = 0;    // encoding of max_finite
-  uint32_t flush_thr = 0;  // results with encodings below this are flushed (0: no flushing)
-  uint32_t min_normal_enc = 0;  // for the subnormal count
-  uint32_t neg_nan = 0;    // all ones when every negative input becomes NaN (pow2 kinds)
-  bool exact_sub_exponent = false;  // subnormal inputs need their true leading-bit exponent
-  uint32_t sr_mask = 0;    // 2^sr_bits - 1
-  int32_t sr_bits = 0;
-  uint32_t res_flush[2] = {0, 0};  // a result flushed below min_normal
-  uint32_t res_under[2] = {0, 0};  // a result whose rounded magnitude is zero
-  uint32_t res_ovf[2] = {0, 0};    // a finite input whose rounded magnitude exceeds max_finite
-  uint32_t res_zero[2] = {0, 0};   // input +-0
-  uint32_t res_inf[2] = {0, 0};    // input +-inf
-};
-
 constexpr size_t kChunk = 1024;  // elements per block of random words and of count accumulation
 
 }  // namespace drift::detail
@@ -361,11 +342,26 @@ bool fits_float(const Format& f) {
   return false;
 }
 
+bool is_fp32_grid_kept(const Format& f, const RoundSpec& spec) {
+  return f.kind == Kind::floating && f.exp_bits == 8 && f.man_bits == 23 && f.bias == 127 && f.inf &&
+         f.nan == NanCode::ieee && f.has_neg_zero && f.subnormals && !flushes(f, spec);
+}
+
 CastStats cast_span(const float* in, float* out, size_t n, const Format& f, const RoundSpec& spec, uint64_t seed,
                     uint64_t stream, uint64_t first_index) {
   check_castable(f, spec);
   const detail::CastParams p = make_params(f, spec);
   return HWY_DYNAMIC_DISPATCH(CastSpanImpl)(in, out, n, p, static_cast<int>(spec.mode), seed, stream, first_index);
+}
+
+SpanCast prepare_span_cast(const Format& f, const RoundSpec& spec) {
+  check_castable(f, spec);
+  return SpanCast{make_params(f, spec), static_cast<int>(spec.mode)};
+}
+
+CastStats cast_span(const SpanCast& cast, const float* in, float* out, size_t n, uint64_t seed, uint64_t stream,
+                    uint64_t first_index) {
+  return HWY_DYNAMIC_DISPATCH(CastSpanImpl)(in, out, n, cast.params, cast.mode, seed, stream, first_index);
 }
 
 CastStats cast_span_scalar(const float* in, float* out, size_t n, const Format& f, const RoundSpec& spec,

@@ -43,11 +43,39 @@ struct CastStats {
   friend bool operator==(const CastStats&, const CastStats&) = default;
 };
 
+namespace detail {
+
+// Everything the kernel needs about (format, spec), as float encodings. Index [1] is for negative
+// inputs, [0] for positive ones.
+struct CastParams {
+  int32_t qm = 0;          // quantum_mant, capped at 23 (a finer quantum never discards fp32 bits)
+  int32_t qmin = 0;        // quantum_min
+  uint32_t max_enc = 0;    // encoding of max_finite
+  uint32_t flush_thr = 0;  // results with encodings below this are flushed (0: no flushing)
+  uint32_t min_normal_enc = 0;  // for the subnormal count
+  uint32_t neg_nan = 0;    // all ones when every negative input becomes NaN (pow2 kinds)
+  bool exact_sub_exponent = false;  // subnormal inputs need their true leading-bit exponent
+  uint32_t sr_mask = 0;    // 2^sr_bits - 1
+  int32_t sr_bits = 0;
+  uint32_t res_flush[2] = {0, 0};  // a result flushed below min_normal
+  uint32_t res_under[2] = {0, 0};  // a result whose rounded magnitude is zero
+  uint32_t res_ovf[2] = {0, 0};    // a finite input whose rounded magnitude exceeds max_finite
+  uint32_t res_zero[2] = {0, 0};   // input +-0
+  uint32_t res_inf[2] = {0, 0};    // input +-inf
+};
+
+}  // namespace detail
+
 // True when every value of f's grid (and f's rounding quanta) is a float: the requirement of the
 // span casts, whose output is float. Floating formats need man_bits <= 23, emax <= 127 and
 // emin - man_bits >= -149; integer formats man_bits <= 24; pow2 formats -149 <= emin, emax <= 127.
 // Every catalogue format except fp64 fits.
 bool fits_float(const Format& f);
+
+// True when f is IEEE binary32 (8 exponent bits, 23 mantissa bits, bias 127, inf, subnormals) and
+// spec keeps subnormals: then every finite float casts to itself in any rounding mode (no bit is
+// discarded, nothing overflows or flushes), counting only as subnormal when it is one.
+bool is_fp32_grid_kept(const Format& f, const RoundSpec& spec);
 
 // out[i] = (float)round_to((double)in[i], f, spec, random_u32(seed, stream, first_index + i)) for
 // i in [0, n), on the best SIMD target of this CPU. in and out may be the same array (not partially
@@ -55,6 +83,16 @@ bool fits_float(const Format& f);
 // spec.sr_bits is outside [0, 32].
 CastStats cast_span(const float* in, float* out, size_t n, const Format& f, const RoundSpec& spec,
                     uint64_t seed, uint64_t stream, uint64_t first_index);
+
+// cast_span with its per-(format, spec) constants computed once: for callers that cast many short
+// spans with one format (a quantizer's blocks). prepare_span_cast throws as cast_span does.
+struct SpanCast {
+  detail::CastParams params;
+  int mode = 0;  // Rounding
+};
+SpanCast prepare_span_cast(const Format& f, const RoundSpec& spec);
+CastStats cast_span(const SpanCast& cast, const float* in, float* out, size_t n, uint64_t seed, uint64_t stream,
+                    uint64_t first_index);
 
 // The scalar twin: the same contract, element by element through round_to. It is the reference
 // cast_span is tested against, bit for bit and count for count.

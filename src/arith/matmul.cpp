@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <vector>
 
 #include "arith/cast_error.h"
 #include "arith/catalogue.h"
@@ -77,15 +78,19 @@ std::string validate_policy(const MatmulPolicy& p) {
   return "";
 }
 
-void prepare_operands_into(PreparedOperands& ops, const MatView& a, const MatView& b, const MatmulPolicy& policy,
-                           const MatmulContext& ctx) {
+namespace {
+
+template <typename T>
+void prepare_operands_impl(PreparedOperands& ops, const MatViewOf<T>& a, const MatViewOf<T>& b,
+                           const MatmulPolicy& policy, const MatmulContext& ctx) {
   const size_t m = a.rows, k = a.cols, n = b.cols;
   if (b.rows != k) throw std::invalid_argument("matmul: inner dimensions differ (A is " + std::to_string(m) + "x" +
                                               std::to_string(k) + ", B is " + std::to_string(b.rows) + "x" +
                                               std::to_string(n) + ")");
   // Canonical layout: both operands indexed (row, k): A as M x K, B as N x K, read in place through strides.
-  const StridedInput ak = a.transposed ? StridedInput{a.data, 1, a.ld} : StridedInput{a.data, a.ld, 1};
-  const StridedInput bk = b.transposed ? StridedInput{b.data, b.ld, 1} : StridedInput{b.data, 1, b.ld};
+  using In = StridedInputOf<T>;
+  const In ak = a.transposed ? In{a.data, 1, a.ld} : In{a.data, a.ld, 1};
+  const In bk = b.transposed ? In{b.data, b.ld, 1} : In{b.data, 1, b.ld};
   quantize_into(ops.a, ak, m, k, policy.a, ctx.seed, ctx.stream ^ (uint64_t{7} << 56), ctx.delayed_a);
   quantize_into(ops.b, bk, n, k, policy.b, ctx.seed, ctx.stream ^ (uint64_t{8} << 56), ctx.delayed_b);
   const size_t ka = ops.a.block_k, kb = ops.b.block_k;
@@ -100,6 +105,18 @@ void prepare_operands_into(PreparedOperands& ops, const MatView& a, const MatVie
   } else {
     ops.kblock = policy.inner.promote_every > 0 ? static_cast<size_t>(policy.inner.promote_every) : std::max<size_t>(k, 1);
   }
+}
+
+}  // namespace
+
+void prepare_operands_into(PreparedOperands& ops, const MatView& a, const MatView& b, const MatmulPolicy& policy,
+                           const MatmulContext& ctx) {
+  prepare_operands_impl(ops, a, b, policy, ctx);
+}
+
+void prepare_operands_into(PreparedOperands& ops, const MatViewF& a, const MatViewF& b, const MatmulPolicy& policy,
+                           const MatmulContext& ctx) {
+  prepare_operands_impl(ops, a, b, policy, ctx);
 }
 
 MatmulTelemetry matmul(const MatView& a, const MatView& b, double* c, size_t ldc, const MatmulPolicy& policy,
@@ -121,6 +138,49 @@ MatmulTelemetry matmul(const MatView& a, const MatView& b, double* c, size_t ldc
     accumulate_cast_error(tel.b_cast, bk, ops.b, policy.b.scaling.hadamard != 0);
   }
   if (ctx.check_bound) tel.bound = check_matmul_bound(ops, policy, c, ldc);
+  return tel;
+}
+
+MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ldc, const MatmulPolicy& policy,
+                       const MatmulContext& ctx) {
+  const size_t m = a.rows, n = b.cols;
+  static thread_local std::vector<double> wide_c;  // C from the double-only paths, before it becomes float
+  auto narrow_c = [&](const double* w) {
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = 0; j < n; ++j) c[i * ldc + j] = static_cast<float>(w[i * n + j]);
+  };
+  if (ctx.cast_error || ctx.check_bound) {
+    // Diagnostic passes measure against the double inputs and C: run the double entry on exact
+    // double copies (rare calls; speed does not matter here).
+    static thread_local std::vector<double> wa, wb;
+    auto widen_view = [](const MatViewF& v, std::vector<double>& w) {
+      const size_t sr = v.transposed ? v.cols : v.rows, sc = v.transposed ? v.rows : v.cols;  // stored shape
+      w.resize(sr * sc);
+      for (size_t r = 0; r < sr; ++r)
+        for (size_t j = 0; j < sc; ++j) w[r * sc + j] = v.data[r * v.ld + j];
+      return MatView{w.data(), v.rows, v.cols, sc, v.transposed};
+    };
+    const MatView da = widen_view(a, wa), db = widen_view(b, wb);
+    wide_c.resize(m * n);
+    MatmulTelemetry tel = matmul(da, db, wide_c.data(), n, policy, ctx);
+    narrow_c(wide_c.data());
+    return tel;
+  }
+  if (auto err = validate_policy(policy); !err.empty()) throw std::invalid_argument("matmul policy: " + err);
+  static thread_local PreparedOperands ops;  // reused storage, as the double entry's
+  prepare_operands_into(ops, a, b, policy, ctx);
+  MatmulTelemetry tel;
+  tel.a = ops.a.stats;
+  tel.b = ops.b.stats;
+  if (!ctx.force_reference && matmul_fast(ops, c, ldc, policy, ctx, tel)) {
+    tel.fast_path = true;
+  } else {
+    ops.a.widen();
+    ops.b.widen();
+    wide_c.resize(m * n);
+    matmul_reference(ops, wide_c.data(), n, policy, ctx, tel);
+    narrow_c(wide_c.data());
+  }
   return tel;
 }
 

@@ -68,13 +68,17 @@ struct MatmulTelemetry {
   void merge(const MatmulTelemetry& o);
 };
 
-// A matrix view: element (r, c) is data[r*ld + c], or data[c*ld + r] when transposed.
-struct MatView {
-  const double* data = nullptr;
+// A matrix view: element (r, c) is data[r*ld + c], or data[c*ld + r] when transposed. Elements are
+// double (MatView: drift matmul, tests, the backends) or float (MatViewF: a model's tensors, read in place).
+template <typename T>
+struct MatViewOf {
+  const T* data = nullptr;
   size_t rows = 0, cols = 0, ld = 0;
   bool transposed = false;
   double at(size_t r, size_t c) const { return transposed ? data[c * ld + r] : data[r * ld + c]; }
 };
+using MatView = MatViewOf<double>;
+using MatViewF = MatViewOf<float>;
 
 // Randomness and state for one call: stochastic rounding keys, delayed-scaling histories.
 struct MatmulContext {
@@ -98,6 +102,14 @@ constexpr uint64_t kMatmulStreamOut = 5;
 MatmulTelemetry matmul(const MatView& a, const MatView& b, double* c, size_t ldc, const MatmulPolicy& policy,
                        const MatmulContext& ctx);
 
+// The same for float operands, C written as floats: every C element is (float) of what the double
+// entry writes (the same value when the output format fits in float), and the telemetry is the
+// same. The operands are quantized from the float data in place and, where the element formats fit
+// in float, kept as floats into the fast kernel; C comes back without a double copy when the fast
+// path runs. C must not overlap A or B.
+MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ldc, const MatmulPolicy& policy,
+                       const MatmulContext& ctx);
+
 // Quantized operands in the engine's canonical layout (both K-contiguous: A as M x K, B as N x K).
 struct PreparedOperands {
   QuantizedOperand a, b;
@@ -106,14 +118,21 @@ struct PreparedOperands {
 
 void prepare_operands_into(PreparedOperands& ops, const MatView& a, const MatView& b, const MatmulPolicy& policy,
                            const MatmulContext& ctx);
+// From float operands: the same operands, their values kept in float where the format fits
+// (QuantizedOperand::in_float; widen() them for readers of q).
+void prepare_operands_into(PreparedOperands& ops, const MatViewF& a, const MatViewF& b, const MatmulPolicy& policy,
+                           const MatmulContext& ctx);
 
 // The slow, literal implementation of the definition above, on prepared operands.
 void matmul_reference(const PreparedOperands& ops, double* c, size_t ldc, const MatmulPolicy& policy,
                       const MatmulContext& ctx, MatmulTelemetry& tel);
 
 // The fast implementation, when it can prove bit-identity with the reference for this policy;
-// returns false (and does nothing) otherwise.
+// returns false (and does nothing) otherwise. It reads operands in either storage (q or qf).
 bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const MatmulPolicy& policy,
+                 const MatmulContext& ctx, MatmulTelemetry& tel);
+// The same with C written as floats ((float) of the double C).
+bool matmul_fast(const PreparedOperands& ops, float* c, size_t ldc, const MatmulPolicy& policy,
                  const MatmulContext& ctx, MatmulTelemetry& tel);
 
 // The Highway target matmul_fast dispatches to now (e.g. "AVX3"), and the targets compiled into it

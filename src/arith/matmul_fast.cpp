@@ -19,10 +19,14 @@
 //         (matmul_narrow-inl.h, narrow_range.h).
 // Vectorised across N (each lane owns one output column and adds its own K sequence in order),
 // register-tiled over 6 rows, OpenMP over row tiles: width and thread count cannot change a bit.
-// B is packed into column strips (K x 2 vectors, contiguous) so the kernel streams it.
+// B is packed into column strips (K x 2 vectors, contiguous) so the kernel streams it. Operands come
+// quantized as doubles (q) or, from the float entry, as floats (qf): A in floats is already the
+// kernel's layout and is read in place. Calls too small to repay an OpenMP team run on one thread
+// (arith/parallel.h); the tiles' results do not depend on which thread computes them.
 // Any non-finite result sends the whole call to the reference (whose overflow rules decide).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <vector>
 
@@ -37,6 +41,7 @@
 #include "arith/matmul.h"
 #include "arith/matmul_random.h"
 #include "arith/ops.h"
+#include "arith/parallel.h"
 #include "arith/random.h"
 
 #include "arith/matmul_fast_shared.h"
@@ -258,7 +263,7 @@ void TilesOf(FastOperands& op) {
   // Column panels keep a slice of B in cache while every row tile passes over it.
   const size_t panel = std::max<size_t>(2 * L, (size_t{64} * 1024 / sizeof(float) / std::max<size_t>(op.k, 1)) / (2 * L) * (2 * L));
   // One parallel region; each thread owns a fixed range of row tiles and walks the panels over it.
-#pragma omp parallel
+#pragma omp parallel if (op.parallel)
   {
     const size_t threads = static_cast<size_t>(omp_get_num_threads());
     const size_t t = static_cast<size_t>(omp_get_thread_num());
@@ -298,6 +303,38 @@ const char* FastTargetName() { return hwy::TargetName(HWY_TARGET); }
 bool HasNativeFma() { return HWY_NATIVE_FMA != 0; }
 size_t FloatLanes() { return hn::Lanes(hn::ScalableTag<float>()); }
 
+// The magnitude range of n floats for the packing checks: out[0] = smallest non-zero |v|, out[1] =
+// largest |v|, out[2] = 1 when a NaN or inf is present (the range is then not used: the call goes
+// to the reference, so how Min/Max treat NaN lanes does not matter). Min and max of finite values
+// are exact in any order.
+void FloatMagnitudeRange(const float* v, size_t n, float* out) {
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  const size_t L = hn::Lanes(d);
+  const V inf = hn::Set(d, INFINITY), top = hn::Set(d, 0x1.fffffep127f), zero = hn::Zero(d);
+  V vmin = inf, vmax = zero;
+  auto bad = hn::Lt(inf, zero);  // all false
+  size_t i = 0;
+  for (; i + L <= n; i += L) {
+    const V a = hn::Abs(hn::LoadU(d, v + i));
+    bad = hn::Or(bad, hn::Not(hn::Le(a, top)));  // inf or NaN
+    vmax = hn::Max(vmax, a);
+    vmin = hn::Min(vmin, hn::IfThenElse(hn::Eq(a, zero), inf, a));
+  }
+  float mn = hn::GetLane(hn::MinOfLanes(d, vmin)), mx = hn::GetLane(hn::MaxOfLanes(d, vmax));
+  int any_bad = hn::AllFalse(d, bad) ? 0 : 1;
+  for (; i < n; ++i) {
+    const float a = std::fabs(v[i]);
+    any_bad |= !(a <= 0x1.fffffep127f);
+    mx = a > mx ? a : mx;
+    const float nz = a == 0 ? INFINITY : a;
+    mn = nz < mn ? nz : mn;
+  }
+  out[0] = mn;
+  out[1] = mx;
+  out[2] = static_cast<float>(any_bad);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace drift
 HWY_AFTER_NAMESPACE();
@@ -307,6 +344,7 @@ namespace drift {
 HWY_EXPORT(FastMatmul);
 HWY_EXPORT(HasNativeFma);
 HWY_EXPORT(FloatLanes);
+HWY_EXPORT(FloatMagnitudeRange);
 HWY_EXPORT(FastTargetName);
 
 namespace {
@@ -428,8 +466,68 @@ FusedPlan build_fused_plan(size_t len, const FusedModel& m) {
 const char* matmul_fast_target_name() { return HWY_DYNAMIC_DISPATCH(FastTargetName)(); }
 std::vector<int64_t> matmul_fast_targets() { return hwy::SupportedAndGeneratedTargets(); }
 
-bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const MatmulPolicy& policy,
-                 const MatmulContext& ctx, MatmulTelemetry& tel) {
+namespace {
+
+// The magnitude range of len values (double or float) into a running range: SIMD for floats
+// (in fixed pieces over threads when it is worth it), note_magnitude for doubles.
+void magnitude_of(const float* v, size_t len, double& min_out, double& max_out, int& bad_out) {
+  constexpr size_t kPiece = size_t{1} << 14;
+  const size_t pieces = (len + kPiece - 1) / kPiece;
+  float mn = INFINITY, mx = 0;
+  int bad = 0;
+#pragma omp parallel for schedule(static) reduction(min : mn) reduction(max : mx) reduction(| : bad) \
+    if (worth_threads_elements(len))
+  for (size_t p = 0; p < pieces; ++p) {
+    float r[3];
+    HWY_DYNAMIC_DISPATCH(FloatMagnitudeRange)(v + p * kPiece, std::min(kPiece, len - p * kPiece), r);
+    mn = std::min(mn, r[0]);
+    mx = std::max(mx, r[1]);
+    bad |= r[2] != 0;
+  }
+  min_out = std::min(min_out, static_cast<double>(mn));
+  max_out = std::max(max_out, static_cast<double>(mx));
+  bad_out |= bad;
+}
+
+void magnitude_of(const double* v, size_t len, double& min_out, double& max_out, int& bad_out) {
+  double mn = INFINITY, mx = 0;
+  int bad = 0;
+#pragma omp parallel for schedule(static) reduction(min : mn) reduction(max : mx) reduction(| : bad) \
+    if (worth_threads_elements(len))
+  for (size_t i = 0; i < len; ++i) note_magnitude(v[i], mn, mx, bad);
+  min_out = std::min(min_out, mn);
+  max_out = std::max(max_out, mx);
+  bad_out |= bad;
+}
+
+// B (N x K values, double or float) into strips of W columns, each K x W contiguous floats; the
+// padding columns are zero. Also takes B's magnitude range (in a contiguous pass of its own, which
+// vectorises where the transposing copy cannot).
+template <typename Q>
+void pack_b_strips(const Q* bq, size_t n, size_t k, size_t W, float* b, double& b_min, double& b_max, int& b_bad) {
+  magnitude_of(bq, n * k, b_min, b_max, b_bad);
+  constexpr size_t kT = 64;  // k-rows per transposition chunk: the chunk of a strip stays in L1
+  const size_t strips = (n + W - 1) / W;
+#pragma omp parallel for schedule(static) if (worth_threads_elements(n * k))
+  for (size_t st = 0; st < strips; ++st) {
+    float* dst = b + st * k * W;
+    const size_t j0 = st * W, j1 = std::min(n, j0 + W);
+    for (size_t t0 = 0; t0 < k; t0 += kT) {
+      const size_t t1 = std::min(k, t0 + kT);
+      for (size_t j = j0; j < j1; ++j) {
+        const Q* src = bq + j * k;
+        for (size_t t = t0; t < t1; ++t) dst[t * W + (j - j0)] = static_cast<float>(src[t]);
+      }
+      for (size_t j = j1; j < j0 + W; ++j)
+        for (size_t t = t0; t < t1; ++t) dst[t * W + (j - j0)] = 0.0f;
+    }
+  }
+}
+
+// matmul_fast for C as double or float (CT): the value written is (CT) of the double result.
+template <typename CT>
+bool matmul_fast_impl(const PreparedOperands& ops, CT* c, size_t ldc, const MatmulPolicy& policy,
+                      const MatmulContext& ctx, MatmulTelemetry& tel) {
   const bool inner_fp32 = is_plain_fp32_sequential(policy.inner);
   const bool inner_narrow = !inner_fp32 && is_narrow_kernel_accumulator(policy.inner);
   const bool inner_fused = policy.inner.fused && is_fused_kernel_model(*policy.inner.fused);
@@ -464,6 +562,7 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
   op.nblocks = k == 0 ? 0 : (k + ops.kblock - 1) / ops.kblock;
   op.use_fma = use_fma;
   op.count_swamping = ctx.count_swamping;
+  op.parallel = worth_threads_products(m * n * k);
   if (inner_narrow) {
     const Format& f = policy.inner.format;
     op.inner = policy.inner.round.mode == Rounding::rne ? FastInner::narrow_rne : FastInner::narrow_rtz;
@@ -476,7 +575,7 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
   }
   // Per-thread scratch, grown and never cleared: every element read below is written first.
   static thread_local std::vector<float> a_buf, b_buf, c_buf;
-  static thread_local std::vector<double> ea_buf, bd_buf, eb_buf;
+  static thread_local std::vector<double> ea_buf, bd_buf, eb_buf, aq_wide, bq_wide;
   if (c_buf.size() < m * op.npad) c_buf.resize(m * op.npad);
   float* cbuf = c_buf.data();
   const size_t strips = op.npad / W;
@@ -497,20 +596,33 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
     double* ea = ea_buf.data();
     double* bd = bd_buf.data();
     double* eb = eb_buf.data();
-#pragma omp parallel for schedule(static) reduction(min : a_min) reduction(max : a_max) reduction(| : a_bad)
+    // The kernel's scalar core reads the values as doubles (A.q, B.q): float storage is widened.
+    const double* aq = A.q.data();
+    const double* bq = B.q.data();
+    if (A.in_float) {
+      aq_wide.assign(A.qf.begin(), A.qf.begin() + static_cast<std::ptrdiff_t>(m * k));
+      aq = aq_wide.data();
+    }
+    if (B.in_float) {
+      bq_wide.assign(B.qf.begin(), B.qf.begin() + static_cast<std::ptrdiff_t>(n * k));
+      bq = bq_wide.data();
+    }
+#pragma omp parallel for schedule(static) reduction(min : a_min) reduction(max : a_max) reduction(| : a_bad) \
+    if (worth_threads_elements(m * k))
     for (size_t i = 0; i < m * k; ++i) {
-      const double x = A.q[i];
+      const double x = aq[i];
       note_magnitude(x, a_min, a_max, a_bad);
       ea[i] = is_nan(x) || is_inf(x) ? 0.0 : align_exp(x);
     }
-#pragma omp parallel for schedule(static) reduction(min : b_min) reduction(max : b_max) reduction(| : b_bad)
+#pragma omp parallel for schedule(static) reduction(min : b_min) reduction(max : b_max) reduction(| : b_bad) \
+    if (worth_threads_elements(n * k))
     for (size_t st = 0; st < strips; ++st) {
       const size_t j0 = st * W;
       for (size_t t0 = 0; t0 < k; t0 += kT) {
         const size_t t1 = std::min(k, t0 + kT);
         for (size_t jj = 0; jj < W; ++jj) {
           const size_t j = j0 + jj;
-          const double* src = j < n ? B.q.data() + j * k : nullptr;
+          const double* src = j < n ? bq + j * k : nullptr;
           for (size_t t = t0; t < t1; ++t) {
             const double y = src ? src[t] : 0.0;
             note_magnitude(y, b_min, b_max, b_bad);
@@ -524,43 +636,37 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
     if (k % op.kblock != 0) plan_tail = build_fused_plan(k % op.kblock, fm);
     op.inner = FastInner::fused;
     op.fused.model = &fm;
-    op.fused.a = A.q.data();
+    op.fused.a = aq;
     op.fused.ea = ea;
     op.fused.b = bd;
     op.fused.eb = eb;
-    op.fused.bq = B.q.data();
+    op.fused.bq = bq;
     op.fused.plan_full = &plan_full;
     op.fused.plan_tail = k % op.kblock != 0 ? &plan_tail : nullptr;
     op.fused.min_align = std::max(static_cast<double>(fm.min_align_exp), kFloorExp);
   } else {
-    if (a_buf.size() < m * k) a_buf.resize(m * k);
-    if (b_buf.size() < k * op.npad) b_buf.resize(k * op.npad);
-    float* a = a_buf.data();
-    float* b = b_buf.data();
-#pragma omp parallel for schedule(static) reduction(min : a_min) reduction(max : a_max) reduction(| : a_bad)
-    for (size_t i = 0; i < m * k; ++i) {
-      note_magnitude(A.q[i], a_min, a_max, a_bad);
-      a[i] = static_cast<float>(A.q[i]);
+    // A (M x K) is the kernel's layout already: float values are read in place, doubles converted.
+    // Either way the pass takes A's magnitude range.
+    if (A.in_float) {
+      magnitude_of(A.qf.data(), m * k, a_min, a_max, a_bad);
+      op.a = A.qf.data();
+    } else {
+      if (a_buf.size() < m * k) a_buf.resize(m * k);
+      float* a = a_buf.data();
+      const double* aq = A.q.data();
+#pragma omp parallel for schedule(static) reduction(min : a_min) reduction(max : a_max) reduction(| : a_bad) \
+    if (worth_threads_elements(m * k))
+      for (size_t i = 0; i < m * k; ++i) {
+        note_magnitude(aq[i], a_min, a_max, a_bad);
+        a[i] = static_cast<float>(aq[i]);
+      }
+      op.a = a;
     }
     // B (N x K) into strips of W columns, each K x W contiguous; the padding columns are zero.
-#pragma omp parallel for schedule(static) reduction(min : b_min) reduction(max : b_max) reduction(| : b_bad)
-    for (size_t st = 0; st < strips; ++st) {
-      float* dst = b + st * k * W;
-      const size_t j0 = st * W, j1 = std::min(n, j0 + W);
-      for (size_t t0 = 0; t0 < k; t0 += kT) {
-        const size_t t1 = std::min(k, t0 + kT);
-        for (size_t j = j0; j < j1; ++j) {
-          const double* src = B.q.data() + j * k;
-          for (size_t t = t0; t < t1; ++t) {
-            note_magnitude(src[t], b_min, b_max, b_bad);
-            dst[t * W + (j - j0)] = static_cast<float>(src[t]);
-          }
-        }
-        for (size_t j = j1; j < j0 + W; ++j)
-          for (size_t t = t0; t < t1; ++t) dst[t * W + (j - j0)] = 0.0f;
-      }
-    }
-    op.a = a;
+    if (b_buf.size() < k * op.npad) b_buf.resize(k * op.npad);
+    float* b = b_buf.data();
+    if (B.in_float) pack_b_strips(B.qf.data(), n, k, W, b, b_min, b_max, b_bad);
+    else pack_b_strips(B.q.data(), n, k, W, b, b_min, b_max, b_bad);
     op.b = b;
   }
   // Any NaN/inf among the operands goes to the reference (overflow rules live there).
@@ -574,7 +680,7 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
     return false;  // a separate fp32 multiply would round (or leave fp32's range)
   }
   // Block scales in float (every scale kind yields fp32-representable scales: e8m0, e4m3, fp32).
-  std::vector<float> sa, sb;
+  static thread_local std::vector<float> sa, sb;
   auto scale_of = [&](const QuantizedOperand& Q, size_t row, size_t bi) {
     return Q.block_k ? Q.block_scale[row * Q.blocks_per_row + (bi * ops.kblock) / Q.block_k] : 1.0;
   };
@@ -585,7 +691,7 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
     op.sa = sa.data();
   }
   if (B.block_k) {
-    sb.assign(op.nblocks * op.npad, 1.0f);
+    sb.assign(op.nblocks * op.npad, 1.0f);  // (reused storage: no fresh pages)
     for (size_t j = 0; j < n; ++j)
       for (size_t bi = 0; bi < op.nblocks; ++bi) sb[bi * op.npad + j] = static_cast<float>(scale_of(B, j, bi));
     op.sb = sb.data();
@@ -598,7 +704,7 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
   if (k > 0) HWY_DYNAMIC_DISPATCH(FastMatmul)(op);  // fills op.inner_swamped / outer_swamped when counting
   else std::fill(cbuf, cbuf + m * op.npad, 0.0f);
   int overflow = 0;
-#pragma omp parallel for schedule(static) reduction(| : overflow)
+#pragma omp parallel for schedule(static) reduction(| : overflow) if (worth_threads_elements(m * n))
   for (size_t i = 0; i < m; ++i)
     for (size_t j = 0; j < n; ++j) overflow |= !(std::fabs(cbuf[i * op.npad + j]) <= 0x1.fffffep127f);
   if (overflow) return false;  // a non-finite result: the reference decides
@@ -608,7 +714,7 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
                                of.subnormals && policy.out_round.subnormals == Subnormals::keep;
   const bool out_sr = policy.out_round.mode == Rounding::sr;
   uint64_t outer_scalar_swamped = 0;
-#pragma omp parallel for schedule(static) reduction(+ : outer_scalar_swamped)
+#pragma omp parallel for schedule(static) reduction(+ : outer_scalar_swamped) if (worth_threads_elements(m * n))
   for (size_t i = 0; i < m; ++i)
     for (size_t j = 0; j < n; ++j) {
       double y = cbuf[i * op.npad + j];
@@ -624,7 +730,7 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
         if (alpha != 1.0) y = op_mul(y, alpha, policy.outer.format, policy.outer.round);
       }
       const uint32_t rnd = out_sr ? random_u32(ctx.seed, ctx.stream ^ (kMatmulStreamOut << 56), i * n + j) : 0;
-      c[i * ldc + j] = out_is_identity && !outer_scalar ? y : round_to(y, of, policy.out_round, rnd);
+      c[i * ldc + j] = static_cast<CT>(out_is_identity && !outer_scalar ? y : round_to(y, of, policy.out_round, rnd));
     }
   tel.swamping_counted = ctx.count_swamping;
   tel.inner_swamped += op.inner_swamped;
@@ -632,6 +738,18 @@ bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const Matmu
   tel.inner_adds += m * n * k;
   tel.outer_adds += m * n * op.nblocks;  // the reference adds every block term into the outer sum, from +0
   return true;
+}
+
+}  // namespace
+
+bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const MatmulPolicy& policy,
+                 const MatmulContext& ctx, MatmulTelemetry& tel) {
+  return matmul_fast_impl(ops, c, ldc, policy, ctx, tel);
+}
+
+bool matmul_fast(const PreparedOperands& ops, float* c, size_t ldc, const MatmulPolicy& policy,
+                 const MatmulContext& ctx, MatmulTelemetry& tel) {
+  return matmul_fast_impl(ops, c, ldc, policy, ctx, tel);
 }
 
 }  // namespace drift

@@ -74,6 +74,7 @@ struct FastOperands {
   FusedOperands fused;
   bool use_fma = false;            // products exact only inside an fma
   bool count_swamping = false;     // count adds that lost all of an addend (as the reference does)
+  bool parallel = true;            // run the row tiles on an OpenMP team (small calls: one thread)
   float* c = nullptr;              // m x npad
   uint64_t inner_swamped = 0, outer_swamped = 0;  // outputs of the counting variant
 };

@@ -2,11 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
 #include <stdexcept>
+#include <type_traits>
 
 #include "arith/cast_span.h"
 #include "arith/catalogue.h"
 #include "arith/ops.h"
+#include "arith/parallel.h"
 #include "arith/random.h"
 
 namespace drift {
@@ -75,7 +80,7 @@ void record_scale(QuantStats& st, double dequant_scale) {
   st.scale_exp_max = std::max(st.scale_exp_max, e);
   st.scale_exp_sum += e;
   ++st.scale_count;
-  ++st.scale_exp_hist[std::clamp(e, -QuantStats::kScaleExpOffset, QuantStats::kScaleExpOffset) + QuantStats::kScaleExpOffset];
+  st.scale_exp_hist.add(std::clamp(e, -QuantStats::kScaleExpOffset, QuantStats::kScaleExpOffset));
 }
 
 // The region a scale covers: rows [r0, r1) x columns [c0, c1).
@@ -83,16 +88,61 @@ struct Region {
   size_t r0, r1, c0, c1;
 };
 
-// Largest finite magnitude in a region, and whether a NaN or inf is present.
-double region_amax(const StridedInput& x, const Region& g, bool* nonfinite) {
+// The input counts of n contiguous floats: the largest finite magnitude, the number of NaN/inf and
+// of subnormals. Computed on the encodings: for non-negative floats the encoding orders as the
+// value, so an integer max finds the largest magnitude exactly, and integer loops vectorise where a
+// float max reduction (NaN and signed-zero rules) would not.
+struct FloatRowCounts {
+  float amax = 0;
+  uint32_t nonfinite = 0, subnormal = 0;
+};
+FloatRowCounts float_row_counts(const float* p, size_t n) {
+  uint32_t top = 0, bad = 0, sub = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, p + i, sizeof u);
+    u &= 0x7fffffffu;                     // |x|
+    const bool fin = u < 0x7f800000u;     // not inf or NaN
+    bad += !fin;
+    sub += (u - 1u) < 0x007fffffu;        // 0 < |x| < 2^-126
+    const uint32_t v = fin ? u : 0u;
+    top = v > top ? v : top;
+  }
+  FloatRowCounts c;
+  std::memcpy(&c.amax, &top, sizeof top);
+  c.nonfinite = bad;
+  c.subnormal = sub;
+  return c;
+}
+
+// Largest finite magnitude in a region, and whether a NaN or inf is present. The region's share of
+// the operand's input counts (amax, non-finite) goes into `counts` unless it is nullptr.
+template <typename T>
+double region_amax(const StridedInputOf<T>& x, const Region& g, bool* nonfinite, QuantStats* counts) {
   double amax = 0;
-  *nonfinite = false;
-  for (size_t r = g.r0; r < g.r1; ++r)
-    for (size_t c = g.c0; c < g.c1; ++c) {
-      const double v = x.at(r, c);
-      if (!finite(v)) *nonfinite = true;
-      else amax = std::max(amax, abs_of(v));
+  uint64_t bad = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    if (x.cs == 1) {  // rows of contiguous floats (every operand once staged)
+      for (size_t r = g.r0; r < g.r1; ++r) {
+        const FloatRowCounts rc = float_row_counts(x.p + r * x.rs + g.c0, g.c1 - g.c0);
+        bad += rc.nonfinite;
+        amax = std::max(amax, static_cast<double>(rc.amax));
+      }
     }
+  }
+  if (!std::is_same_v<T, float> || x.cs != 1) {
+    for (size_t r = g.r0; r < g.r1; ++r)
+      for (size_t c = g.c0; c < g.c1; ++c) {
+        const double v = x.at(r, c);
+        if (!finite(v)) ++bad;
+        else amax = std::max(amax, abs_of(v));
+      }
+  }
+  *nonfinite = bad != 0;
+  if (counts) {
+    counts->nonfinite += bad;
+    counts->amax = std::max(counts->amax, amax);
+  }
   return amax;
 }
 
@@ -104,7 +154,7 @@ void for_each_region(size_t rows, size_t k, size_t b, bool two_d, QuantStats& to
   const size_t rstep = two_d ? b : 1;
   const size_t groups = (rows + rstep - 1) / rstep;
   const size_t bk = std::max<size_t>(b, 1);
-#pragma omp parallel
+#pragma omp parallel if (worth_threads_elements(rows * k))
   {
     QuantStats local;
 #pragma omp for schedule(static)
@@ -117,14 +167,17 @@ void for_each_region(size_t rows, size_t k, size_t b, bool two_d, QuantStats& to
   }
 }
 
-void count_inputs(const StridedInput& x, size_t rows, size_t k, QuantStats& st) {
-  st.elements = rows * k;
+// The input counts (amax, non-finite) in a pass of their own: for the scalings that need amax before
+// they can quantize (tensor, nvfp4). The others count in their quantizing pass.
+template <typename T>
+void count_inputs(const StridedInputOf<T>& x, size_t rows, size_t k, QuantStats& st) {
   uint64_t nonfinite = 0;
   double amax = 0;
   // Walk in memory order (the operand may be stored either way round).
   const bool by_rows = x.cs <= x.rs;
   const size_t outer = by_rows ? rows : k, inner = by_rows ? k : rows;
-#pragma omp parallel for schedule(static) reduction(+ : nonfinite) reduction(max : amax)
+#pragma omp parallel for schedule(static) reduction(+ : nonfinite) reduction(max : amax) \
+    if (worth_threads_elements(rows * k))
   for (size_t o = 0; o < outer; ++o)
     for (size_t i = 0; i < inner; ++i) {
       const double v = by_rows ? x.at(o, i) : x.at(i, o);
@@ -159,11 +212,16 @@ double scaled_value(double v, double mult, bool mult_exact_pow2) {
 // Scaled multiply then element rounding, as the TE / DeepSeek cast kernels do: fp32(x * mult), then
 // the format. Each row of the region is rounded by the SIMD span cast when every scaled value is a
 // float (bit-identical to the scalar core, tested), else element by element through round_to.
-void quantize_region_with_multiplier(const StridedInput& x, size_t k, const Region& g, double mult,
-                                     bool mult_exact_pow2, const Quantizer& qz, uint64_t seed, uint64_t stream,
-                                     QuantizedOperand& out, QuantStats& st) {
+// With `count`, the region's input counts (amax, non-finite) are taken from the same read. `cast` is
+// the span cast prepared for qz (nullptr when the format does not fit in float: no SIMD cast).
+template <typename T>
+void quantize_region_with_multiplier(const StridedInputOf<T>& x, size_t k, const Region& g, double mult,
+                                     bool mult_exact_pow2, const Quantizer& qz, const SpanCast* cast, uint64_t seed,
+                                     uint64_t stream, bool count, QuantizedOperand& out, QuantStats& st) {
   const size_t len = g.c1 - g.c0;
-  const bool simd = fits_float(qz.format);
+  const bool simd = cast != nullptr;
+  // A float row multiplied by 1 is its own scaled value (and a float): the cast reads it in place.
+  const bool in_place = std::is_same_v<T, float> && simd && mult_exact_pow2 && mult == 1.0 && x.cs == 1;
   static thread_local std::vector<double> scaled_buf;
   static thread_local std::vector<float> in_buf, out_buf;
   if (scaled_buf.size() < len) {
@@ -172,29 +230,144 @@ void quantize_region_with_multiplier(const StridedInput& x, size_t k, const Regi
     out_buf.resize(len);
   }
   double* scaled = scaled_buf.data();
-  float* in_f = in_buf.data();
-  float* out_f = out_buf.data();
+  uint64_t nonfinite = 0;
+  double amax = 0;
+  // An fp32 element format that keeps subnormals casts every finite float to itself: a counted row
+  // without NaN or inf is copied, and only its subnormals are counted (nothing clips or flushes).
+  const bool identity = in_place && count && is_fp32_grid_kept(qz.format, qz.round);
   for (size_t r = g.r0; r < g.r1; ++r) {
     bool floats = simd;
-    for (size_t c = 0; c < len; ++c) {
-      scaled[c] = scaled_value(x.at(r, g.c0 + c), mult, mult_exact_pow2);
-      in_f[c] = static_cast<float>(scaled[c]);
-      floats = floats && (static_cast<double>(in_f[c]) == scaled[c] || is_nan(scaled[c]));
+    const float* in_f = in_buf.data();
+    bool copy_row = false;
+    uint64_t row_sub = 0;
+    if (in_place) {
+      if constexpr (std::is_same_v<T, float>) {
+        in_f = x.p + r * x.rs + g.c0;
+        if (count) {
+          const FloatRowCounts rc = float_row_counts(in_f, len);
+          nonfinite += rc.nonfinite;
+          amax = std::max(amax, static_cast<double>(rc.amax));
+          copy_row = identity && rc.nonfinite == 0;
+          row_sub = rc.subnormal;
+        }
+      }
+    } else {
+      float* in_w = in_buf.data();
+      for (size_t c = 0; c < len; ++c) {
+        const double v = x.at(r, g.c0 + c);
+        if (count) {
+          if (!finite(v)) ++nonfinite;
+          else amax = std::max(amax, abs_of(v));
+        }
+        scaled[c] = scaled_value(v, mult, mult_exact_pow2);
+        in_w[c] = static_cast<float>(scaled[c]);
+        floats = floats && (static_cast<double>(in_w[c]) == scaled[c] || is_nan(scaled[c]));
+      }
     }
-    double* q = out.q.data() + r * k + g.c0;
-    if (floats) {
-      const CastStats cs = cast_span(in_f, out_f, len, qz.format, qz.round, seed, stream, r * k + g.c0);
-      for (size_t c = 0; c < len; ++c) q[c] = out_f[c];
+    float* qf = out.in_float ? out.qf.data() + r * k + g.c0 : nullptr;
+    double* q = out.in_float ? nullptr : out.q.data() + r * k + g.c0;
+    if (copy_row) {
+      if (qf) std::memcpy(qf, in_f, len * sizeof(float));
+      else
+        for (size_t c = 0; c < len; ++c) q[c] = in_f[c];
+      st.subnormal += row_sub;
+    } else if (floats) {
+      float* out_f = qf ? qf : out_buf.data();
+      const CastStats cs = cast_span(*cast, in_f, out_f, len, seed, stream, r * k + g.c0);
+      if (q)
+        for (size_t c = 0; c < len; ++c) q[c] = out_f[c];
       st.clipped += cs.clipped;
       st.flushed += cs.flushed;
       st.subnormal += cs.subnormal;
     } else {
       for (size_t c = 0; c < len; ++c) {
         const uint32_t rnd = qz.round.mode == Rounding::sr ? random_u32(seed, stream, r * k + g.c0 + c) : 0;
-        q[c] = quantize_element(scaled[c], qz, rnd, st);
+        const double v = quantize_element(scaled[c], qz, rnd, st);
+        if (q) q[c] = v;
+        else qf[c] = static_cast<float>(v);  // exact: the format's grid fits in float
       }
     }
   }
+  if (count) {
+    st.nonfinite += nonfinite;
+    st.amax = std::max(st.amax, amax);
+  }
+}
+
+// One 1-D block of a row: NaN (a non-finite input: the block is marked NaN, not cast), or the
+// multiplier of its elements.
+struct RowBlock {
+  bool nan = false;
+  bool exact = false;  // mult is a power of two
+  double mult = 1.0;
+};
+
+// Row r of an operand in 1-D blocks of b along k, each scaled by its multiplier as
+// quantize_region_with_multiplier scales it. Runs of consecutive blocks whose scaled values are all
+// floats go to the SIMD cast in one call; a block with a non-float scaled value is rounded element
+// by element, as quantize_region_with_multiplier does. Element c of the row takes random word
+// r*k + c in every case, and the counts are sums: how the row is cut changes no bit and no count.
+template <typename T>
+void quantize_row_blocks(const StridedInputOf<T>& x, size_t k, size_t r, size_t b, const std::vector<RowBlock>& blocks,
+                         const Quantizer& qz, const SpanCast& cast, uint64_t seed, uint64_t stream,
+                         QuantizedOperand& out, QuantStats& st) {
+  static thread_local std::vector<double> scaled_buf;
+  static thread_local std::vector<float> in_buf, out_buf;
+  if (scaled_buf.size() < k) {
+    scaled_buf.resize(k);
+    in_buf.resize(k);
+    out_buf.resize(k);
+  }
+  double* scaled = scaled_buf.data();
+  float* in_f = in_buf.data();
+  const T* row = x.p + r * x.rs;
+  float* qf = out.in_float ? out.qf.data() + r * k : nullptr;
+  double* q = out.in_float ? nullptr : out.q.data() + r * k;
+  // Scales the elements [c0, c1) of the row; true when every scaled value is a float (or NaN).
+  auto scale_block = [&](size_t c0, size_t c1, double mult, bool exact) {
+    bool floats = true;
+    if (exact && x.cs == 1) {  // the common case (MX): one multiply by a power of two, vectorised
+      for (size_t c = c0; c < c1; ++c) {
+        const double v = static_cast<double>(row[c]) * mult;
+        in_f[c] = static_cast<float>(v);
+        scaled[c] = v;
+        floats &= static_cast<double>(in_f[c]) == v || v != v;
+      }
+      return floats;
+    }
+    for (size_t c = c0; c < c1; ++c) {
+      scaled[c] = scaled_value(row[c * x.cs], mult, exact);
+      in_f[c] = static_cast<float>(scaled[c]);
+      floats = floats && (static_cast<double>(in_f[c]) == scaled[c] || is_nan(scaled[c]));
+    }
+    return floats;
+  };
+  auto cast_run = [&](size_t c0, size_t c1) {
+    if (c1 <= c0) return;
+    float* dst = qf ? qf + c0 : out_buf.data() + c0;
+    const CastStats cs = cast_span(cast, in_f + c0, dst, c1 - c0, seed, stream, r * k + c0);
+    if (q)
+      for (size_t c = c0; c < c1; ++c) q[c] = dst[c - c0];
+    st.clipped += cs.clipped;
+    st.flushed += cs.flushed;
+    st.subnormal += cs.subnormal;
+  };
+  size_t run = 0;  // start of the pending run of all-float blocks
+  for (size_t bi = 0; bi < blocks.size(); ++bi) {
+    const size_t c0 = bi * b, c1 = std::min(k, c0 + b);
+    const RowBlock& blk = blocks[bi];
+    if (!blk.nan && scale_block(c0, c1, blk.mult, blk.exact)) continue;  // joins the run
+    cast_run(run, c0);
+    run = c1;
+    if (blk.nan) continue;  // already marked NaN
+    for (size_t c = c0; c < c1; ++c) {
+      const uint32_t rnd = qz.round.mode == Rounding::sr ? random_u32(seed, stream, r * k + c) : 0;
+      const double v = quantize_element(scaled[c], qz, rnd, st);
+      if (q) q[c] = v;
+      else qf[c] = static_cast<float>(v);  // exact: the format's grid fits in float
+    }
+  }
+  cast_run(run, k);
 }
 
 void set_block_scale(QuantizedOperand& out, const Region& g, double s) {
@@ -203,7 +376,10 @@ void set_block_scale(QuantizedOperand& out, const Region& g, double s) {
 
 void mark_region_nan(QuantizedOperand& out, const Region& g) {
   for (size_t r = g.r0; r < g.r1; ++r)
-    for (size_t c = g.c0; c < g.c1; ++c) out.q[r * out.k + c] = quiet_nan();
+    for (size_t c = g.c0; c < g.c1; ++c) {
+      if (out.in_float) out.qf[r * out.k + c] = std::numeric_limits<float>::quiet_NaN();
+      else out.q[r * out.k + c] = quiet_nan();
+    }
   set_block_scale(out, g, quiet_nan());
 }
 
@@ -226,7 +402,43 @@ void QuantStats::merge(const QuantStats& o) {
   }
   scale_count += o.scale_count;
   scale_exp_sum += o.scale_exp_sum;
-  for (size_t i = 0; i < scale_exp_hist.size(); ++i) scale_exp_hist[i] += o.scale_exp_hist[i];
+  scale_exp_hist.merge(o.scale_exp_hist);
+}
+
+void ScaleExpHistogram::cover(int lo, int hi) {
+  if (counts_.empty()) {
+    lo_ = lo;
+    counts_.assign(static_cast<size_t>(hi - lo + 1), 0);
+    return;
+  }
+  const int old_hi = lo_ + static_cast<int>(counts_.size()) - 1;
+  if (lo < lo_) {
+    counts_.insert(counts_.begin(), static_cast<size_t>(lo_ - lo), 0);
+    lo_ = lo;
+  }
+  if (hi > old_hi) counts_.resize(counts_.size() + static_cast<size_t>(hi - old_hi), 0);
+}
+
+void ScaleExpHistogram::add(int e) {
+  cover(e, e);
+  ++counts_[static_cast<size_t>(e - lo_)];
+}
+
+void ScaleExpHistogram::merge(const ScaleExpHistogram& o) {
+  if (o.counts_.empty()) return;
+  cover(o.lo_, o.lo_ + static_cast<int>(o.counts_.size()) - 1);
+  for (size_t i = 0; i < o.counts_.size(); ++i) counts_[static_cast<size_t>(o.lo_ - lo_) + i] += o.counts_[i];
+}
+
+uint64_t ScaleExpHistogram::count(int e) const {
+  if (e < lo_ || e >= lo_ + static_cast<int>(counts_.size())) return 0;
+  return counts_[static_cast<size_t>(e - lo_)];
+}
+
+void QuantizedOperand::widen() {
+  if (!in_float) return;
+  q.assign(qf.begin(), qf.begin() + static_cast<std::ptrdiff_t>(rows * k));
+  in_float = false;
 }
 
 int mx_scale_exponent(double amax, const Format& elem, ExpRule rule) {
@@ -256,57 +468,27 @@ QuantizedOperand quantize(const double* x_in, size_t rows, size_t k, size_t ld, 
   return out;
 }
 
-void quantize_into(QuantizedOperand& out, const StridedInput& x_in, size_t rows, size_t k, const Quantizer& qz,
+namespace {
+
+// Quantizes x (no Hadamard transform left to do) into `out`, whose storage is set up.
+template <typename T>
+void quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t rows, size_t k, const Quantizer& qz,
                    uint64_t seed, uint64_t stream, DelayedState* state) {
-  out.rows = rows;
-  out.k = k;
-  out.q.resize(rows * k);  // every element is written below; reused storage is not cleared first
-  out.block_k = 0;
-  out.blocks_per_row = 0;
-  out.block_scale.clear();
-  out.tensor_scale = 1.0;
-  out.stats = QuantStats{};
   const Scaling& sc = qz.scaling;
-
-  // The Hadamard transform works on a copy so the caller's tensor is untouched.
-  std::vector<double> rotated;
-  StridedInput x = x_in;
-  if (sc.hadamard) {
-    rotated.resize(rows * k);
-    for (size_t r = 0; r < rows; ++r)
-      for (size_t c = 0; c < k; ++c) rotated[r * k + c] = x_in.at(r, c);
-    hadamard_rows(rotated.data(), rows, k, k, sc.hadamard, sc.hadamard_seed);
-    x = StridedInput{rotated.data(), k, 1};
-  } else if (x.cs != 1 && rows > 1 && k > 1) {
-    // An operand stored the other way round (k strided): the region loops below read along k, so
-    // copy it once into k-contiguous rows, in tiles that keep both sides in cache. Values only move.
-    // 8 x 8 tiles through a local buffer: 8 source lines are read, then 8 destination lines written
-    // (strides of a power-of-two size map every line of a tile to one cache set).
-    static thread_local std::vector<double> staged;
-    if (staged.size() < rows * k) staged.resize(rows * k);
-    double* dst = staged.data();
-    constexpr size_t T = 8;
-    const StridedInput src = x;
-#pragma omp parallel for schedule(static)
-    for (size_t r0 = 0; r0 < rows; r0 += T) {
-      const size_t nr = std::min(T, rows - r0);
-      double buf[T][T];
-      for (size_t c0 = 0; c0 < k; c0 += T) {
-        const size_t nc = std::min(T, k - c0);
-        for (size_t cc = 0; cc < nc; ++cc)
-          for (size_t rr = 0; rr < nr; ++rr) buf[rr][cc] = src.at(r0 + rr, c0 + cc);
-        for (size_t rr = 0; rr < nr; ++rr)
-          for (size_t cc = 0; cc < nc; ++cc) dst[(r0 + rr) * k + c0 + cc] = buf[rr][cc];
-      }
-    }
-    x = StridedInput{dst, k, 1};
-  }
-  count_inputs(x, rows, k, out.stats);
-
+  out.stats.elements = rows * k;
+  // The input counts (amax, non-finite): tensor and nvfp4 scaling need amax before they quantize,
+  // so they count in a pass of their own; the other kinds count in the pass that reads the input
+  // to quantize it (each operand is read once). Counts are sums and maxima: the same either way.
+  const bool counted_apart = sc.kind == ScaleKind::tensor || sc.kind == ScaleKind::nvfp4;
+  if (counted_apart) count_inputs(x, rows, k, out.stats);
+  // The SIMD cast's constants, once per operand (not per block).
+  std::optional<SpanCast> prepared;
+  if (fits_float(qz.format)) prepared = prepare_span_cast(qz.format, qz.round);
+  const SpanCast* cast = prepared ? &*prepared : nullptr;
   switch (sc.kind) {
     case ScaleKind::none:
       for_each_region(rows, k, k, false, out.stats, [&](const Region& g, QuantStats& st) {
-        quantize_region_with_multiplier(x, k, g, 1.0, true, qz, seed, stream, out, st);
+        quantize_region_with_multiplier(x, k, g, 1.0, true, qz, cast, seed, stream, true, out, st);
       });
       break;
     case ScaleKind::tensor:
@@ -323,7 +505,7 @@ void quantize_into(QuantizedOperand& out, const StridedInput& x_in, size_t rows,
         s = state->scale;
       }
       for_each_region(rows, k, k, false, out.stats, [&](const Region& g, QuantStats& st) {
-        quantize_region_with_multiplier(x, k, g, s, false, qz, seed, stream, out, st);
+        quantize_region_with_multiplier(x, k, g, s, false, qz, cast, seed, stream, !counted_apart, out, st);
       });
       out.tensor_scale = fp32_div(1.0, s);
       record_scale(out.stats, out.tensor_scale);
@@ -354,13 +536,9 @@ void quantize_into(QuantizedOperand& out, const StridedInput& x_in, size_t rows,
         s_enc = fp32_div(e4m3_format().max_finite * qz.format.max_finite, amax);
         out.tensor_scale = fp32_div(1.0, s_enc);
       }
-      for_each_region(rows, k, b, sc.two_d, out.stats, [&](const Region& g, QuantStats& st) {
-        bool nonfinite;
-        const double amax = region_amax(x, g, &nonfinite);
-        if (nonfinite) {  // NaN/inf inside a block: the scale is NaN, the whole block reads as NaN
-          mark_region_nan(out, g);
-          return;
-        }
+      // A block's scale (stored, and recorded in st) and the multiplier its elements are scaled by
+      // (*exact: a power of two, exact in double), from its amax (finite).
+      auto block_multiplier = [&](const Region& g, double amax, QuantStats& st, bool* exact) -> double {
         if (sc.kind == ScaleKind::block) {
           // All-zero block: the smallest e8m0 scale (2^-127), as TE and cuBLAS produce.
           int e = amax == 0 ? -127 : mx_scale_exponent(amax, qz.format, sc.rule) + sc.offset;
@@ -368,39 +546,146 @@ void quantize_into(QuantizedOperand& out, const StridedInput& x_in, size_t rows,
           const double s = std::ldexp(1.0, e);
           set_block_scale(out, g, s);
           if (amax != 0) record_scale(st, s);
-          quantize_region_with_multiplier(x, k, g, std::ldexp(1.0, -e), true, qz, seed, stream, out, st);
-        } else if (sc.kind == ScaleKind::tile) {
+          *exact = true;
+          return std::ldexp(1.0, -e);
+        }
+        if (sc.kind == ScaleKind::tile) {
           // DeepSeek-V3: dequant scale fp32(amax / max), elements fp(fp32(x * fp32(max / amax))).
           const double a = std::max(amax, sc.amax_floor);
           double s, mult;
-          bool exact = false;
+          *exact = false;
           if (sc.pow2) {
             RoundSpec up = nearest_saturating();
             up.mode = Rounding::rup;
             s = std::ldexp(1.0, ceil_log2(op_div(a, qz.format.max_finite, fp32_format(), up)));
             mult = 1.0 / s;
-            exact = true;
+            *exact = true;
           } else {
             s = fp32_div(a, qz.format.max_finite);
             mult = fp32_div(qz.format.max_finite, a);
           }
           set_block_scale(out, g, s);
           if (amax != 0) record_scale(st, s);
-          quantize_region_with_multiplier(x, k, g, mult, exact, qz, seed, stream, out, st);
-        } else {
-          // NVFP4: block decode scale amax/6, times the tensor encode scale, rounded to e4m3 (saturating);
-          // elements are multiplied by fp32(s_enc / e4m3 scale) and rounded to fp4.
-          const double dec = fp32_mul(fp32_div(amax, qz.format.max_finite), s_enc);
-          const double stored = round_to(dec, e4m3_format(), nearest_saturating());
-          set_block_scale(out, g, stored);
-          if (amax != 0) record_scale(st, stored);
-          const double mult = stored == 0 ? 0.0 : fp32_div(s_enc, stored);
-          quantize_region_with_multiplier(x, k, g, mult, false, qz, seed, stream, out, st);
+          return mult;
         }
-      });
+        // NVFP4: block decode scale amax/6, times the tensor encode scale, rounded to e4m3 (saturating);
+        // elements are multiplied by fp32(s_enc / e4m3 scale) and rounded to fp4.
+        const double dec = fp32_mul(fp32_div(amax, qz.format.max_finite), s_enc);
+        const double stored = round_to(dec, e4m3_format(), nearest_saturating());
+        set_block_scale(out, g, stored);
+        if (amax != 0) record_scale(st, stored);
+        *exact = false;
+        return stored == 0 ? 0.0 : fp32_div(s_enc, stored);
+      };
+      // (Each block's amax pass also takes its input counts, unless they were counted apart.)
+      QuantStats* const no_counts = nullptr;
+      if (sc.two_d || !cast) {
+        for_each_region(rows, k, b, sc.two_d, out.stats, [&](const Region& g, QuantStats& st) {
+          bool nonfinite;
+          const double amax = region_amax(x, g, &nonfinite, counted_apart ? no_counts : &st);
+          if (nonfinite) {  // NaN/inf inside a block: the scale is NaN, the whole block reads as NaN
+            mark_region_nan(out, g);
+            return;
+          }
+          bool exact;
+          const double mult = block_multiplier(g, amax, st, &exact);
+          quantize_region_with_multiplier(x, k, g, mult, exact, qz, cast, seed, stream, false, out, st);
+        });
+      } else {
+        // 1-D blocks with the SIMD cast: a row's block scales first, then the row's elements in as
+        // few cast calls as possible (a cast call costs far more than the 16 or 32 elements of a block).
+        for_each_region(rows, k, k, false, out.stats, [&](const Region& row, QuantStats& st) {
+          static thread_local std::vector<RowBlock> blocks;
+          blocks.resize(out.blocks_per_row);
+          for (size_t bi = 0; bi < out.blocks_per_row; ++bi) {
+            const Region g{row.r0, row.r1, bi * b, std::min(k, (bi + 1) * b)};
+            bool nonfinite;
+            const double amax = region_amax(x, g, &nonfinite, counted_apart ? no_counts : &st);
+            blocks[bi].nan = nonfinite;
+            if (nonfinite) {
+              mark_region_nan(out, g);
+              continue;
+            }
+            blocks[bi].mult = block_multiplier(g, amax, st, &blocks[bi].exact);
+          }
+          quantize_row_blocks(x, k, row.r0, b, blocks, qz, *cast, seed, stream, out, st);
+        });
+      }
       break;
     }
   }
+}
+
+// Sets up `out` for rows x k values (in float when `in_float`) and quantizes x into it: through a
+// copy for a Hadamard transform, or through a k-contiguous copy when x is stored the other way round.
+template <typename T>
+void quantize_into_impl(QuantizedOperand& out, const StridedInputOf<T>& x_in, size_t rows, size_t k,
+                        const Quantizer& qz, uint64_t seed, uint64_t stream, DelayedState* state, bool in_float) {
+  out.rows = rows;
+  out.k = k;
+  out.in_float = in_float;
+  // Every element is written below; reused storage is not cleared first.
+  if (in_float) {
+    // Grown, never shrunk: calls of every shape share this storage, and resizing down and up again
+    // would zero the regrown part each time. Elements past rows * k are stale and never read.
+    if (out.qf.size() < rows * k) out.qf.resize(rows * k);
+    out.q.clear();
+  } else {
+    out.q.resize(rows * k);
+    out.qf.clear();
+  }
+  out.block_k = 0;
+  out.blocks_per_row = 0;
+  out.block_scale.clear();
+  out.tensor_scale = 1.0;
+  out.stats = QuantStats{};
+  const Scaling& sc = qz.scaling;
+
+  if (sc.hadamard) {
+    // The Hadamard transform works on a copy so the caller's tensor is untouched.
+    std::vector<double> rotated(rows * k);
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t c = 0; c < k; ++c) rotated[r * k + c] = x_in.at(r, c);
+    hadamard_rows(rotated.data(), rows, k, k, sc.hadamard, sc.hadamard_seed);
+    quantize_rows(out, StridedInput{rotated.data(), k, 1}, rows, k, qz, seed, stream, state);
+  } else if (x_in.cs != 1 && rows > 1 && k > 1) {
+    // An operand stored the other way round (k strided): the region loops read along k, so copy it
+    // once into k-contiguous rows, in tiles that keep both sides in cache. Values only move.
+    // 8 x 8 tiles through a local buffer: 8 source lines are read, then 8 destination lines written
+    // (strides of a power-of-two size map every line of a tile to one cache set).
+    static thread_local std::vector<T> staged;
+    if (staged.size() < rows * k) staged.resize(rows * k);
+    T* dst = staged.data();
+    constexpr size_t kT = 8;
+    const StridedInputOf<T> src = x_in;
+#pragma omp parallel for schedule(static) if (worth_threads_elements(rows * k))
+    for (size_t r0 = 0; r0 < rows; r0 += kT) {
+      const size_t nr = std::min(kT, rows - r0);
+      T buf[kT][kT];
+      for (size_t c0 = 0; c0 < k; c0 += kT) {
+        const size_t nc = std::min(kT, k - c0);
+        for (size_t cc = 0; cc < nc; ++cc)
+          for (size_t rr = 0; rr < nr; ++rr) buf[rr][cc] = src.p[(r0 + rr) * src.rs + (c0 + cc) * src.cs];
+        for (size_t rr = 0; rr < nr; ++rr)
+          for (size_t cc = 0; cc < nc; ++cc) dst[(r0 + rr) * k + c0 + cc] = buf[rr][cc];
+      }
+    }
+    quantize_rows(out, StridedInputOf<T>{dst, k, 1}, rows, k, qz, seed, stream, state);
+  } else {
+    quantize_rows(out, x_in, rows, k, qz, seed, stream, state);
+  }
+}
+
+}  // namespace
+
+void quantize_into(QuantizedOperand& out, const StridedInput& x, size_t rows, size_t k, const Quantizer& qz,
+                   uint64_t seed, uint64_t stream, DelayedState* state) {
+  quantize_into_impl(out, x, rows, k, qz, seed, stream, state, false);
+}
+
+void quantize_into(QuantizedOperand& out, const StridedInputF& x, size_t rows, size_t k, const Quantizer& qz,
+                   uint64_t seed, uint64_t stream, DelayedState* state) {
+  quantize_into_impl(out, x, rows, k, qz, seed, stream, state, fits_float(qz.format));
 }
 
 void hadamard_rows(double* x, size_t rows, size_t k, size_t ld, int n, uint64_t seed) {

@@ -46,6 +46,27 @@ struct Quantizer {
   Scaling scaling;
 };
 
+// Counts of scale exponents. Stored only over the range of exponents seen (a tensor's scales
+// usually span a few binades): every matmul call returns one per operand and the sites merge them,
+// so a dense array of every possible exponent would be zeroed, copied and summed on each call.
+class ScaleExpHistogram {
+ public:
+  void add(int e);                                // one scale with exponent e
+  void merge(const ScaleExpHistogram& o);
+  uint64_t count(int e) const;                    // 0 outside the stored range
+  // fn(e, count) for each exponent with a non-zero count, in increasing order.
+  template <typename Fn>
+  void for_each(Fn fn) const {
+    for (size_t i = 0; i < counts_.size(); ++i)
+      if (counts_[i]) fn(lo_ + static_cast<int>(i), counts_[i]);
+  }
+
+ private:
+  void cover(int lo, int hi);  // grows the stored range to include [lo, hi]
+  int lo_ = 0;                 // exponent of counts_[0]
+  std::vector<uint64_t> counts_;
+};
+
 // What a quantizer did to one tensor: the telemetry every call returns.
 struct QuantStats {
   uint64_t elements = 0;
@@ -59,10 +80,10 @@ struct QuantStats {
   uint64_t scale_count = 0;
   int scale_exp_min = 0, scale_exp_max = 0;
   double scale_exp_sum = 0;
-  // The distribution: scale_exp_hist[e + kScaleExpOffset] counts scales with exponent e (clamped
-  // to [-kScaleExpOffset, kScaleExpOffset]; covers e8m0, e4m3 and fp32 scales).
+  // The distribution: scale_exp_hist.count(e) scales had exponent e (clamped to
+  // [-kScaleExpOffset, kScaleExpOffset]; covers e8m0, e4m3 and fp32 scales).
   static constexpr int kScaleExpOffset = 160;
-  std::array<uint64_t, 2 * kScaleExpOffset + 1> scale_exp_hist{};
+  ScaleExpHistogram scale_exp_hist;
   void merge(const QuantStats& o);
 };
 
@@ -74,9 +95,14 @@ struct DelayedState {
 };
 
 // A quantized operand: q[r*k + i] on the element grid; dequantised value = q * block_scale * tensor_scale.
+// A float input quantized to a format whose grid fits in float (fits_float) keeps its values in
+// `qf` instead (`in_float`, q empty): the values are the same, stored in half the bytes, and the
+// fast matmul reads them without a conversion. widen() moves them to q for every other reader.
 struct QuantizedOperand {
   size_t rows = 0, k = 0;
   std::vector<double> q;
+  std::vector<float> qf;               // (may be longer than rows * k: reused storage)
+  bool in_float = false;
   size_t block_k = 0;                  // k-extent of a scale block (0: no per-block scales)
   size_t blocks_per_row = 0;
   std::vector<double> block_scale;     // rows x blocks_per_row, exact dequantisation multipliers
@@ -84,16 +110,24 @@ struct QuantizedOperand {
   QuantStats stats;
   double dequant(size_t r, size_t i) const {
     const double s = block_k ? block_scale[r * blocks_per_row + i / block_k] : 1.0;
-    return q[r * k + i] * s * tensor_scale;
+    return value(r * k + i) * s * tensor_scale;
   }
+  double value(size_t idx) const { return in_float ? static_cast<double>(qf[idx]) : q[idx]; }
+  // Stores the values in q (exactly: every float is a double); a no-op when they are there already.
+  void widen();
 };
 
 // A rows x k operand in memory: element (r, c) at p[r*rs + c*cs] (either layout, no copy needed).
-struct StridedInput {
-  const double* p;
+// Elements are double or float (a model's float tensors, read in place); a float is read as the
+// double of the same value, so both give the same quantization.
+template <typename T>
+struct StridedInputOf {
+  const T* p;
   size_t rs, cs;
   double at(size_t r, size_t c) const { return p[r * rs + c * cs]; }
 };
+using StridedInput = StridedInputOf<double>;
+using StridedInputF = StridedInputOf<float>;
 
 // Quantizes x (rows x k, row stride ld, k contiguous). `state` is required for delayed scaling.
 // `seed`/`stream` key the random bits of stochastic rounding (element index r*k + i).
@@ -102,6 +136,10 @@ QuantizedOperand quantize(const double* x, size_t rows, size_t k, size_t ld, con
 
 // The same, into `out`, reusing its storage (the engine's per-thread workspace).
 void quantize_into(QuantizedOperand& out, const StridedInput& x, size_t rows, size_t k, const Quantizer& qz,
+                   uint64_t seed, uint64_t stream, DelayedState* state = nullptr);
+// The same from float input: identical values, scales and stats; the values are left in out.qf
+// (out.in_float) when the element format fits in float, else in out.q.
+void quantize_into(QuantizedOperand& out, const StridedInputF& x, size_t rows, size_t k, const Quantizer& qz,
                    uint64_t seed, uint64_t stream, DelayedState* state = nullptr);
 
 // The random Hadamard transform along k (in place, per consecutive group of n = 16 or 32 along k;

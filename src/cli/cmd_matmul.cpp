@@ -34,8 +34,7 @@ nlohmann::ordered_json quant_stats_json(const QuantStats& s) {
     scale["exp_max"] = s.scale_exp_max;
     scale["exp_mean"] = s.scale_exp_sum / static_cast<double>(s.scale_count);
     nlohmann::ordered_json hist = nlohmann::ordered_json::object();  // exponent -> number of scales
-    for (size_t i = 0; i < s.scale_exp_hist.size(); ++i)
-      if (s.scale_exp_hist[i]) hist[std::to_string(static_cast<int>(i) - QuantStats::kScaleExpOffset)] = s.scale_exp_hist[i];
+    s.scale_exp_hist.for_each([&](int e, uint64_t count) { hist[std::to_string(e)] = count; });
     scale["exp_histogram"] = hist;
   } else {
     scale["exp_min"] = scale["exp_max"] = scale["exp_mean"] = nullptr;

@@ -1,6 +1,7 @@
 #include "model/sites.h"
 
 #include <stdexcept>
+#include <type_traits>
 
 #include "backend/backend.h"
 
@@ -70,7 +71,7 @@ uint64_t mix(uint64_t x) {
 }
 }  // namespace
 
-MatmulTelemetry MatmulSites::call(size_t id, const MatView& a, const MatView& b, double* c, size_t ldc) {
+MatmulContext MatmulSites::context(size_t id) {
   MatmulSite& s = sites_.at(id);
   MatmulContext ctx;
   ctx.seed = seed;
@@ -80,17 +81,61 @@ MatmulTelemetry MatmulSites::call(size_t id, const MatView& a, const MatView& b,
   ctx.force_reference = force_reference;
   ctx.cast_error = ctx.check_bound = diagnose;
   ctx.count_swamping = count_swamping;
-  MatmulTelemetry t = backend ? backend->matmul(a, b, c, ldc, s.policy, ctx) : drift::matmul(a, b, c, ldc, s.policy, ctx);
+  return ctx;
+}
+
+void MatmulSites::record(size_t id, const MatmulTelemetry& t) {
+  MatmulSite& s = sites_[id];
   if (s.calls++ == 0)
     s.tel = t;
   else
     s.tel.merge(t);
-  return t;
 }
 
 template <typename T>
 void MatmulSites::matmul(size_t site, size_t m, size_t k, size_t n, const T* a, size_t lda, bool ta, const T* b,
                          size_t ldb, bool tb, T* c, size_t ldc, bool tc, bool accumulate) {
+  const MatmulContext ctx = context(site);
+  const MatmulPolicy& policy = sites_[site].policy;
+  // The product goes straight into c when it is a plain row-major write; else into a scratch C
+  // that is then added or written transposed. Either way each element of c is written once.
+  const bool direct = !tc && !accumulate;
+  T* out = c;
+  size_t ldo = ldc;
+  auto write_back = [&](const auto* w) {  // w: m x n, row stride n
+    if (direct) return;
+    // Each element is written once, so the loop order changes no bit; it follows the destination's
+    // rows (a transposed write-back with i outer strides a whole row per element).
+    auto put = [&](size_t i, size_t j) {
+      T& dst = tc ? c[j * ldc + i] : c[i * ldc + j];
+      const T v = static_cast<T>(w[i * n + j]);  // exact when the output format fits in T
+      dst = accumulate ? static_cast<T>(dst + v) : v;
+    };
+    if (tc) {
+      for (size_t j = 0; j < n; ++j)
+        for (size_t i = 0; i < m; ++i) put(i, j);
+    } else {
+      for (size_t i = 0; i < m; ++i)
+        for (size_t j = 0; j < n; ++j) put(i, j);
+    }
+  };
+  if constexpr (std::is_same_v<T, float>) {
+    if (!backend) {
+      // The float entry: the engine reads the model's tensors in place and returns float C, each
+      // element (float) of the double C, as the double route below gives.
+      const MatViewF va{a, m, k, lda, ta}, vb{b, k, n, ldb, tb};
+      if (!direct) {
+        wcf_.resize(m * n);
+        out = wcf_.data();
+        ldo = n;
+      }
+      record(site, drift::matmul(va, vb, out, ldo, policy, ctx));
+      write_back(wcf_.data());
+      return;
+    }
+  }
+  // Double operands (the gradient checks), or a backend, whose interface takes doubles: float
+  // operands are copied (exactly) into double staging.
   MatView va, vb;
   va.rows = m, va.cols = k, va.transposed = ta;
   vb.rows = k, vb.cols = n, vb.transposed = tb;
@@ -110,21 +155,13 @@ void MatmulSites::matmul(size_t site, size_t m, size_t k, size_t n, const T* a, 
     vb.data = wb_.data(), vb.ld = bc;
   }
   wc_.resize(m * n);
-  call(site, va, vb, wc_.data(), n);
-  // Each element is written once, so the loop order changes no bit; it follows the destination's
-  // rows (a transposed write-back with i outer strides a whole row per element).
-  auto put = [&](size_t i, size_t j) {
-    T& dst = tc ? c[j * ldc + i] : c[i * ldc + j];
-    const T v = static_cast<T>(wc_[i * n + j]);  // exact when the output format fits in T
-    dst = accumulate ? static_cast<T>(dst + v) : v;
-  };
-  if (tc) {
-    for (size_t j = 0; j < n; ++j)
-      for (size_t i = 0; i < m; ++i) put(i, j);
-  } else {
+  record(site, backend ? backend->matmul(va, vb, wc_.data(), n, policy, ctx)
+                       : drift::matmul(va, vb, wc_.data(), n, policy, ctx));
+  if (direct) {
     for (size_t i = 0; i < m; ++i)
-      for (size_t j = 0; j < n; ++j) put(i, j);
+      for (size_t j = 0; j < n; ++j) c[i * ldc + j] = static_cast<T>(wc_[i * n + j]);
   }
+  write_back(wc_.data());
 }
 
 template void MatmulSites::matmul<float>(size_t, size_t, size_t, size_t, const float*, size_t, bool, const float*,

@@ -79,8 +79,10 @@ class MatmulSites {
   std::vector<MatmulSite> sites_;
   std::vector<uint64_t> step_calls_;
   uint64_t step_ = 0;
-  std::vector<double> wa_, wb_, wc_;
-  MatmulTelemetry call(size_t site, const MatView& a, const MatView& b, double* c, size_t ldc);
+  std::vector<double> wa_, wb_, wc_;  // double staging (double models, backends)
+  std::vector<float> wcf_;            // float C before a transposed or accumulating write-back
+  MatmulContext context(size_t site);  // the call's random keys and state; counts the call in the step
+  void record(size_t site, const MatmulTelemetry& t);
 };
 
 }  // namespace drift

@@ -1,0 +1,20 @@
+// When a loop of the engine is worth an OpenMP team. Starting a team costs microseconds (more with
+// more threads), which is more than a small call's whole work: training makes thousands of small
+// matmuls per step (attention's per-head products). Below these sizes a loop runs on the calling
+// thread. Every parallel loop of the engine splits fixed work items whose results and counts do
+// not depend on which thread runs them, so this changes speed only, never a bit.
+#pragma once
+
+#include <cstddef>
+
+namespace drift {
+
+// Elements of an elementwise pass (quantization, packing, output rounding).
+constexpr size_t kParallelMinElements = size_t{1} << 16;
+// Multiply-adds of a matmul kernel.
+constexpr size_t kParallelMinProducts = size_t{1} << 19;
+
+inline bool worth_threads_elements(size_t n) { return n >= kParallelMinElements; }
+inline bool worth_threads_products(size_t n) { return n >= kParallelMinProducts; }
+
+}  // namespace drift
