@@ -97,16 +97,18 @@ struct FloatRowCounts {
   uint32_t nonfinite = 0, subnormal = 0;
 };
 FloatRowCounts float_row_counts(const float* p, size_t n) {
-  uint32_t top = 0, bad = 0, sub = 0;
+  // Magnitude encodings fit in 31 bits, so signed compares order them: written with those (x86's
+  // baseline SIMD has no unsigned compare) and branch-free, the loop vectorises.
+  int32_t top = 0;
+  uint32_t bad = 0, sub = 0;
   for (size_t i = 0; i < n; ++i) {
-    uint32_t u;
+    int32_t u;
     std::memcpy(&u, p + i, sizeof u);
-    u &= 0x7fffffffu;                     // |x|
-    const bool fin = u < 0x7f800000u;     // not inf or NaN
-    bad += !fin;
-    sub += (u - 1u) < 0x007fffffu;        // 0 < |x| < 2^-126
-    const uint32_t v = fin ? u : 0u;
-    top = v > top ? v : top;
+    u &= 0x7fffffff;                           // |x|
+    const int32_t nonfinite = u >= 0x7f800000;  // inf or NaN
+    bad += static_cast<uint32_t>(nonfinite);
+    sub += static_cast<uint32_t>((u > 0) & (u < 0x00800000));  // 0 < |x| < 2^-126
+    top = std::max(top, nonfinite ? 0 : u);
   }
   FloatRowCounts c;
   std::memcpy(&c.amax, &top, sizeof top);

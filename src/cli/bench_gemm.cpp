@@ -142,9 +142,11 @@ void run_bench_gemm(const BenchOptions& o) {
     for (size_t i = 0; i < af.size(); ++i) af[i] = static_cast<float>(random_u32(1, 1, i)) / 4294967296.0f - 0.5f;
     for (size_t i = 0; i < bf.size(); ++i) bf[i] = static_cast<float>(random_u32(1, 2, i)) / 4294967296.0f - 0.5f;
     const double flops = 2.0 * sh.m * sh.n * sh.k;
-    std::vector<double> ad(af.begin(), af.end()), bd(bf.begin(), bf.end()), c(sh.m * sh.n);
-    MatView av{ad.data(), sh.m, sh.k, sh.k, false};
-    MatView bv{bd.data(), sh.k, sh.n, sh.n, false};
+    // The engine reads the same float operands OpenBLAS does, through the float entry the models use
+    // (every bench policy's output fits a float, so C is exactly what the double entry writes).
+    std::vector<float> c(sh.m * sh.n);
+    MatViewF av{af.data(), sh.m, sh.k, sh.k, false};
+    MatViewF bv{bf.data(), sh.k, sh.n, sh.n, false};
     // The engine is timed before OpenBLAS: OpenBLAS's worker threads keep spinning for a while after
     // a call and would steal the cores from whatever runs next.
     struct Timed {

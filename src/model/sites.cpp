@@ -1,5 +1,6 @@
 #include "model/sites.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <type_traits>
 
@@ -104,20 +105,32 @@ void MatmulSites::matmul(size_t site, size_t m, size_t k, size_t n, const T* a, 
   size_t ldo = ldc;
   auto write_back = [&](const auto* w) {  // w: m x n, row stride n
     if (direct) return;
-    // Each element is written once, so the loop order changes no bit; it follows the destination's
-    // rows (a transposed write-back with i outer strides a whole row per element).
-    auto put = [&](size_t i, size_t j) {
-      T& dst = tc ? c[j * ldc + i] : c[i * ldc + j];
-      const T v = static_cast<T>(w[i * n + j]);  // exact when the output format fits in T
-      dst = accumulate ? static_cast<T>(dst + v) : v;
-    };
-    if (tc) {
-      for (size_t j = 0; j < n; ++j)
-        for (size_t i = 0; i < m; ++i) put(i, j);
-    } else {
-      for (size_t i = 0; i < m; ++i)
-        for (size_t j = 0; j < n; ++j) put(i, j);
+    // Each element of c is written once (v = T(w), exact when the output format fits in T; then
+    // c + v when accumulating), so the loop order changes no bit: rows stream when c is row-major,
+    // and a transposed c is written in square tiles that keep both sides in cache.
+    if (!tc) {
+      for (size_t i = 0; i < m; ++i) {
+        T* dst = c + i * ldc;
+        const auto* src = w + i * n;
+        if (accumulate)
+          for (size_t j = 0; j < n; ++j) dst[j] = static_cast<T>(dst[j] + static_cast<T>(src[j]));
+        else
+          for (size_t j = 0; j < n; ++j) dst[j] = static_cast<T>(src[j]);
+      }
+      return;
     }
+    constexpr size_t kTile = 16;
+    for (size_t j0 = 0; j0 < n; j0 += kTile)
+      for (size_t i0 = 0; i0 < m; i0 += kTile) {
+        const size_t j1 = std::min(n, j0 + kTile), i1 = std::min(m, i0 + kTile);
+        for (size_t j = j0; j < j1; ++j) {
+          T* dst = c + j * ldc;
+          if (accumulate)
+            for (size_t i = i0; i < i1; ++i) dst[i] = static_cast<T>(dst[i] + static_cast<T>(w[i * n + j]));
+          else
+            for (size_t i = i0; i < i1; ++i) dst[i] = static_cast<T>(w[i * n + j]);
+        }
+      }
   };
   if constexpr (std::is_same_v<T, float>) {
     if (!backend) {
