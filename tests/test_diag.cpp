@@ -349,6 +349,29 @@ TEST_CASE("exact reference: the gradient of a tiny model computed here by anothe
   CHECK(line["grad"]["overall"]["cosine"].get<double>() > 0.999999);
   CHECK(std::fabs(line["grad"]["overall"]["bias"].get<double>()) < 1e-5);
   CHECK(line["logits_max_rel_dev"].get<double>() < 1e-4);
+  // Per-site forward deviation: with head.b = 0 (its initial value) the logits are head.forward's
+  // product itself, so the site's deviation is the logits' one exactly (a misaligned capture would
+  // compare other elements); backward sites report none.
+  for (size_t v = 0; v < V; ++v) REQUIRE(hb[v] == 0.0f);
+  CHECK(line["sites"]["head.forward"]["out_max_rel_dev"].get<double>() == line["logits_max_rel_dev"].get<double>());
+  CHECK(line["sites"]["head.grad_weight"]["out_max_rel_dev"].is_null());
+  CHECK(line["sites"]["head.grad_weight"]["out_rel_error"].is_null());
+  // Its normwise error, recomputed here from the logits (= the products) and the fp64 ones
+  // (ordinary fp32 rounding: of the order of 2^-24).
+  const std::vector<float>& y = model->last_logits();
+  double err = 0, size = 0;
+  for (size_t i = 0; i < B; ++i)
+    for (size_t v = 0; v < V; ++v) {
+      double p = 0;  // the exact product: 6 float products, each exact in double, summed in double
+      for (size_t c = 0; c < IN; ++c)
+        p += static_cast<double>(wte[windows[i * (ctx + 1) + c / E] * E + c % E]) * static_cast<double>(hw[v * IN + c]);
+      err += (y[i * V + v] - p) * (y[i * V + v] - p);
+      size += p * p;
+    }
+  const double out_rel = line["sites"]["head.forward"]["out_rel_error"].get<double>();
+  CHECK(out_rel == doctest::Approx(std::sqrt(err / size)).epsilon(1e-6));
+  CHECK(out_rel > 0);
+  CHECK(out_rel < 1e-6);
   // The reported overall quality is grad_quality against this test's reference.
   const GradQuality q = grad_quality(model->grads.data(), ref.data(), ref.size());
   CHECK(line["grad"]["overall"]["rel_error"].get<double>() == doctest::Approx(q.rel_error).epsilon(1e-6));
@@ -385,8 +408,9 @@ TEST_CASE("probes: another policy's gradient, the run untouched") {
   CHECK(fp32_cos > 0.999999);
   CHECK(bf16_cos < fp32_cos);
   CHECK(run_cos < bf16_cos);  // MXFP4 is far coarser than bf16
-  // MXFP4 casts lose magnitude and the site's cast error says so.
+  // MXFP4 casts lose magnitude and the site's cast error says so; its products stray from fp64.
   CHECK(line["sites"]["hidden0.forward"]["a_cast"]["rel_error"].get<double>() > 0.01);
+  CHECK(line["sites"]["hidden0.forward"]["out_max_rel_dev"].get<double>() > 1e-3);
   // Same inputs, same line.
   Diagnostics again(1, probes, cfg, 7);
   again.begin_step(3, model->sites, model->elementwise);

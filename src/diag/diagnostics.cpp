@@ -41,7 +41,8 @@ ojson cast_json(const CastErrorStats& s) {
           {"shrank", num(s.shrank_fraction())}};
 }
 
-double max_rel_deviation(const std::vector<float>& y, const std::vector<double>& ref) {
+template <typename T>
+double max_rel_deviation(const std::vector<T>& y, const std::vector<double>& ref) {
   double worst = 0;
   const size_t n = std::min(y.size(), ref.size());
   for (size_t i = 0; i < n; ++i) {
@@ -54,6 +55,18 @@ double max_rel_deviation(const std::vector<float>& y, const std::vector<double>&
 template <typename T>
 double forward_on(LmModel<T>& m, const StepBatch& batch) {
   return m.needs_text() ? m.forward(batch.windows, batch.size) : m.forward_generated(batch.stream, batch.draw, batch.size);
+}
+
+// ||y - ref|| / ||ref|| (2-norms): the size of a tensor's error as a whole, which a few elements
+// that cancel to nearly zero cannot dominate as they do the largest elementwise ratio.
+double rel_error_norm(const std::vector<double>& y, const std::vector<double>& ref) {
+  double err = 0, size = 0;
+  const size_t n = std::min(y.size(), ref.size());
+  for (size_t i = 0; i < n; ++i) {
+    err += (y[i] - ref[i]) * (y[i] - ref[i]);
+    size += ref[i] * ref[i];
+  }
+  return std::sqrt(err) / std::sqrt(size);
 }
 
 // Forward and backward of `m` on the batch; grads unscaled the way the trainer does it (float divide).
@@ -89,6 +102,7 @@ Diagnostics::Diagnostics(uint64_t every, std::vector<ProbePolicy> probes, const 
   if (every_ == 0) return;
   exact_ = make_model<double>(cfg, seed);
   exact_->float_data = true;  // a model that draws its own batch draws the float run's one
+  exact_->sites.capture_forward = true;  // per-site forward deviation
   for (auto& s : exact_->sites.sites()) s.policy = exact_fp64_policy();
   replay_ = make_model<float>(cfg, seed);
   // Probe rules must resolve on this model's sites (a rule may name a layer that is fine in general
@@ -123,6 +137,7 @@ ojson Diagnostics::run(uint64_t step, const LmModel<float>& run_model, const flo
   // The exact reference: fp64 weights (the run's, exactly), fp64 arithmetic, no loss scaling.
   std::copy(run_model.params.begin(), run_model.params.end(), exact_->params.begin());
   exact_->loss_scale = 1.0;
+  exact_->sites.clear_captured();
   const double exact_loss = forward_on(*exact_, batch);
   exact_->backward();
   const std::vector<double>& ref = exact_->grads;
@@ -130,14 +145,22 @@ ojson Diagnostics::run(uint64_t step, const LmModel<float>& run_model, const flo
   // The replay: the run's step again, on a copy, with the engine's diagnostics on.
   restart_replay(step, run_model);
   replay_->sites.diagnose = true;
+  replay_->sites.capture_forward = true;
   const double loss = forward_backward(*replay_, batch, loss_scale);
   const bool identical = std::equal(replay_->grads.begin(), replay_->grads.end(), grad);
 
   ojson sites = ojson::object();
   BoundCheck total;
-  for (const auto& s : replay_->sites.sites()) {
+  for (size_t i = 0; i < replay_->sites.size(); ++i) {
+    const MatmulSite& s = replay_->sites.sites()[i];
     total.merge(s.tel.bound);
+    // Forward sites: how far the site's product strays from the fp64 one (both models make the
+    // same calls in the same order, so the captured products line up element for element).
+    const bool fwd = s.role == Role::forward && s.calls;
+    const std::vector<double>& ref = exact_->sites.sites()[i].captured;
     sites[s.name()] = {{"calls", s.calls},
+                       {"out_rel_error", fwd ? num(rel_error_norm(s.captured, ref)) : ojson(nullptr)},
+                       {"out_max_rel_dev", fwd ? num(max_rel_deviation(s.captured, ref)) : ojson(nullptr)},
                        {"a_cast", cast_json(s.tel.a_cast)},
                        {"b_cast", cast_json(s.tel.b_cast)},
                        {"bound", {{"checked", s.tel.bound.checked},

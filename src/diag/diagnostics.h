@@ -4,7 +4,8 @@
 //   * a replay of the run's step on a float copy of the model with the run's policies, delayed-scaling
 //     state and random streams, with the engine's diagnostics on: each site's cast error per operand
 //     and its forward-error bound check (arith/cast_error.h, arith/error_bound.h);
-//   * the forward deviation of the logits (the proxy model's predictions) from the fp64 ones;
+//   * the forward deviation from the fp64 model: of the logits (the proxy model's predictions), and
+//     of every forward matmul site's products;
 //   * probes: the gradient each alternative policy would produce, compared with the exact one.
 // Everything runs on copies: the run's weights, sites, telemetry and state are only read.
 #pragma once

@@ -85,6 +85,18 @@ MatmulContext MatmulSites::context(size_t id) {
   return ctx;
 }
 
+void MatmulSites::clear_captured() {
+  for (auto& s : sites_) s.captured.clear();
+}
+
+template <typename V>
+void MatmulSites::capture(size_t id, const V* c, size_t ldc, size_t m, size_t n) {
+  MatmulSite& s = sites_[id];
+  if (!capture_forward || s.role != Role::forward) return;
+  for (size_t i = 0; i < m; ++i)
+    for (size_t j = 0; j < n; ++j) s.captured.push_back(static_cast<double>(c[i * ldc + j]));
+}
+
 void MatmulSites::record(size_t id, const MatmulTelemetry& t) {
   MatmulSite& s = sites_[id];
   if (s.calls++ == 0)
@@ -143,6 +155,7 @@ void MatmulSites::matmul(size_t site, size_t m, size_t k, size_t n, const T* a, 
         ldo = n;
       }
       record(site, drift::matmul(va, vb, out, ldo, policy, ctx));
+      capture(site, out, ldo, m, n);
       write_back(wcf_.data());
       return;
     }
@@ -170,6 +183,7 @@ void MatmulSites::matmul(size_t site, size_t m, size_t k, size_t n, const T* a, 
   wc_.resize(m * n);
   record(site, backend ? backend->matmul(va, vb, wc_.data(), n, policy, ctx)
                        : drift::matmul(va, vb, wc_.data(), n, policy, ctx));
+  capture(site, wc_.data(), n, m, n);
   if (direct) {
     for (size_t i = 0; i < m; ++i)
       for (size_t j = 0; j < n; ++j) c[i * ldc + j] = static_cast<T>(wc_[i * n + j]);

@@ -33,6 +33,9 @@ struct MatmulSite {
   MatmulTelemetry tel;         // merged over the calls since reset_telemetry()
   uint64_t calls = 0;          // calls since reset_telemetry()
   DelayedState delayed_a, delayed_b;
+  // With MatmulSites::capture_forward (diagnostics): the products of this forward site's calls,
+  // C row by row, one call after another, since the last clear_captured().
+  std::vector<double> captured;
   std::string name() const { return layer + "." + to_string(role); }
 };
 
@@ -60,6 +63,10 @@ class MatmulSites {
   bool force_reference = false;
   // Diagnostic passes only (diag/): every call also measures cast error and checks the error bound.
   bool diagnose = false;
+  // Diagnostic passes only: keep every forward-role product in its site's `captured` (per-site
+  // forward deviation, diag/diagnostics.h). Off in training.
+  bool capture_forward = false;
+  void clear_captured();
   // Count rounded adds and swamped adds (an addend lost entirely) in every call (MatmulTelemetry);
   // off, the fast kernels skip the counting.
   bool count_swamping = false;
@@ -83,6 +90,8 @@ class MatmulSites {
   std::vector<float> wcf_;            // float C before a transposed or accumulating write-back
   MatmulContext context(size_t site);  // the call's random keys and state; counts the call in the step
   void record(size_t site, const MatmulTelemetry& t);
+  template <typename V>
+  void capture(size_t site, const V* c, size_t ldc, size_t m, size_t n);
 };
 
 }  // namespace drift

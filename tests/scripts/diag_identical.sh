@@ -49,6 +49,9 @@ for l in lines:
             assert s["calls"] == 0 and s["a_cast"] is None, s
             continue
         assert s["calls"] >= 1 and s["bound"]["violations"] == 0, name
+        for key in ("out_max_rel_dev", "out_rel_error"):  # forward sites only: the products against fp64
+            dev = s[key]
+            assert (dev is not None and dev >= 0) if name.endswith(".forward") else dev is None, (name, key, dev)
         assert s["a_cast"] is not None and 0 <= s["a_cast"]["shrank"] <= 1, name
     assert "elapsed_s" not in l and "tokens_per_s" not in l
 PY
