@@ -231,20 +231,6 @@ HWY_INLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, 
     }
 }
 
-// The largest magnitude of n floats (finite: matmul_fast checked), from their encodings: for
-// non-negative floats the unsigned order of encodings is the numeric order.
-float MaxMagnitude(const float* x, size_t n) {
-  uint32_t m = 0;
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, x + i, sizeof u);
-    m = std::max(m, u & 0x7fffffffu);
-  }
-  float f;
-  std::memcpy(&f, &m, sizeof f);
-  return f;
-}
-
 template <bool kCount, FastInner kInner>
 void TilesOf(FastOperands& op) {
   const hn::ScalableTag<float> d;
@@ -252,8 +238,7 @@ void TilesOf(FastOperands& op) {
   std::vector<float> zero_row;  // (lives through the parallel region below)
   if constexpr (kInner == FastInner::narrow_rne || kInner == FastInner::narrow_rtz) {
     // The range tests the narrow kernel can skip for this call's data.
-    const NarrowChecks checks = narrow_checks(*op.narrow.format, *op.narrow.round, MaxMagnitude(op.a, op.m * op.k),
-                                              MaxMagnitude(op.b, op.npad * op.k), op.kblock);
+    const NarrowChecks checks = narrow_checks(*op.narrow.format, *op.narrow.round, op.a_max, op.b_max, op.kblock);
     op.narrow.check_tiny = checks.tiny;
     op.narrow.check_huge = checks.huge;
     zero_row.assign(op.k, 0.0f);
@@ -672,6 +657,8 @@ bool matmul_fast_impl(const PreparedOperands& ops, CT* c, size_t ldc, const Matm
   // Any NaN/inf among the operands goes to the reference (overflow rules live there).
   const MagnitudeRange ra{a_min, a_max, a_bad == 0}, rb{b_min, b_max, b_bad == 0};
   if (!ra.finite || !rb.finite) return false;
+  op.a_max = a_max;
+  op.b_max = b_max;
   if (use_fma) {
     // The counting kernel tells a product's exactness from an fma residual, which is exact only
     // while the product stays above 2^-100 (no underflow); tinier products go to the reference.

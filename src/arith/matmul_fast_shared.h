@@ -69,6 +69,7 @@ struct FastOperands {
   const float* sa = nullptr;       // m x nblocks (nullptr: all 1)
   const float* sb = nullptr;       // nblocks x npad (nullptr: all 1)
   float alpha = 1.0f;
+  double a_max = 0, b_max = 0;     // the largest operand magnitudes (taken while packing)
   FastInner inner = FastInner::fp32;
   NarrowAcc narrow;
   FusedOperands fused;

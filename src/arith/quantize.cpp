@@ -216,6 +216,22 @@ double scaled_value(double v, double mult, bool mult_exact_pow2) {
 // float (bit-identical to the scalar core, tested), else element by element through round_to.
 // With `count`, the region's input counts (amax, non-finite) are taken from the same read. `cast` is
 // the span cast prepared for qz (nullptr when the format does not fit in float: no SIMD cast).
+// Per-thread scratch of one row's cast: scaled values, and the float input and output of the span
+// cast. It only grows, so a call reuses the pages of the last one.
+struct RowScratch {
+  std::vector<double> scaled;
+  std::vector<float> in, out;
+};
+RowScratch& row_scratch(size_t len) {
+  static thread_local RowScratch s;
+  if (s.scaled.size() < len) {
+    s.scaled.resize(len);
+    s.in.resize(len);
+    s.out.resize(len);
+  }
+  return s;
+}
+
 template <typename T>
 void quantize_region_with_multiplier(const StridedInputOf<T>& x, size_t k, const Region& g, double mult,
                                      bool mult_exact_pow2, const Quantizer& qz, const SpanCast* cast, uint64_t seed,
@@ -224,14 +240,8 @@ void quantize_region_with_multiplier(const StridedInputOf<T>& x, size_t k, const
   const bool simd = cast != nullptr;
   // A float row multiplied by 1 is its own scaled value (and a float): the cast reads it in place.
   const bool in_place = std::is_same_v<T, float> && simd && mult_exact_pow2 && mult == 1.0 && x.cs == 1;
-  static thread_local std::vector<double> scaled_buf;
-  static thread_local std::vector<float> in_buf, out_buf;
-  if (scaled_buf.size() < len) {
-    scaled_buf.resize(len);
-    in_buf.resize(len);
-    out_buf.resize(len);
-  }
-  double* scaled = scaled_buf.data();
+  RowScratch& scratch = row_scratch(len);
+  double* scaled = scratch.scaled.data();
   uint64_t nonfinite = 0;
   double amax = 0;
   // An fp32 element format that keeps subnormals casts every finite float to itself: a counted row
@@ -239,7 +249,7 @@ void quantize_region_with_multiplier(const StridedInputOf<T>& x, size_t k, const
   const bool identity = in_place && count && is_fp32_grid_kept(qz.format, qz.round);
   for (size_t r = g.r0; r < g.r1; ++r) {
     bool floats = simd;
-    const float* in_f = in_buf.data();
+    const float* in_f = scratch.in.data();
     bool copy_row = false;
     uint64_t row_sub = 0;
     if (in_place) {
@@ -254,7 +264,7 @@ void quantize_region_with_multiplier(const StridedInputOf<T>& x, size_t k, const
         }
       }
     } else {
-      float* in_w = in_buf.data();
+      float* in_w = scratch.in.data();
       for (size_t c = 0; c < len; ++c) {
         const double v = x.at(r, g.c0 + c);
         if (count) {
@@ -274,7 +284,7 @@ void quantize_region_with_multiplier(const StridedInputOf<T>& x, size_t k, const
         for (size_t c = 0; c < len; ++c) q[c] = in_f[c];
       st.subnormal += row_sub;
     } else if (floats) {
-      float* out_f = qf ? qf : out_buf.data();
+      float* out_f = qf ? qf : scratch.out.data();
       const CastStats cs = cast_span(*cast, in_f, out_f, len, seed, stream, r * k + g.c0);
       if (q)
         for (size_t c = 0; c < len; ++c) q[c] = out_f[c];
@@ -313,15 +323,9 @@ template <typename T>
 void quantize_row_blocks(const StridedInputOf<T>& x, size_t k, size_t r, size_t b, const std::vector<RowBlock>& blocks,
                          const Quantizer& qz, const SpanCast& cast, uint64_t seed, uint64_t stream,
                          QuantizedOperand& out, QuantStats& st) {
-  static thread_local std::vector<double> scaled_buf;
-  static thread_local std::vector<float> in_buf, out_buf;
-  if (scaled_buf.size() < k) {
-    scaled_buf.resize(k);
-    in_buf.resize(k);
-    out_buf.resize(k);
-  }
-  double* scaled = scaled_buf.data();
-  float* in_f = in_buf.data();
+  RowScratch& scratch = row_scratch(k);
+  double* scaled = scratch.scaled.data();
+  float* in_f = scratch.in.data();
   const T* row = x.p + r * x.rs;
   float* qf = out.in_float ? out.qf.data() + r * k : nullptr;
   double* q = out.in_float ? nullptr : out.q.data() + r * k;
@@ -346,7 +350,7 @@ void quantize_row_blocks(const StridedInputOf<T>& x, size_t k, size_t r, size_t 
   };
   auto cast_run = [&](size_t c0, size_t c1) {
     if (c1 <= c0) return;
-    float* dst = qf ? qf + c0 : out_buf.data() + c0;
+    float* dst = qf ? qf + c0 : scratch.out.data() + c0;
     const CastStats cs = cast_span(cast, in_f + c0, dst, c1 - c0, seed, stream, r * k + c0);
     if (q)
       for (size_t c = c0; c < c1; ++c) q[c] = dst[c - c0];
