@@ -41,7 +41,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 }  // namespace
 
-TEST_CASE("gradient norms: by hand, and bit for bit the global and per-tensor norms of the one-job functions") {
+TEST_CASE("gradient norms: by hand, and bit for bit the definition in train/grad_norms.h") {
   ParamTable tb;
   tb.add("a", {2});
   tb.add("b", {1});
@@ -63,20 +63,52 @@ TEST_CASE("gradient norms: by hand, and bit for bit the global and per-tensor no
     const float h[] = {NAN, 1.0f, inf, 0.0f, 0.0f};
     CHECK(gradient_norms(tb, h).max_tensor.tensor == "a");
   }
-  SUBCASE("the same doubles as global_norm and max_tensor_norm on a model-sized buffer") {
+  SUBCASE("the sum runs in 8 interleaved partial sums: a case where that differs from one chain, by hand") {
+    ParamTable one;
+    one.add("w", {9});
+    // Squares: 1, then eight of 2^-54. One chain: 1 + 2^-54 is a tie, rounds to 1, eight times: 1.
+    // Partials: p0 = 1 + 2^-54 (index 8) -> 1; p1..p7 = 2^-54. (p0+p1) -> 1 (tie to even),
+    // (p2+p3) = 2^-53, their sum 1 + 2^-53 -> 1 (tie to even); (p4+p5)+(p6+p7) = 2^-52; 1 + 2^-52 exact.
+    float g[9];
+    g[0] = 1.0f;
+    for (int i = 1; i < 9; ++i) g[i] = 0x1p-27f;
+    CHECK(tensor_sum_squares(g, 9) == 1.0 + 0x1p-52);
+    CHECK(gradient_norms(one, g).global == std::sqrt(1.0 + 0x1p-52));
+  }
+  SUBCASE("the definition, written plainly, on a model-sized buffer (every tensor length mod 8)") {
     ParamTable big;
     big.add("wte", {256, 32});
     big.add("hidden0.w", {512, 512});
-    big.add("hidden0.b", {512}, false);
-    big.add("head.w", {256, 512});
-    big.add("head.b", {256}, false);
+    big.add("hidden0.b", {509}, false);
+    big.add("head.w", {253, 511});
+    big.add("head.b", {7}, false);
     const std::vector<float> g = draws(big.total, 1, 1e-2f);
     const GradNorms n = gradient_norms(big, g.data());
-    const double ref_global = global_norm(g.data(), g.size());
-    const TensorNormMax ref_max = max_tensor_norm(big, g.data());
+    // Reference: element i of a tensor goes to partial i mod 8; partials combined pairwise; tensor
+    // sums added in table order; the largest tensor norm kept (first one on ties).
+    double total = 0, best = -1;
+    std::string best_name;
+    for (const auto& p : big.specs) {
+      double part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (size_t i = 0; i < p.size; ++i) {
+        const double x = g[p.offset + i];
+        part[i % 8] = part[i % 8] + x * x;
+      }
+      const double s = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+      total = total + s;
+      if (std::sqrt(s) > best) {
+        best = std::sqrt(s);
+        best_name = p.name;
+      }
+    }
+    const double ref_global = std::sqrt(total);
     CHECK(std::memcmp(&n.global, &ref_global, sizeof(double)) == 0);
-    CHECK(std::memcmp(&n.max_tensor.norm, &ref_max.norm, sizeof(double)) == 0);
-    CHECK(n.max_tensor.tensor == ref_max.tensor);
+    CHECK(std::memcmp(&n.max_tensor.norm, &best, sizeof(double)) == 0);
+    CHECK(n.max_tensor.tensor == best_name);
+    // And within a few ulps of the exact value (a sum of 560k positive terms in double).
+    long double exact = 0;
+    for (float x : g) exact += static_cast<long double>(x) * x;
+    CHECK(n.global == doctest::Approx(static_cast<double>(std::sqrt(exact))).epsilon(1e-13));
   }
   SUBCASE("a table that does not tile the buffer is refused") {
     ParamTable gap = tb;

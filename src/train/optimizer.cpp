@@ -19,12 +19,6 @@ double learning_rate(const TrainConfig& t, uint64_t step) {
   return lo + (t.lr - lo) * 0.5 * (1.0 + std::cos(M_PI * progress));
 }
 
-double global_norm(const float* g, size_t n) {
-  double s = 0;
-  for (size_t i = 0; i < n; ++i) s += static_cast<double>(g[i]) * static_cast<double>(g[i]);
-  return std::sqrt(s);
-}
-
 namespace {
 // Random streams of stochastic master rounding: one per step, apart from every other stream.
 constexpr uint64_t kMasterStreamBase = uint64_t{0x4d53} << 48;  // "MS"

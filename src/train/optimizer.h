@@ -23,9 +23,6 @@ namespace drift {
 // linear decay from lr to min_lr_frac * lr at the last step, or constant.
 double learning_rate(const TrainConfig& t, uint64_t step);
 
-// sqrt(sum g^2), summed in double in index order (deterministic).
-double global_norm(const float* g, size_t n);
-
 // The master-weight rounding: format, spec and random stream of `step`.
 struct MasterRounding {
   bool enabled = false;  // false for fp32 (a no-op)

@@ -63,22 +63,6 @@ ojson class_metrics(const MatmulSites& sites) {
   return j;
 }
 
-TensorNormMax max_tensor_norm(const ParamTable& table, const float* grads) {
-  TensorNormMax m;
-  m.norm = -1;
-  for (const auto& p : table.specs) {
-    double s = 0;
-    for (size_t i = p.offset; i < p.offset + p.size; ++i) s += static_cast<double>(grads[i]) * grads[i];
-    const double n = std::sqrt(s);
-    if (n > m.norm || !std::isfinite(n)) {
-      m.norm = n;
-      m.tensor = p.name;
-      if (!std::isfinite(n)) break;
-    }
-  }
-  return m;
-}
-
 double RollingZ::z(double x) const {
   if (v_.size() < 2 || !std::isfinite(x)) return NAN;
   double mean = 0;

@@ -24,12 +24,11 @@ nlohmann::ordered_json site_metrics(const MatmulSites& sites, bool swamping = fa
 nlohmann::ordered_json class_metrics(const MatmulSites& sites);
 
 // The largest per-tensor gradient norm and the tensor it belongs to (a tail statistic beside the
-// global norm).
+// global norm; train/grad_norms.h computes both).
 struct TensorNormMax {
   double norm = 0;
   std::string tensor;
 };
-TensorNormMax max_tensor_norm(const ParamTable& table, const float* grads);
 
 // z = (x - mean) / std of the previous `window` finite values (population std); NaN when fewer than
 // two values or std = 0. push() after reading z.
