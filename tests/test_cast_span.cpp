@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -327,6 +328,47 @@ TEST_CASE("cast_span_parallel: same bits and counts at 1, 2 and 4 threads") {
     CHECK_MESSAGE(s == ref, threads << " threads");
   }
   omp_set_num_threads(saved);
+}
+
+TEST_CASE("block_amax == a plain loop over the encodings: block sizes, ragged ends, NaN/inf, every target") {
+  // Random bit patterns (every class: zeros, subnormals, normals, inf, NaN) with a few rows of
+  // only finite values; the reference takes the largest finite |x| by comparing floats.
+  const size_t n = 1000;
+  std::vector<float> row(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t r = random_u32(11, 3, i);
+    float v;
+    uint32_t u = (i % 97 == 5) ? 0x7fc00000u : (i % 89 == 3) ? 0xff800000u : r;
+    if ((i / 200) % 2 == 1 && ((u & 0x7f800000u) == 0x7f800000u)) u &= 0xbfffffffu;  // finite stretches
+    std::memcpy(&v, &u, sizeof v);
+    row[i] = v;
+  }
+  const std::vector<int64_t> targets = cast_span_targets();  // (before any mock narrows the list)
+  REQUIRE(!targets.empty());
+  TargetMock mock;
+  for (size_t b : {size_t{1}, size_t{7}, size_t{16}, size_t{32}, size_t{33}, size_t{128}, n}) {
+    for (size_t len : {n, n - 5}) {
+      CAPTURE(b);
+      CAPTURE(len);
+      const size_t blocks = (len + b - 1) / b;
+      std::vector<float> want_amax(blocks, 0.0f);
+      std::vector<uint32_t> want_bad(blocks, 0);
+      for (size_t i = 0; i < len; ++i) {
+        const float a = std::fabs(row[i]);
+        if (!std::isfinite(a)) ++want_bad[i / b];
+        else if (a > want_amax[i / b]) want_amax[i / b] = a;
+      }
+      for (int64_t target : targets) {
+        hwy::SetSupportedTargetsForTest(target);
+        CAPTURE(hwy::TargetName(target));
+        std::vector<float> amax(blocks, -1.0f);
+        std::vector<uint32_t> bad(blocks, 99);
+        block_amax(row.data(), len, b, amax.data(), bad.data());
+        CHECK(std::memcmp(amax.data(), want_amax.data(), blocks * sizeof(float)) == 0);
+        CHECK(bad == want_bad);
+      }
+    }
+  }
 }
 
 }  // namespace drift

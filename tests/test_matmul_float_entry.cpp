@@ -6,6 +6,7 @@
 // scale-exponent histogram against hand counts, the float quantizer against the double one, and
 // the model's matmul sites with the float entry against the double staging route.
 #include <doctest/doctest.h>
+#include <hwy/targets.h>
 #include <omp.h>
 
 #include <cmath>
@@ -200,6 +201,25 @@ std::vector<Named> policies() {
     p.inner.format = fmt("bf16");
     v.push_back({"bf16 accumulation (narrow kernel)", p});
   }
+  // One operand read in place (fp32, identity quantizer) beside a quantized one: the in-place route
+  // (arith/matmul_in_place.h) must give what quantizing both gives.
+  {
+    MatmulPolicy p = scaled("fp8_e4m3", ScaleKind::block, 32);
+    p.a = MatmulPolicy().a;
+    v.push_back({"fp32 a in place, mx-style fp8 b (block 32)", p});
+  }
+  {
+    MatmulPolicy p = scaled("fp8_e5m2", ScaleKind::tensor, 0);
+    p.b = MatmulPolicy().b;
+    p.b.round.mode = Rounding::sr;  // still the identity on fp32's grid
+    v.push_back({"fp8 a tensor-scaled, fp32 b in place (sr: still the identity)", p});
+  }
+  {
+    MatmulPolicy p;
+    p.inner.format = fmt("bf16");
+    p.a.round.mode = Rounding::rtz;
+    v.push_back({"fp32 operands in place, bf16 accumulation (the fast path declines)", p});
+  }
   {
     MatmulPolicy p;
     p.inner.format = fmt("fp16");
@@ -248,6 +268,48 @@ TEST_CASE("float entry == double entry: C and telemetry, every scaling kind, lay
             ctx.force_reference = variant == 2;
             check_entries_agree(np.p, s, a, b, t & 1, t & 2, ctx, nullptr, nullptr);
           }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("float entry == double entry on every SIMD target: in-place fp32 operands, packing, block amax") {
+  // The float entry's own SIMD (the in-place scan, B's 4 x 4 transposing pack, the row block amax,
+  // the kernel's ragged last strip) on each compiled target against the double entry's reference.
+  const Shape shapes[] = {{5, 33, 7}, {17, 96, 33}, {6, 64, 36}, {13, 70, 65}};
+  std::vector<Named> ps;
+  ps.push_back({"fp32 passthrough", MatmulPolicy{}});
+  ps.push_back({"mxfp8", scaled("fp8_e4m3", ScaleKind::block, 32)});
+  {
+    MatmulPolicy p = scaled("fp8_e4m3", ScaleKind::block, 32);
+    p.a = MatmulPolicy().a;
+    ps.push_back({"fp32 a in place, mx b", p});
+  }
+  const std::vector<int64_t> targets = matmul_fast_targets();
+  struct Reset {
+    ~Reset() { hwy::SetSupportedTargetsForTest(0); }
+  } reset;
+  for (const Named& np : ps) {
+    const std::string policy = np.name;
+    CAPTURE(policy);
+    for (const Shape& s : shapes) {
+      for (int t = 0; t < 4; ++t) {
+        for (int data = 0; data < 3; ++data) {
+          CAPTURE(s.m);
+          CAPTURE(s.k);
+          CAPTURE(s.n);
+          CAPTURE(t);
+          CAPTURE(data);
+          const uint64_t seed = 31 * s.k + 7 * t + data;
+          const auto a = data == 2 ? subnormal_floats(s.m * s.k, seed) : random_floats(s.m * s.k, seed, data == 1);
+          const auto b = random_floats(s.k * s.n, seed + 5, data == 1);
+          for (int64_t target : targets) {
+            hwy::SetSupportedTargetsForTest(target);
+            CAPTURE(hwy::TargetName(target));
+            check_entries_agree(np.p, s, a, b, t & 1, t & 2, MatmulContext{seed, 3}, nullptr, nullptr);
+          }
+          hwy::SetSupportedTargetsForTest(0);
         }
       }
     }

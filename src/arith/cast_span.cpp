@@ -274,6 +274,37 @@ CastStats CastSpanImpl(const float* in, float* out, size_t n, const detail::Cast
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
+// Per block of b consecutive floats of a row of n: the largest finite |x| (on the encodings, which
+// order as the magnitudes: an integer max is exact) and the number of NaN/inf. Whole vectors inside
+// a block go through SIMD; the rest (blocks narrower than a vector, ragged ends) element by element.
+void BlockAmaxImpl(const float* row, size_t n, size_t b, float* amax, uint32_t* nonfinite) {
+  const hn::ScalableTag<int32_t> di;
+  const size_t L = hn::Lanes(di);
+  const auto mag_mask = hn::Set(di, 0x7fffffff), inf_enc = hn::Set(di, 0x7f800000), zero = hn::Zero(di);
+  for (size_t c0 = 0, bi = 0; c0 < n; c0 += b, ++bi) {
+    const size_t c1 = std::min(n, c0 + b);
+    auto top = zero, bad = zero;
+    size_t c = c0;
+    for (; c + L <= c1; c += L) {
+      const auto u = hn::And(hn::LoadU(di, reinterpret_cast<const int32_t*>(row + c)), mag_mask);
+      const auto is_bad = hn::Lt(hn::Sub(inf_enc, hn::Set(di, 1)), u);  // u >= inf's encoding
+      bad = hn::Sub(bad, hn::VecFromMask(di, is_bad));
+      top = hn::Max(top, hn::IfThenZeroElse(is_bad, u));
+    }
+    int32_t t = hn::GetLane(hn::MaxOfLanes(di, top));
+    uint32_t nb = static_cast<uint32_t>(hn::GetLane(hn::SumOfLanes(di, bad)));
+    for (; c < c1; ++c) {
+      int32_t u;
+      std::memcpy(&u, row + c, sizeof u);
+      u &= 0x7fffffff;
+      if (u >= 0x7f800000) ++nb;
+      else t = std::max(t, u);
+    }
+    std::memcpy(amax + bi, &t, sizeof t);
+    nonfinite[bi] = nb;
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace drift
 HWY_AFTER_NAMESPACE();
@@ -282,6 +313,7 @@ HWY_AFTER_NAMESPACE();
 namespace drift {
 
 HWY_EXPORT(CastSpanImpl);
+HWY_EXPORT(BlockAmaxImpl);
 HWY_EXPORT(TargetName);
 
 namespace {
@@ -352,6 +384,10 @@ CastStats cast_span(const float* in, float* out, size_t n, const Format& f, cons
   check_castable(f, spec);
   const detail::CastParams p = make_params(f, spec);
   return HWY_DYNAMIC_DISPATCH(CastSpanImpl)(in, out, n, p, static_cast<int>(spec.mode), seed, stream, first_index);
+}
+
+void block_amax(const float* row, size_t n, size_t b, float* amax, uint32_t* nonfinite) {
+  HWY_DYNAMIC_DISPATCH(BlockAmaxImpl)(row, n, b, amax, nonfinite);
 }
 
 SpanCast prepare_span_cast(const Format& f, const RoundSpec& spec) {

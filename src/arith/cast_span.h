@@ -104,6 +104,11 @@ CastStats cast_span_scalar(const float* in, float* out, size_t n, const Format& 
 CastStats cast_span_parallel(const float* in, float* out, size_t n, const Format& f, const RoundSpec& spec,
                              uint64_t seed, uint64_t stream, uint64_t first_index);
 
+// The input counts of a row's scale blocks (the pass before a block-scaled cast): for block i of
+// the b-element blocks of row[0, n) (the last may be shorter), amax[i] = its largest finite |x| and
+// nonfinite[i] = its number of NaN and inf. SIMD; single-threaded.
+void block_amax(const float* row, size_t n, size_t b, float* amax, uint32_t* nonfinite);
+
 // Name of the Highway target cast_span dispatches to now (e.g. "AVX2"), and the targets compiled
 // into cast_span that this CPU supports (hwy target bits), for tests and `drift bench`.
 const char* cast_span_target_name();

@@ -9,6 +9,7 @@
 #include "arith/cast_error.h"
 #include "arith/catalogue.h"
 #include "arith/error_bound.h"
+#include "arith/matmul_in_place.h"
 
 namespace drift {
 
@@ -80,19 +81,39 @@ std::string validate_policy(const MatmulPolicy& p) {
 
 namespace {
 
+// Canonical layout: both operands indexed (row, k): A as M x K, B as N x K, read in place through strides.
 template <typename T>
-void prepare_operands_impl(PreparedOperands& ops, const MatViewOf<T>& a, const MatViewOf<T>& b,
-                           const MatmulPolicy& policy, const MatmulContext& ctx) {
-  const size_t m = a.rows, k = a.cols, n = b.cols;
-  if (b.rows != k) throw std::invalid_argument("matmul: inner dimensions differ (A is " + std::to_string(m) + "x" +
-                                              std::to_string(k) + ", B is " + std::to_string(b.rows) + "x" +
-                                              std::to_string(n) + ")");
-  // Canonical layout: both operands indexed (row, k): A as M x K, B as N x K, read in place through strides.
-  using In = StridedInputOf<T>;
-  const In ak = a.transposed ? In{a.data, 1, a.ld} : In{a.data, a.ld, 1};
-  const In bk = b.transposed ? In{b.data, b.ld, 1} : In{b.data, 1, b.ld};
-  quantize_into(ops.a, ak, m, k, policy.a, ctx.seed, ctx.stream ^ (uint64_t{7} << 56), ctx.delayed_a);
-  quantize_into(ops.b, bk, n, k, policy.b, ctx.seed, ctx.stream ^ (uint64_t{8} << 56), ctx.delayed_b);
+StridedInputOf<T> canonical_a(const MatViewOf<T>& a) {
+  return a.transposed ? StridedInputOf<T>{a.data, 1, a.ld} : StridedInputOf<T>{a.data, a.ld, 1};
+}
+template <typename T>
+StridedInputOf<T> canonical_b(const MatViewOf<T>& b) {
+  return b.transposed ? StridedInputOf<T>{b.data, b.ld, 1} : StridedInputOf<T>{b.data, 1, b.ld};
+}
+
+template <typename T>
+void check_shapes(const MatViewOf<T>& a, const MatViewOf<T>& b) {
+  if (b.rows != a.cols)
+    throw std::invalid_argument("matmul: inner dimensions differ (A is " + std::to_string(a.rows) + "x" +
+                                std::to_string(a.cols) + ", B is " + std::to_string(b.rows) + "x" +
+                                std::to_string(b.cols) + ")");
+}
+
+// Each operand's quantization draws its random bits from a sub-stream of its own.
+template <typename T>
+void quantize_a(PreparedOperands& ops, const MatViewOf<T>& a, const MatmulPolicy& policy, const MatmulContext& ctx) {
+  quantize_into(ops.a, canonical_a(a), a.rows, a.cols, policy.a, ctx.seed, ctx.stream ^ (uint64_t{7} << 56),
+                ctx.delayed_a);
+}
+template <typename T>
+void quantize_b(PreparedOperands& ops, const MatViewOf<T>& b, const MatmulPolicy& policy, const MatmulContext& ctx) {
+  quantize_into(ops.b, canonical_b(b), b.cols, b.rows, policy.b, ctx.seed, ctx.stream ^ (uint64_t{8} << 56),
+                ctx.delayed_b);
+}
+
+// The K-block of the two-level sum, from the operands' scale blocks (or the promotion interval).
+void set_kblock(PreparedOperands& ops, const MatmulPolicy& policy) {
+  const size_t k = ops.a.k;
   const size_t ka = ops.a.block_k, kb = ops.b.block_k;
   if (ka && kb) {
     const size_t lo = std::min(ka, kb), hi = std::max(ka, kb);
@@ -105,6 +126,15 @@ void prepare_operands_impl(PreparedOperands& ops, const MatViewOf<T>& a, const M
   } else {
     ops.kblock = policy.inner.promote_every > 0 ? static_cast<size_t>(policy.inner.promote_every) : std::max<size_t>(k, 1);
   }
+}
+
+template <typename T>
+void prepare_operands_impl(PreparedOperands& ops, const MatViewOf<T>& a, const MatViewOf<T>& b,
+                           const MatmulPolicy& policy, const MatmulContext& ctx) {
+  check_shapes(a, b);
+  quantize_a(ops, a, policy, ctx);
+  quantize_b(ops, b, policy, ctx);
+  set_kblock(ops, policy);
 }
 
 }  // namespace
@@ -167,11 +197,29 @@ MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ld
     return tel;
   }
   if (auto err = validate_policy(policy); !err.empty()) throw std::invalid_argument("matmul policy: " + err);
+  check_shapes(a, b);
   static thread_local PreparedOperands ops;  // reused storage, as the double entry's
-  prepare_operands_into(ops, a, b, policy, ctx);
+  // An operand whose quantizer is the identity is read where it lies (arith/matmul_in_place.h);
+  // the others are quantized. Each operand is quantized at most once per call (delayed scaling's
+  // history must see one amax per call), except that an in-place one the fast path could not use
+  // is quantized afterwards, which for the identity is only a copy.
+  InPlaceOperand ia, ib;
+  const bool a_in = !ctx.force_reference && is_identity_quantizer(policy.a) && in_place_operand(a, false, ops.a, ia);
+  const bool b_in = !ctx.force_reference && is_identity_quantizer(policy.b) && in_place_operand(b, true, ops.b, ib);
+  if (!a_in) quantize_a(ops, a, policy, ctx);
+  if (!b_in) quantize_b(ops, b, policy, ctx);
+  set_kblock(ops, policy);
   MatmulTelemetry tel;
   tel.a = ops.a.stats;
   tel.b = ops.b.stats;
+  if (a_in || b_in) {
+    if (matmul_fast_in_place(ops, a_in ? &ia : nullptr, b_in ? &ib : nullptr, c, ldc, policy, ctx, tel)) {
+      tel.fast_path = true;
+      return tel;
+    }
+    if (a_in) quantize_a(ops, a, policy, ctx);
+    if (b_in) quantize_b(ops, b, policy, ctx);
+  }
   if (!ctx.force_reference && matmul_fast(ops, c, ldc, policy, ctx, tel)) {
     tel.fast_path = true;
   } else {

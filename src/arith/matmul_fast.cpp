@@ -26,8 +26,9 @@
 // Any non-finite result sends the whole call to the reference (whose overflow rules decide).
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 #include <vector>
 
 #include <omp.h>
@@ -39,6 +40,7 @@
 
 #include "arith/cast_span.h"
 #include "arith/matmul.h"
+#include "arith/matmul_in_place.h"
 #include "arith/matmul_random.h"
 #include "arith/ops.h"
 #include "arith/parallel.h"
@@ -125,7 +127,7 @@ HWY_INLINE void InnerBlock(D d, const FastOperands& op, size_t i0, size_t rows, 
       // A partial tile is padded with rows of zeros (sums that stay zero, never out of range, never
       // stored): the whole tile then runs in registers.
       const float* ar[kRows];
-      for (size_t r = 0; r < kRows; ++r) ar[r] = r < rows ? op.a + (i0 + r) * op.k : op.narrow.zero_row;
+      for (size_t r = 0; r < kRows; ++r) ar[r] = r < rows ? op.a + (i0 + r) * op.lda : op.narrow.zero_row;
       NarrowBlock<kInner>(op.narrow, ar, strip, k0, k1, acc);
       return;
     }
@@ -135,7 +137,7 @@ HWY_INLINE void InnerBlock(D d, const FastOperands& op, size_t i0, size_t rows, 
       const float* bp = strip + t * 2 * L;
       const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
       for (size_t r = 0; r < rows; ++r) {
-        const V x = hn::Set(d, op.a[(i0 + r) * op.k + t]);
+        const V x = hn::Set(d, op.a[(i0 + r) * op.lda + t]);
         for (size_t h = 0; h < 2; ++h) {
           const V p = hn::Mul(x, h ? b1 : b0);  // exact (matmul_fast checked the data)
           const V sum = NarrowAdd<kInner>(d, op.narrow, acc[r][h], p);
@@ -151,7 +153,7 @@ HWY_INLINE void InnerBlock(D d, const FastOperands& op, size_t i0, size_t rows, 
     for (size_t t = k0; t < k1; ++t, bp += 2 * L) {
       const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
       for (size_t r = 0; r < rows; ++r) {
-        const V x = hn::Set(d, op.a[(i0 + r) * op.k + t]);
+        const V x = hn::Set(d, op.a[(i0 + r) * op.lda + t]);
         for (size_t h = 0; h < 2; ++h) {
           const V bv = h ? b1 : b0;
           const V sum = AccumulateProduct(x, bv, acc[r][h], op.use_fma);
@@ -164,7 +166,7 @@ HWY_INLINE void InnerBlock(D d, const FastOperands& op, size_t i0, size_t rows, 
     // Full tile: kRows x 2 accumulators stay in registers for the whole block (constant trip
     // counts, unrolled by the compiler).
     const float* ar[kRows];
-    for (size_t r = 0; r < kRows; ++r) ar[r] = op.a + (i0 + r) * op.k;
+    for (size_t r = 0; r < kRows; ++r) ar[r] = op.a + (i0 + r) * op.lda;
     for (size_t t = k0; t < k1; ++t, bp += 2 * L) {
       const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
       for (size_t r = 0; r < kRows; ++r) {
@@ -177,7 +179,7 @@ HWY_INLINE void InnerBlock(D d, const FastOperands& op, size_t i0, size_t rows, 
     for (size_t t = k0; t < k1; ++t, bp += 2 * L) {
       const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
       for (size_t r = 0; r < rows; ++r) {
-        const V x = hn::Set(d, op.a[(i0 + r) * op.k + t]);
+        const V x = hn::Set(d, op.a[(i0 + r) * op.lda + t]);
         acc[r][0] = AccumulateProduct(x, b0, acc[r][0], op.use_fma);
         acc[r][1] = AccumulateProduct(x, b1, acc[r][1], op.use_fma);
       }
@@ -188,7 +190,7 @@ HWY_INLINE void InnerBlock(D d, const FastOperands& op, size_t i0, size_t rows, 
 // One tile: rows [i0, i0+rows) x columns [j0, j0 + 2 vectors).
 template <bool kCount, FastInner kInner>
 HWY_INLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, float* outer_buf, uint64_t* inner_sw,
-                     uint64_t* outer_sw) {
+                     uint64_t* outer_sw, bool* nonfinite) {
   const hn::ScalableTag<float> d;
   const size_t L = hn::Lanes(d);
   using V = hn::Vec<decltype(d)>;
@@ -223,12 +225,27 @@ HWY_INLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, 
     *inner_sw += static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, inner_count)));
     *outer_sw += static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, outer_count)));
   }
+  // C: whole vectors, except in a last strip that runs past n, whose columns up to n are copied
+  // from a vector store (never a wider write: the row's neighbour belongs to another tile or thread).
+  // A non-finite result anywhere (padding columns sum zeros, so only real ones) is flagged.
+  const V top = hn::Set(d, 0x1.fffffep127f);
+  auto bad = hn::Lt(top, hn::Zero(d));  // all false
   for (size_t r = 0; r < rows; ++r)
     for (size_t h = 0; h < 2; ++h) {
       V y = hn::LoadU(d, outer_buf + (r * 2 + h) * L);
       if (op.alpha != 1.0f) y = hn::Mul(y, hn::Set(d, op.alpha));
-      hn::StoreU(y, d, op.c + (i0 + r) * op.npad + j0 + h * L);
+      bad = hn::Or(bad, hn::Not(hn::Le(hn::Abs(y), top)));
+      const size_t j = j0 + h * L;
+      float* dst = op.c + (i0 + r) * op.ldc + j;
+      if (j + L <= op.n) {
+        hn::StoreU(y, d, dst);
+      } else if (j < op.n) {
+        HWY_ALIGN float lanes[HWY_MAX_BYTES / sizeof(float)] = {};
+        hn::Store(y, d, lanes);
+        for (size_t l = 0; l < op.n - j; ++l) dst[l] = lanes[l];
+      }
     }
+  if (!hn::AllFalse(d, bad)) *nonfinite = true;
 }
 
 template <bool kCount, FastInner kInner>
@@ -255,17 +272,23 @@ void TilesOf(FastOperands& op) {
     const size_t rt0 = row_tiles * t / threads, rt1 = row_tiles * (t + 1) / threads;
     std::vector<float> buf(kRows * 2 * L);
     uint64_t inner_sw = 0, outer_sw = 0;
+    bool nonfinite = false;
     for (size_t p0 = 0; p0 < op.npad; p0 += panel) {
       const size_t p1 = std::min(op.npad, p0 + panel);
       for (size_t rt = rt0; rt < rt1; ++rt) {
         const size_t i0 = rt * kRows, rows = std::min(kRows, op.m - i0);
-        for (size_t j0 = p0; j0 < p1; j0 += 2 * L) Tile<kCount, kInner>(op, i0, rows, j0, buf.data(), &inner_sw, &outer_sw);
+        for (size_t j0 = p0; j0 < p1; j0 += 2 * L)
+          Tile<kCount, kInner>(op, i0, rows, j0, buf.data(), &inner_sw, &outer_sw, &nonfinite);
       }
     }
 #pragma omp atomic
     op.inner_swamped += inner_sw;
 #pragma omp atomic
     op.outer_swamped += outer_sw;
+    if (nonfinite) {
+#pragma omp atomic write
+      op.nonfinite = true;
+    }
   }
 }
 
@@ -282,42 +305,83 @@ void FastMatmul(FastOperands& op) {
   }
 }
 
+// Columns [j0, j1) of B (canonical N x K floats, element (j, t) at bq[j*rs + t], rows contiguous
+// along k) into one strip (K rows of W floats, dst[t*W + (j - j0)]): the transposition of the
+// packing, in 4 x 4 blocks of 128-bit vectors (two interleave rounds); ragged edges element by
+// element. Values only move, so every target packs the same bits.
+void TransposeIntoStrip(const float* bq, size_t rs, size_t j0, size_t j1, size_t k, size_t W, float* dst) {
+  size_t jj = j0;
+#if HWY_TARGET != HWY_SCALAR
+  const hn::Full128<float> d4;
+  for (; jj + 4 <= j1; jj += 4) {
+    const float* r0 = bq + jj * rs;
+    const float* r1 = r0 + rs;
+    const float* r2 = r1 + rs;
+    const float* r3 = r2 + rs;
+    float* out = dst + (jj - j0);
+    size_t t = 0;
+    for (; t + 4 <= k; t += 4) {
+      const auto a = hn::LoadU(d4, r0 + t), b = hn::LoadU(d4, r1 + t);
+      const auto c = hn::LoadU(d4, r2 + t), e = hn::LoadU(d4, r3 + t);
+      const auto ab_lo = hn::InterleaveLower(d4, a, b), cd_lo = hn::InterleaveLower(d4, c, e);  // a0 b0 a1 b1 | c0 d0 c1 d1
+      const auto ab_hi = hn::InterleaveUpper(d4, a, b), cd_hi = hn::InterleaveUpper(d4, c, e);  // a2 b2 a3 b3 | c2 d2 c3 d3
+      hn::StoreU(hn::ConcatLowerLower(d4, cd_lo, ab_lo), d4, out + (t + 0) * W);
+      hn::StoreU(hn::ConcatUpperUpper(d4, cd_lo, ab_lo), d4, out + (t + 1) * W);
+      hn::StoreU(hn::ConcatLowerLower(d4, cd_hi, ab_hi), d4, out + (t + 2) * W);
+      hn::StoreU(hn::ConcatUpperUpper(d4, cd_hi, ab_hi), d4, out + (t + 3) * W);
+    }
+    for (; t < k; ++t)
+      for (size_t q = 0; q < 4; ++q) out[t * W + q] = bq[(jj + q) * rs + t];
+  }
+#endif
+  for (; jj < j1; ++jj)
+    for (size_t t = 0; t < k; ++t) dst[t * W + (jj - j0)] = bq[jj * rs + t];
+}
+
 // Lanes of a float vector and the name of the target FastMatmul dispatches to (for tests).
 const char* FastTargetName() { return hwy::TargetName(HWY_TARGET); }
 
 bool HasNativeFma() { return HWY_NATIVE_FMA != 0; }
 size_t FloatLanes() { return hn::Lanes(hn::ScalableTag<float>()); }
 
-// The magnitude range of n floats for the packing checks: out[0] = smallest non-zero |v|, out[1] =
-// largest |v|, out[2] = 1 when a NaN or inf is present (the range is then not used: the call goes
-// to the reference, so how Min/Max treat NaN lanes does not matter). Min and max of finite values
-// are exact in any order.
-void FloatMagnitudeRange(const float* v, size_t n, float* out) {
+// The magnitude range of n floats for the packing checks and the in-place scan: the smallest
+// non-zero and the largest |v|, whether a NaN or inf is present (the range is then not used: the
+// call goes to the reference, so how Min/Max treat NaN lanes does not matter), and the number of
+// subnormals (0 < |v| < 2^-126). Min and max of finite values are exact in any order.
+void FloatMagnitudeRange(const float* v, size_t n, FloatScan* out) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
+  const hn::RebindToSigned<decltype(d)> di;
   const size_t L = hn::Lanes(d);
   const V inf = hn::Set(d, INFINITY), top = hn::Set(d, 0x1.fffffep127f), zero = hn::Zero(d);
+  const V min_normal = hn::Set(d, 0x1p-126f);
   V vmin = inf, vmax = zero;
   auto bad = hn::Lt(inf, zero);  // all false
+  auto subs = hn::Zero(di);      // per-lane counts (callers pass n < 2^31)
   size_t i = 0;
   for (; i + L <= n; i += L) {
     const V a = hn::Abs(hn::LoadU(d, v + i));
     bad = hn::Or(bad, hn::Not(hn::Le(a, top)));  // inf or NaN
     vmax = hn::Max(vmax, a);
-    vmin = hn::Min(vmin, hn::IfThenElse(hn::Eq(a, zero), inf, a));
+    const auto is_zero = hn::Eq(a, zero);
+    vmin = hn::Min(vmin, hn::IfThenElse(is_zero, inf, a));
+    subs = hn::Sub(subs, hn::BitCast(di, hn::VecFromMask(d, hn::AndNot(is_zero, hn::Lt(a, min_normal)))));
   }
   float mn = hn::GetLane(hn::MinOfLanes(d, vmin)), mx = hn::GetLane(hn::MaxOfLanes(d, vmax));
-  int any_bad = hn::AllFalse(d, bad) ? 0 : 1;
+  bool any_bad = !hn::AllFalse(d, bad);
+  uint64_t sub = static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, subs)));
   for (; i < n; ++i) {
     const float a = std::fabs(v[i]);
     any_bad |= !(a <= 0x1.fffffep127f);
     mx = a > mx ? a : mx;
     const float nz = a == 0 ? INFINITY : a;
     mn = nz < mn ? nz : mn;
+    sub += a != 0 && a < 0x1p-126f;
   }
-  out[0] = mn;
-  out[1] = mx;
-  out[2] = static_cast<float>(any_bad);
+  out->min_nonzero = mn;
+  out->max = mx;
+  out->nonfinite = any_bad;
+  out->subnormal = sub;
 }
 
 }  // namespace HWY_NAMESPACE
@@ -330,6 +394,7 @@ HWY_EXPORT(FastMatmul);
 HWY_EXPORT(HasNativeFma);
 HWY_EXPORT(FloatLanes);
 HWY_EXPORT(FloatMagnitudeRange);
+HWY_EXPORT(TransposeIntoStrip);
 HWY_EXPORT(FastTargetName);
 
 namespace {
@@ -448,6 +513,12 @@ FusedPlan build_fused_plan(size_t len, const FusedModel& m) {
 
 }  // namespace
 
+FloatScan scan_floats(const float* v, size_t n) {
+  FloatScan r;
+  HWY_DYNAMIC_DISPATCH(FloatMagnitudeRange)(v, n, &r);
+  return r;
+}
+
 const char* matmul_fast_target_name() { return HWY_DYNAMIC_DISPATCH(FastTargetName)(); }
 std::vector<int64_t> matmul_fast_targets() { return hwy::SupportedAndGeneratedTargets(); }
 
@@ -463,11 +534,11 @@ void magnitude_of(const float* v, size_t len, double& min_out, double& max_out, 
 #pragma omp parallel for schedule(static) reduction(min : mn) reduction(max : mx) reduction(| : bad) \
     if (worth_threads_elements(len))
   for (size_t p = 0; p < pieces; ++p) {
-    float r[3];
-    HWY_DYNAMIC_DISPATCH(FloatMagnitudeRange)(v + p * kPiece, std::min(kPiece, len - p * kPiece), r);
-    mn = std::min(mn, r[0]);
-    mx = std::max(mx, r[1]);
-    bad |= r[2] != 0;
+    FloatScan r;
+    HWY_DYNAMIC_DISPATCH(FloatMagnitudeRange)(v + p * kPiece, std::min(kPiece, len - p * kPiece), &r);
+    mn = std::min(mn, static_cast<float>(r.min_nonzero));
+    mx = std::max(mx, static_cast<float>(r.max));
+    bad |= r.nonfinite;
   }
   min_out = std::min(min_out, static_cast<double>(mn));
   max_out = std::max(max_out, static_cast<double>(mx));
@@ -485,23 +556,39 @@ void magnitude_of(const double* v, size_t len, double& min_out, double& max_out,
   bad_out |= bad;
 }
 
-// B (N x K values, double or float) into strips of W columns, each K x W contiguous floats; the
-// padding columns are zero. Also takes B's magnitude range (in a contiguous pass of its own, which
-// vectorises where the transposing copy cannot).
+// B's canonical N x K values (element (j, t) at bq[j*rs + t*cs], double or float) into strips of W
+// columns, each K x W contiguous floats; the padding columns are zero. B stored K x N (cs == n's
+// stride, rs == 1) copies row pieces; stored N x K it is transposed in chunks.
 template <typename Q>
-void pack_b_strips(const Q* bq, size_t n, size_t k, size_t W, float* b, double& b_min, double& b_max, int& b_bad) {
-  magnitude_of(bq, n * k, b_min, b_max, b_bad);
+void pack_strips(const Q* bq, size_t rs, size_t cs, size_t n, size_t k, size_t W, float* b) {
   constexpr size_t kT = 64;  // k-rows per transposition chunk: the chunk of a strip stays in L1
   const size_t strips = (n + W - 1) / W;
 #pragma omp parallel for schedule(static) if (worth_threads_elements(n * k))
   for (size_t st = 0; st < strips; ++st) {
     float* dst = b + st * k * W;
     const size_t j0 = st * W, j1 = std::min(n, j0 + W);
+    if (rs == 1) {
+      for (size_t t = 0; t < k; ++t) {
+        const Q* src = bq + t * cs + j0;
+        float* row = dst + t * W;
+        for (size_t j = 0; j < j1 - j0; ++j) row[j] = static_cast<float>(src[j]);
+        for (size_t j = j1 - j0; j < W; ++j) row[j] = 0.0f;
+      }
+      continue;
+    }
+    if constexpr (std::is_same_v<Q, float>) {
+      if (cs == 1) {
+        HWY_DYNAMIC_DISPATCH(TransposeIntoStrip)(bq, rs, j0, j1, k, W, dst);
+        for (size_t t = 0; t < k; ++t)
+          for (size_t j = j1; j < j0 + W; ++j) dst[t * W + (j - j0)] = 0.0f;
+        continue;
+      }
+    }
     for (size_t t0 = 0; t0 < k; t0 += kT) {
       const size_t t1 = std::min(k, t0 + kT);
       for (size_t j = j0; j < j1; ++j) {
-        const Q* src = bq + j * k;
-        for (size_t t = t0; t < t1; ++t) dst[t * W + (j - j0)] = static_cast<float>(src[t]);
+        const Q* src = bq + j * rs;
+        for (size_t t = t0; t < t1; ++t) dst[t * W + (j - j0)] = static_cast<float>(src[t * cs]);
       }
       for (size_t j = j1; j < j0 + W; ++j)
         for (size_t t = t0; t < t1; ++t) dst[t * W + (j - j0)] = 0.0f;
@@ -509,10 +596,38 @@ void pack_b_strips(const Q* bq, size_t n, size_t k, size_t W, float* b, double& 
   }
 }
 
-// matmul_fast for C as double or float (CT): the value written is (CT) of the double result.
+// B (N x K contiguous, double or float) into strips, also taking its magnitude range (in a
+// contiguous pass of its own, which vectorises where the transposing copy cannot).
+template <typename Q>
+void pack_b_strips(const Q* bq, size_t n, size_t k, size_t W, float* b, double& b_min, double& b_max, int& b_bad) {
+  magnitude_of(bq, n * k, b_min, b_max, b_bad);
+  pack_strips(bq, k, 1, n, k, W, b);
+}
+
+// A canonical rows x k float operand stored the other way round (element (r, t) at p[r*rs + t*cs],
+// cs != 1) into k-contiguous rows, in 8 x 8 tiles through a local buffer: 8 source lines are read,
+// then 8 destination lines written. Values only move.
+void gather_rows(const float* p, size_t rs, size_t cs, size_t rows, size_t k, float* dst) {
+  constexpr size_t kT = 8;
+#pragma omp parallel for schedule(static) if (worth_threads_elements(rows * k))
+  for (size_t r0 = 0; r0 < rows; r0 += kT) {
+    const size_t nr = std::min(kT, rows - r0);
+    float buf[kT][kT];
+    for (size_t c0 = 0; c0 < k; c0 += kT) {
+      const size_t nc = std::min(kT, k - c0);
+      for (size_t cc = 0; cc < nc; ++cc)
+        for (size_t rr = 0; rr < nr; ++rr) buf[rr][cc] = p[(r0 + rr) * rs + (c0 + cc) * cs];
+      for (size_t rr = 0; rr < nr; ++rr)
+        for (size_t cc = 0; cc < nc; ++cc) dst[(r0 + rr) * k + c0 + cc] = buf[rr][cc];
+    }
+  }
+}
+
+// matmul_fast for C as double or float (CT): the value written is (CT) of the double result. An
+// operand given in place (ia, ib; see arith/matmul_in_place.h) is read from there instead of ops.
 template <typename CT>
-bool matmul_fast_impl(const PreparedOperands& ops, CT* c, size_t ldc, const MatmulPolicy& policy,
-                      const MatmulContext& ctx, MatmulTelemetry& tel) {
+bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, const InPlaceOperand* ib, CT* c,
+                      size_t ldc, const MatmulPolicy& policy, const MatmulContext& ctx, MatmulTelemetry& tel) {
   const bool inner_fp32 = is_plain_fp32_sequential(policy.inner);
   const bool inner_narrow = !inner_fp32 && is_narrow_kernel_accumulator(policy.inner);
   const bool inner_fused = policy.inner.fused && is_fused_kernel_model(*policy.inner.fused);
@@ -527,6 +642,7 @@ bool matmul_fast_impl(const PreparedOperands& ops, CT* c, size_t ldc, const Matm
   // narrow kernel always multiplies separately.
   const bool use_fma = inner_fp32 && native_fma;
   if (!use_fma && !exact_in_float && !inner_fused) return false;  // (the fused kernel multiplies in double)
+  if (inner_fused && (ia || ib)) return false;  // the fused kernel reads doubles from ops
   const QuantizedOperand& A = ops.a;
   const QuantizedOperand& B = ops.b;
   const size_t m = A.rows, n = B.rows, k = A.k;
@@ -561,8 +677,6 @@ bool matmul_fast_impl(const PreparedOperands& ops, CT* c, size_t ldc, const Matm
   // Per-thread scratch, grown and never cleared: every element read below is written first.
   static thread_local std::vector<float> a_buf, b_buf, c_buf;
   static thread_local std::vector<double> ea_buf, bd_buf, eb_buf, aq_wide, bq_wide;
-  if (c_buf.size() < m * op.npad) c_buf.resize(m * op.npad);
-  float* cbuf = c_buf.data();
   const size_t strips = op.npad / W;
   FusedPlan plan_full, plan_tail;
   // The packing passes also take the operands' magnitude ranges (one read of each operand).
@@ -631,8 +745,20 @@ bool matmul_fast_impl(const PreparedOperands& ops, CT* c, size_t ldc, const Matm
     op.fused.min_align = std::max(static_cast<double>(fm.min_align_exp), kFloorExp);
   } else {
     // A (M x K) is the kernel's layout already: float values are read in place, doubles converted.
-    // Either way the pass takes A's magnitude range.
-    if (A.in_float) {
+    // Either way the pass takes A's magnitude range. An in-place operand comes with its range.
+    op.lda = k;
+    if (ia) {
+      a_min = ia->min_nonzero;
+      a_max = ia->max;
+      if (ia->cs == 1) {
+        op.a = ia->p;
+        op.lda = ia->rs;
+      } else {
+        if (a_buf.size() < m * k) a_buf.resize(m * k);
+        gather_rows(ia->p, ia->rs, ia->cs, m, k, a_buf.data());
+        op.a = a_buf.data();
+      }
+    } else if (A.in_float) {
       magnitude_of(A.qf.data(), m * k, a_min, a_max, a_bad);
       op.a = A.qf.data();
     } else {
@@ -650,8 +776,15 @@ bool matmul_fast_impl(const PreparedOperands& ops, CT* c, size_t ldc, const Matm
     // B (N x K) into strips of W columns, each K x W contiguous; the padding columns are zero.
     if (b_buf.size() < k * op.npad) b_buf.resize(k * op.npad);
     float* b = b_buf.data();
-    if (B.in_float) pack_b_strips(B.qf.data(), n, k, W, b, b_min, b_max, b_bad);
-    else pack_b_strips(B.q.data(), n, k, W, b, b_min, b_max, b_bad);
+    if (ib) {
+      b_min = ib->min_nonzero;
+      b_max = ib->max;
+      pack_strips(ib->p, ib->rs, ib->cs, n, k, W, b);
+    } else if (B.in_float) {
+      pack_b_strips(B.qf.data(), n, k, W, b, b_min, b_max, b_bad);
+    } else {
+      pack_b_strips(B.q.data(), n, k, W, b, b_min, b_max, b_bad);
+    }
     op.b = b;
   }
   // Any NaN/inf among the operands goes to the reference (overflow rules live there).
@@ -687,24 +820,37 @@ bool matmul_fast_impl(const PreparedOperands& ops, CT* c, size_t ldc, const Matm
                            ? 1.0
                            : op_mul(A.tensor_scale, B.tensor_scale, policy.outer.format, policy.outer.round);
   op.alpha = outer_scalar ? 1.0f : static_cast<float>(alpha);
-  op.c = cbuf;
-  if (k > 0) HWY_DYNAMIC_DISPATCH(FastMatmul)(op);  // fills op.inner_swamped / outer_swamped when counting
-  else std::fill(cbuf, cbuf + m * op.npad, 0.0f);
-  int overflow = 0;
-#pragma omp parallel for schedule(static) reduction(| : overflow) if (worth_threads_elements(m * n))
-  for (size_t i = 0; i < m; ++i)
-    for (size_t j = 0; j < n; ++j) overflow |= !(std::fabs(cbuf[i * op.npad + j]) <= 0x1.fffffep127f);
-  if (overflow) return false;  // a non-finite result: the reference decides
-  // Output rounding. An fp32 output that keeps subnormals leaves every finite float unchanged.
+  // Output rounding. An fp32 output that keeps subnormals leaves every finite float unchanged: a
+  // float C then comes straight from the kernel, with nothing left to do per element.
   const Format& of = policy.out_format;
   const bool out_is_identity = of.kind == Kind::floating && of.exp_bits == 8 && of.man_bits == 23 && of.bias == 127 &&
                                of.subnormals && policy.out_round.subnormals == Subnormals::keep;
+  const bool direct = std::is_same_v<CT, float> && out_is_identity && !outer_scalar;
+  if constexpr (std::is_same_v<CT, float>) {
+    if (direct) {
+      op.c = c;
+      op.ldc = ldc;
+    }
+  }
+  if (!direct) {
+    if (c_buf.size() < m * n) c_buf.resize(m * n);
+    op.c = c_buf.data();
+    op.ldc = n;
+  }
+  if (k > 0) {
+    HWY_DYNAMIC_DISPATCH(FastMatmul)(op);  // fills op.inner_swamped / outer_swamped when counting
+  } else {
+    for (size_t i = 0; i < m; ++i) std::fill(op.c + i * op.ldc, op.c + i * op.ldc + n, 0.0f);
+  }
+  if (op.nonfinite) return false;  // a non-finite result: the reference decides (and rewrites all of C)
   const bool out_sr = policy.out_round.mode == Rounding::sr;
   uint64_t outer_scalar_swamped = 0;
-#pragma omp parallel for schedule(static) reduction(+ : outer_scalar_swamped) if (worth_threads_elements(m * n))
-  for (size_t i = 0; i < m; ++i)
+  const float* cbuf = op.c;
+  const size_t out_rows = direct ? 0 : m;  // (direct: C is finished)
+#pragma omp parallel for schedule(static) reduction(+ : outer_scalar_swamped) if (worth_threads_elements(out_rows * n))
+  for (size_t i = 0; i < out_rows; ++i)
     for (size_t j = 0; j < n; ++j) {
-      double y = cbuf[i * op.npad + j];
+      double y = cbuf[i * n + j];
       if (outer_scalar) {
         // The outer sum of the one block, +0 + t, and alpha, in the outer format (as the reference).
         if (nblocks == 1) {
@@ -731,12 +877,17 @@ bool matmul_fast_impl(const PreparedOperands& ops, CT* c, size_t ldc, const Matm
 
 bool matmul_fast(const PreparedOperands& ops, double* c, size_t ldc, const MatmulPolicy& policy,
                  const MatmulContext& ctx, MatmulTelemetry& tel) {
-  return matmul_fast_impl(ops, c, ldc, policy, ctx, tel);
+  return matmul_fast_impl(ops, nullptr, nullptr, c, ldc, policy, ctx, tel);
 }
 
 bool matmul_fast(const PreparedOperands& ops, float* c, size_t ldc, const MatmulPolicy& policy,
                  const MatmulContext& ctx, MatmulTelemetry& tel) {
-  return matmul_fast_impl(ops, c, ldc, policy, ctx, tel);
+  return matmul_fast_impl(ops, nullptr, nullptr, c, ldc, policy, ctx, tel);
+}
+
+bool matmul_fast_in_place(const PreparedOperands& ops, const InPlaceOperand* a, const InPlaceOperand* b, float* c,
+                          size_t ldc, const MatmulPolicy& policy, const MatmulContext& ctx, MatmulTelemetry& tel) {
+  return matmul_fast_impl(ops, a, b, c, ldc, policy, ctx, tel);
 }
 
 }  // namespace drift

@@ -60,11 +60,12 @@ struct NarrowAcc {
   const RoundSpec* round = nullptr;
 };
 
-// Packed operands of one call, in floats: A as M x K; B in column strips of 2 vectors (strip s holds
-// columns [2Ls, 2L(s+1)) as K rows of 2L contiguous floats); scales as floats.
+// Packed operands of one call, in floats: A as M x K (row stride lda); B in column strips of 2
+// vectors (strip s holds columns [2Ls, 2L(s+1)) as K rows of 2L contiguous floats); scales as floats.
 struct FastOperands {
   size_t m = 0, n = 0, npad = 0, k = 0, kblock = 0, nblocks = 0;
-  const float* a = nullptr;        // m x k
+  const float* a = nullptr;        // m x k, row i at a + i * lda
+  size_t lda = 0;
   const float* b = nullptr;        // npad / 2L strips of k x 2L
   const float* sa = nullptr;       // m x nblocks (nullptr: all 1)
   const float* sb = nullptr;       // nblocks x npad (nullptr: all 1)
@@ -76,7 +77,9 @@ struct FastOperands {
   bool use_fma = false;            // products exact only inside an fma
   bool count_swamping = false;     // count adds that lost all of an addend (as the reference does)
   bool parallel = true;            // run the row tiles on an OpenMP team (small calls: one thread)
-  float* c = nullptr;              // m x npad
+  float* c = nullptr;              // m x n, row i at c + i * ldc (columns n..npad of the last strip are not stored)
+  size_t ldc = 0;
   uint64_t inner_swamped = 0, outer_swamped = 0;  // outputs of the counting variant
+  bool nonfinite = false;          // output: some result was NaN or inf (the reference must decide)
 };
 }  // namespace drift

@@ -332,7 +332,26 @@ void quantize_row_blocks(const StridedInputOf<T>& x, size_t k, size_t r, size_t 
   // Scales the elements [c0, c1) of the row; true when every scaled value is a float (or NaN).
   auto scale_block = [&](size_t c0, size_t c1, double mult, bool exact) {
     bool floats = true;
-    if (exact && x.cs == 1) {  // the common case (MX): one multiply by a power of two, vectorised
+    if constexpr (std::is_same_v<T, float>) {
+      if (exact && x.cs == 1 && mult >= 0x1p-126 && mult <= 0x1p126) {
+        // The common case (MX, float input): a float times a power of two is the double product
+        // whenever that is a float, which holds exactly when multiplying back by the inverse power
+        // (exact: no overflow, no underflow for a value this close to a float) returns the input.
+        // Branch-free float work that vectorises; a block that fails the test (a product that would
+        // round below fp32's normal range) gets its double products for the element path.
+        const float mf = static_cast<float>(mult), inv = static_cast<float>(1.0 / mult);
+        int ok = 1;
+        for (size_t c = c0; c < c1; ++c) {
+          const float r = row[c] * mf;
+          in_f[c] = r;
+          ok &= r * inv == row[c];
+        }
+        if (!ok)
+          for (size_t c = c0; c < c1; ++c) scaled[c] = static_cast<double>(row[c]) * mult;
+        return ok != 0;
+      }
+    }
+    if (exact && x.cs == 1) {  // doubles (or an extreme power): one multiply by a power of two, vectorised
       for (size_t c = c0; c < c1; ++c) {
         const double v = static_cast<double>(row[c]) * mult;
         in_f[c] = static_cast<float>(v);
@@ -549,11 +568,11 @@ void quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
           // All-zero block: the smallest e8m0 scale (2^-127), as TE and cuBLAS produce.
           int e = amax == 0 ? -127 : mx_scale_exponent(amax, qz.format, sc.rule) + sc.offset;
           e = std::clamp(e, -127, 127);
-          const double s = std::ldexp(1.0, e);
+          const double s = pow2(e);
           set_block_scale(out, g, s);
           if (amax != 0) record_scale(st, s);
           *exact = true;
-          return std::ldexp(1.0, -e);
+          return pow2(-e);
         }
         if (sc.kind == ScaleKind::tile) {
           // DeepSeek-V3: dequant scale fp32(amax / max), elements fp(fp32(x * fp32(max / amax))).
@@ -602,11 +621,33 @@ void quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
         // few cast calls as possible (a cast call costs far more than the 16 or 32 elements of a block).
         for_each_region(rows, k, k, false, out.stats, [&](const Region& row, QuantStats& st) {
           static thread_local std::vector<RowBlock> blocks;
+          static thread_local std::vector<float> row_amax;
+          static thread_local std::vector<uint32_t> row_bad;
           blocks.resize(out.blocks_per_row);
+          // A float row's block amaxes in one SIMD pass (the same maxima and counts region_amax takes).
+          bool row_counted = false;
+          if constexpr (std::is_same_v<T, float>) {
+            if (x.cs == 1) {
+              row_amax.resize(out.blocks_per_row);
+              row_bad.resize(out.blocks_per_row);
+              block_amax(x.p + row.r0 * x.rs, k, b, row_amax.data(), row_bad.data());
+              row_counted = true;
+            }
+          }
           for (size_t bi = 0; bi < out.blocks_per_row; ++bi) {
             const Region g{row.r0, row.r1, bi * b, std::min(k, (bi + 1) * b)};
             bool nonfinite;
-            const double amax = region_amax(x, g, &nonfinite, counted_apart ? no_counts : &st);
+            double amax;
+            if (row_counted) {
+              amax = row_amax[bi];
+              nonfinite = row_bad[bi] != 0;
+              if (!counted_apart) {
+                st.nonfinite += row_bad[bi];
+                st.amax = std::max(st.amax, amax);
+              }
+            } else {
+              amax = region_amax(x, g, &nonfinite, counted_apart ? no_counts : &st);
+            }
             blocks[bi].nan = nonfinite;
             if (nonfinite) {
               mark_region_nan(out, g);

@@ -1,0 +1,57 @@
+#include "arith/matmul_in_place.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "arith/cast_span.h"  // is_fp32_grid_kept
+#include "arith/parallel.h"
+
+namespace drift {
+
+bool is_identity_quantizer(const Quantizer& q) {
+  return q.scaling.kind == ScaleKind::none && q.scaling.hadamard == 0 && is_fp32_grid_kept(q.format, q.round);
+}
+
+bool in_place_operand(const MatViewF& v, bool as_b, QuantizedOperand& q, InPlaceOperand& out) {
+  // Stored shape (rows x cols, row stride ld) whatever the canonical orientation.
+  const size_t sr = v.transposed ? v.cols : v.rows, sc = v.transposed ? v.rows : v.cols;
+  double top = 0, low = INFINITY;
+  uint64_t bad = 0, sub = 0;
+  constexpr size_t kPiece = size_t{1} << 16;  // (scan_floats takes fewer than 2^31 values)
+#pragma omp parallel for schedule(static) reduction(max : top) reduction(min : low) reduction(+ : bad, sub) \
+    if (worth_threads_elements(sr * sc))
+  for (size_t r = 0; r < sr; ++r)
+    for (size_t c0 = 0; c0 < sc; c0 += kPiece) {
+      const FloatScan s = scan_floats(v.data + r * v.ld + c0, std::min(kPiece, sc - c0));
+      top = std::max(top, s.max);
+      low = std::min(low, s.min_nonzero);
+      bad += s.nonfinite;
+      sub += s.subnormal;
+    }
+  if (bad) return false;  // NaN or inf: the ordinary route (its fast path then defers to the reference)
+  // The canonical operand: A is M x K, B is N x K (its element (j, t) is B[t][j]).
+  const bool k_contiguous = as_b ? v.transposed : !v.transposed;
+  out.p = v.data;
+  out.rs = k_contiguous ? v.ld : 1;
+  out.cs = k_contiguous ? 1 : v.ld;
+  out.max = top;
+  out.min_nonzero = low;
+  // What quantize_into records for an identity quantization of finite values: nothing clips,
+  // flushes or is scaled; the subnormals are counted as they are.
+  q.rows = as_b ? v.cols : v.rows;
+  q.k = as_b ? v.rows : v.cols;
+  q.in_float = false;
+  q.q.clear();
+  q.block_k = 0;
+  q.blocks_per_row = 0;
+  q.block_scale.clear();
+  q.tensor_scale = 1.0;
+  q.stats = QuantStats{};
+  q.stats.elements = sr * sc;
+  q.stats.subnormal = sub;
+  q.stats.amax = out.max;
+  return true;
+}
+
+}  // namespace drift
