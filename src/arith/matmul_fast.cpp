@@ -45,6 +45,7 @@
 #include "arith/ops.h"
 #include "arith/parallel.h"
 #include "arith/random.h"
+#include "arith/transpose.h"
 
 #include "arith/matmul_fast_shared.h"
 #include "arith/narrow_range.h"
@@ -198,6 +199,34 @@ HWY_INLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, 
   auto inner_count = hn::Zero(di), outer_count = hn::Zero(di);
   const bool scaled = op.sa || op.sb;
   const float* strip = op.b ? op.b + (j0 / (2 * L)) * op.k * 2 * L : nullptr;  // no float B for the fused model
+  // C: whole vectors, except in a last strip that runs past n, whose columns up to n are copied
+  // from a vector store (never a wider write: the row's neighbour belongs to another tile or thread).
+  // A non-finite result anywhere (padding columns sum zeros, so only real ones) is flagged.
+  const V top = hn::Set(d, 0x1.fffffep127f);
+  auto bad = hn::Lt(top, hn::Zero(d));  // all false
+  auto store = [&](size_t r, size_t h, V y) {
+    if (op.alpha != 1.0f) y = hn::Mul(y, hn::Set(d, op.alpha));
+    bad = hn::Or(bad, hn::Not(hn::Le(hn::Abs(y), top)));
+    const size_t j = j0 + h * L;
+    float* dst = op.c + (i0 + r) * op.ldc + j;
+    if (j + L <= op.n) {
+      hn::StoreU(y, d, dst);
+    } else if (j < op.n) {
+      HWY_ALIGN float lanes[HWY_MAX_BYTES / sizeof(float)] = {};
+      hn::Store(y, d, lanes);
+      for (size_t l = 0; l < op.n - j; ++l) dst[l] = lanes[l];
+    }
+  };
+  if (!kCount && op.nblocks == 1 && !scaled) {
+    // One unscaled block (every plain fp32 or narrow call without promotion): the outer sum is
+    // +0 + the inner sum (fp32(+0 + -0) is +0, as in the reference), taken in registers.
+    V acc[kRows][2];
+    InnerBlock<kCount, kInner>(d, op, i0, rows, j0, 0, op.k, strip, acc, inner_count);
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t h = 0; h < 2; ++h) store(r, h, hn::Add(hn::Zero(d), acc[r][h]));
+    if (!hn::AllFalse(d, bad)) *nonfinite = true;
+    return;
+  }
   // outer_buf holds the outer sums of this tile between blocks (rows x 2L floats).
   for (size_t r = 0; r < kRows * 2 * L; ++r) outer_buf[r] = 0.0f;
   for (size_t bi = 0; bi < op.nblocks; ++bi) {
@@ -225,26 +254,8 @@ HWY_INLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, 
     *inner_sw += static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, inner_count)));
     *outer_sw += static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, outer_count)));
   }
-  // C: whole vectors, except in a last strip that runs past n, whose columns up to n are copied
-  // from a vector store (never a wider write: the row's neighbour belongs to another tile or thread).
-  // A non-finite result anywhere (padding columns sum zeros, so only real ones) is flagged.
-  const V top = hn::Set(d, 0x1.fffffep127f);
-  auto bad = hn::Lt(top, hn::Zero(d));  // all false
   for (size_t r = 0; r < rows; ++r)
-    for (size_t h = 0; h < 2; ++h) {
-      V y = hn::LoadU(d, outer_buf + (r * 2 + h) * L);
-      if (op.alpha != 1.0f) y = hn::Mul(y, hn::Set(d, op.alpha));
-      bad = hn::Or(bad, hn::Not(hn::Le(hn::Abs(y), top)));
-      const size_t j = j0 + h * L;
-      float* dst = op.c + (i0 + r) * op.ldc + j;
-      if (j + L <= op.n) {
-        hn::StoreU(y, d, dst);
-      } else if (j < op.n) {
-        HWY_ALIGN float lanes[HWY_MAX_BYTES / sizeof(float)] = {};
-        hn::Store(y, d, lanes);
-        for (size_t l = 0; l < op.n - j; ++l) dst[l] = lanes[l];
-      }
-    }
+    for (size_t h = 0; h < 2; ++h) store(r, h, hn::LoadU(d, outer_buf + (r * 2 + h) * L));
   if (!hn::AllFalse(d, bad)) *nonfinite = true;
 }
 
@@ -264,13 +275,11 @@ void TilesOf(FastOperands& op) {
   const size_t row_tiles = (op.m + kRows - 1) / kRows;
   // Column panels keep a slice of B in cache while every row tile passes over it.
   const size_t panel = std::max<size_t>(2 * L, (size_t{64} * 1024 / sizeof(float) / std::max<size_t>(op.k, 1)) / (2 * L) * (2 * L));
-  // One parallel region; each thread owns a fixed range of row tiles and walks the panels over it.
-#pragma omp parallel if (op.parallel)
-  {
-    const size_t threads = static_cast<size_t>(omp_get_num_threads());
-    const size_t t = static_cast<size_t>(omp_get_thread_num());
+  // Each thread owns a fixed range of row tiles and walks the panels over it (one thread, without
+  // entering OpenMP, when the call is too small to repay a team).
+  auto run = [&](size_t threads, size_t t) {
     const size_t rt0 = row_tiles * t / threads, rt1 = row_tiles * (t + 1) / threads;
-    std::vector<float> buf(kRows * 2 * L);
+    HWY_ALIGN float buf[kRows * 2 * HWY_MAX_BYTES / sizeof(float)];
     uint64_t inner_sw = 0, outer_sw = 0;
     bool nonfinite = false;
     for (size_t p0 = 0; p0 < op.npad; p0 += panel) {
@@ -278,7 +287,7 @@ void TilesOf(FastOperands& op) {
       for (size_t rt = rt0; rt < rt1; ++rt) {
         const size_t i0 = rt * kRows, rows = std::min(kRows, op.m - i0);
         for (size_t j0 = p0; j0 < p1; j0 += 2 * L)
-          Tile<kCount, kInner>(op, i0, rows, j0, buf.data(), &inner_sw, &outer_sw, &nonfinite);
+          Tile<kCount, kInner>(op, i0, rows, j0, buf, &inner_sw, &outer_sw, &nonfinite);
       }
     }
 #pragma omp atomic
@@ -289,7 +298,13 @@ void TilesOf(FastOperands& op) {
 #pragma omp atomic write
       op.nonfinite = true;
     }
+  };
+  if (!op.parallel) {
+    run(1, 0);
+    return;
   }
+#pragma omp parallel
+  run(static_cast<size_t>(omp_get_num_threads()), static_cast<size_t>(omp_get_thread_num()));
 }
 
 void FastMatmul(FastOperands& op) {
@@ -305,50 +320,19 @@ void FastMatmul(FastOperands& op) {
   }
 }
 
-// Columns [j0, j1) of B (canonical N x K floats, element (j, t) at bq[j*rs + t], rows contiguous
-// along k) into one strip (K rows of W floats, dst[t*W + (j - j0)]): the transposition of the
-// packing, in 4 x 4 blocks of 128-bit vectors (two interleave rounds); ragged edges element by
-// element. Values only move, so every target packs the same bits.
-void TransposeIntoStrip(const float* bq, size_t rs, size_t j0, size_t j1, size_t k, size_t W, float* dst) {
-  size_t jj = j0;
-#if HWY_TARGET != HWY_SCALAR
-  const hn::Full128<float> d4;
-  for (; jj + 4 <= j1; jj += 4) {
-    const float* r0 = bq + jj * rs;
-    const float* r1 = r0 + rs;
-    const float* r2 = r1 + rs;
-    const float* r3 = r2 + rs;
-    float* out = dst + (jj - j0);
-    size_t t = 0;
-    for (; t + 4 <= k; t += 4) {
-      const auto a = hn::LoadU(d4, r0 + t), b = hn::LoadU(d4, r1 + t);
-      const auto c = hn::LoadU(d4, r2 + t), e = hn::LoadU(d4, r3 + t);
-      const auto ab_lo = hn::InterleaveLower(d4, a, b), cd_lo = hn::InterleaveLower(d4, c, e);  // a0 b0 a1 b1 | c0 d0 c1 d1
-      const auto ab_hi = hn::InterleaveUpper(d4, a, b), cd_hi = hn::InterleaveUpper(d4, c, e);  // a2 b2 a3 b3 | c2 d2 c3 d3
-      hn::StoreU(hn::ConcatLowerLower(d4, cd_lo, ab_lo), d4, out + (t + 0) * W);
-      hn::StoreU(hn::ConcatUpperUpper(d4, cd_lo, ab_lo), d4, out + (t + 1) * W);
-      hn::StoreU(hn::ConcatLowerLower(d4, cd_hi, ab_hi), d4, out + (t + 2) * W);
-      hn::StoreU(hn::ConcatUpperUpper(d4, cd_hi, ab_hi), d4, out + (t + 3) * W);
-    }
-    for (; t < k; ++t)
-      for (size_t q = 0; q < 4; ++q) out[t * W + q] = bq[(jj + q) * rs + t];
-  }
-#endif
-  for (; jj < j1; ++jj)
-    for (size_t t = 0; t < k; ++t) dst[t * W + (jj - j0)] = bq[jj * rs + t];
-}
-
 // Lanes of a float vector and the name of the target FastMatmul dispatches to (for tests).
 const char* FastTargetName() { return hwy::TargetName(HWY_TARGET); }
 
 bool HasNativeFma() { return HWY_NATIVE_FMA != 0; }
 size_t FloatLanes() { return hn::Lanes(hn::ScalableTag<float>()); }
 
-// The magnitude range of n floats for the packing checks and the in-place scan: the smallest
-// non-zero and the largest |v|, whether a NaN or inf is present (the range is then not used: the
-// call goes to the reference, so how Min/Max treat NaN lanes does not matter), and the number of
-// subnormals (0 < |v| < 2^-126). Min and max of finite values are exact in any order.
-void FloatMagnitudeRange(const float* v, size_t n, FloatScan* out) {
+// The magnitude range of a rows x cols block of floats (row stride ld) for the packing checks and
+// the in-place scan: the smallest non-zero and the largest |v|, whether a NaN or inf is present (the
+// range is then not used: the call goes to the reference, so how Min/Max treat NaN lanes does not
+// matter), and the number of subnormals (0 < |v| < 2^-126). Min and max of finite values are exact
+// in any order. The vector state runs across rows (rows of an attention head are 32 floats: a
+// reduction per row would cost more than the row).
+void FloatMagnitudeRange(const float* v, size_t rows, size_t cols, size_t ld, FloatScan* out) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   const hn::RebindToSigned<decltype(d)> di;
@@ -357,27 +341,41 @@ void FloatMagnitudeRange(const float* v, size_t n, FloatScan* out) {
   const V min_normal = hn::Set(d, 0x1p-126f);
   V vmin = inf, vmax = zero;
   auto bad = hn::Lt(inf, zero);  // all false
-  auto subs = hn::Zero(di);      // per-lane counts (callers pass n < 2^31)
-  size_t i = 0;
-  for (; i + L <= n; i += L) {
-    const V a = hn::Abs(hn::LoadU(d, v + i));
-    bad = hn::Or(bad, hn::Not(hn::Le(a, top)));  // inf or NaN
-    vmax = hn::Max(vmax, a);
-    const auto is_zero = hn::Eq(a, zero);
-    vmin = hn::Min(vmin, hn::IfThenElse(is_zero, inf, a));
-    subs = hn::Sub(subs, hn::BitCast(di, hn::VecFromMask(d, hn::AndNot(is_zero, hn::Lt(a, min_normal)))));
+  auto subs = hn::Zero(di);      // per-lane counts, moved to `sub` before they could reach 2^31
+  size_t lane_adds = 0;
+  float mn = INFINITY, mx = 0;
+  bool any_bad = false;
+  uint64_t sub = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    const float* row = v + r * ld;
+    size_t i = 0;
+    for (; i + L <= cols; i += L) {
+      const V a = hn::Abs(hn::LoadU(d, row + i));
+      bad = hn::Or(bad, hn::Not(hn::Le(a, top)));  // inf or NaN
+      vmax = hn::Max(vmax, a);
+      const auto is_zero = hn::Eq(a, zero);
+      vmin = hn::Min(vmin, hn::IfThenElse(is_zero, inf, a));
+      subs = hn::Sub(subs, hn::BitCast(di, hn::VecFromMask(d, hn::AndNot(is_zero, hn::Lt(a, min_normal)))));
+    }
+    for (; i < cols; ++i) {
+      const float a = std::fabs(row[i]);
+      any_bad |= !(a <= 0x1.fffffep127f);
+      mx = a > mx ? a : mx;
+      const float nz = a == 0 ? INFINITY : a;
+      mn = nz < mn ? nz : mn;
+      sub += a != 0 && a < 0x1p-126f;
+    }
+    lane_adds += cols / L;
+    if (lane_adds >= (size_t{1} << 30)) {
+      sub += static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, subs)));
+      subs = hn::Zero(di);
+      lane_adds = 0;
+    }
   }
-  float mn = hn::GetLane(hn::MinOfLanes(d, vmin)), mx = hn::GetLane(hn::MaxOfLanes(d, vmax));
-  bool any_bad = !hn::AllFalse(d, bad);
-  uint64_t sub = static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, subs)));
-  for (; i < n; ++i) {
-    const float a = std::fabs(v[i]);
-    any_bad |= !(a <= 0x1.fffffep127f);
-    mx = a > mx ? a : mx;
-    const float nz = a == 0 ? INFINITY : a;
-    mn = nz < mn ? nz : mn;
-    sub += a != 0 && a < 0x1p-126f;
-  }
+  mn = std::min(mn, hn::GetLane(hn::MinOfLanes(d, vmin)));
+  mx = std::max(mx, hn::GetLane(hn::MaxOfLanes(d, vmax)));
+  any_bad |= !hn::AllFalse(d, bad);
+  sub += static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, subs)));
   out->min_nonzero = mn;
   out->max = mx;
   out->nonfinite = any_bad;
@@ -394,7 +392,6 @@ HWY_EXPORT(FastMatmul);
 HWY_EXPORT(HasNativeFma);
 HWY_EXPORT(FloatLanes);
 HWY_EXPORT(FloatMagnitudeRange);
-HWY_EXPORT(TransposeIntoStrip);
 HWY_EXPORT(FastTargetName);
 
 namespace {
@@ -513,9 +510,9 @@ FusedPlan build_fused_plan(size_t len, const FusedModel& m) {
 
 }  // namespace
 
-FloatScan scan_floats(const float* v, size_t n) {
+FloatScan scan_floats(const float* v, size_t rows, size_t cols, size_t ld) {
   FloatScan r;
-  HWY_DYNAMIC_DISPATCH(FloatMagnitudeRange)(v, n, &r);
+  HWY_DYNAMIC_DISPATCH(FloatMagnitudeRange)(v, rows, cols, ld, &r);
   return r;
 }
 
@@ -535,7 +532,7 @@ void magnitude_of(const float* v, size_t len, double& min_out, double& max_out, 
     if (worth_threads_elements(len))
   for (size_t p = 0; p < pieces; ++p) {
     FloatScan r;
-    HWY_DYNAMIC_DISPATCH(FloatMagnitudeRange)(v + p * kPiece, std::min(kPiece, len - p * kPiece), &r);
+    HWY_DYNAMIC_DISPATCH(FloatMagnitudeRange)(v + p * kPiece, 1, std::min(kPiece, len - p * kPiece), 0, &r);
     mn = std::min(mn, static_cast<float>(r.min_nonzero));
     mx = std::max(mx, static_cast<float>(r.max));
     bad |= r.nonfinite;
@@ -563,8 +560,7 @@ template <typename Q>
 void pack_strips(const Q* bq, size_t rs, size_t cs, size_t n, size_t k, size_t W, float* b) {
   constexpr size_t kT = 64;  // k-rows per transposition chunk: the chunk of a strip stays in L1
   const size_t strips = (n + W - 1) / W;
-#pragma omp parallel for schedule(static) if (worth_threads_elements(n * k))
-  for (size_t st = 0; st < strips; ++st) {
+  for_each_index(strips, worth_threads_elements(n * k), [&](size_t st) {
     float* dst = b + st * k * W;
     const size_t j0 = st * W, j1 = std::min(n, j0 + W);
     if (rs == 1) {
@@ -574,14 +570,14 @@ void pack_strips(const Q* bq, size_t rs, size_t cs, size_t n, size_t k, size_t W
         for (size_t j = 0; j < j1 - j0; ++j) row[j] = static_cast<float>(src[j]);
         for (size_t j = j1 - j0; j < W; ++j) row[j] = 0.0f;
       }
-      continue;
+      return;
     }
     if constexpr (std::is_same_v<Q, float>) {
       if (cs == 1) {
-        HWY_DYNAMIC_DISPATCH(TransposeIntoStrip)(bq, rs, j0, j1, k, W, dst);
+        transpose_floats(bq + j0 * rs, j1 - j0, k, rs, dst, W, false);
         for (size_t t = 0; t < k; ++t)
           for (size_t j = j1; j < j0 + W; ++j) dst[t * W + (j - j0)] = 0.0f;
-        continue;
+        return;
       }
     }
     for (size_t t0 = 0; t0 < k; t0 += kT) {
@@ -593,7 +589,7 @@ void pack_strips(const Q* bq, size_t rs, size_t cs, size_t n, size_t k, size_t W
       for (size_t j = j1; j < j0 + W; ++j)
         for (size_t t = t0; t < t1; ++t) dst[t * W + (j - j0)] = 0.0f;
     }
-  }
+  });
 }
 
 // B (N x K contiguous, double or float) into strips, also taking its magnitude range (in a
@@ -604,23 +600,10 @@ void pack_b_strips(const Q* bq, size_t n, size_t k, size_t W, float* b, double& 
   pack_strips(bq, k, 1, n, k, W, b);
 }
 
-// A canonical rows x k float operand stored the other way round (element (r, t) at p[r*rs + t*cs],
-// cs != 1) into k-contiguous rows, in 8 x 8 tiles through a local buffer: 8 source lines are read,
-// then 8 destination lines written. Values only move.
-void gather_rows(const float* p, size_t rs, size_t cs, size_t rows, size_t k, float* dst) {
-  constexpr size_t kT = 8;
-#pragma omp parallel for schedule(static) if (worth_threads_elements(rows * k))
-  for (size_t r0 = 0; r0 < rows; r0 += kT) {
-    const size_t nr = std::min(kT, rows - r0);
-    float buf[kT][kT];
-    for (size_t c0 = 0; c0 < k; c0 += kT) {
-      const size_t nc = std::min(kT, k - c0);
-      for (size_t cc = 0; cc < nc; ++cc)
-        for (size_t rr = 0; rr < nr; ++rr) buf[rr][cc] = p[(r0 + rr) * rs + (c0 + cc) * cs];
-      for (size_t rr = 0; rr < nr; ++rr)
-        for (size_t cc = 0; cc < nc; ++cc) dst[(r0 + rr) * k + c0 + cc] = buf[rr][cc];
-    }
-  }
+// A canonical rows x k float operand stored the other way round (element (r, t) at p[t*cs], rs == 1)
+// into k-contiguous rows.
+void gather_rows(const float* p, size_t rows, size_t k, size_t cs, float* dst) {
+  transpose_floats(p, k, rows, cs, dst, k, false);
 }
 
 // matmul_fast for C as double or float (CT): the value written is (CT) of the double result. An
@@ -755,7 +738,7 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
         op.lda = ia->rs;
       } else {
         if (a_buf.size() < m * k) a_buf.resize(m * k);
-        gather_rows(ia->p, ia->rs, ia->cs, m, k, a_buf.data());
+        gather_rows(ia->p, m, k, ia->cs, a_buf.data());  // (an in-place operand has rs or cs 1)
         op.a = a_buf.data();
       }
     } else if (A.in_float) {

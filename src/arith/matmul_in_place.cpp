@@ -18,17 +18,25 @@ bool in_place_operand(const MatViewF& v, bool as_b, QuantizedOperand& q, InPlace
   const size_t sr = v.transposed ? v.cols : v.rows, sc = v.transposed ? v.rows : v.cols;
   double top = 0, low = INFINITY;
   uint64_t bad = 0, sub = 0;
-  constexpr size_t kPiece = size_t{1} << 16;  // (scan_floats takes fewer than 2^31 values)
-#pragma omp parallel for schedule(static) reduction(max : top) reduction(min : low) reduction(+ : bad, sub) \
-    if (worth_threads_elements(sr * sc))
-  for (size_t r = 0; r < sr; ++r)
-    for (size_t c0 = 0; c0 < sc; c0 += kPiece) {
-      const FloatScan s = scan_floats(v.data + r * v.ld + c0, std::min(kPiece, sc - c0));
+  // Row chunks on a team for a large operand (extrema and counts: the same in any split).
+  const size_t chunks = worth_threads_elements(sr * sc) ? std::max<size_t>(1, std::min<size_t>(sr, 64)) : 1;
+  auto scan_chunk = [&](size_t ci) {
+    const size_t r0 = sr * ci / chunks, r1 = sr * (ci + 1) / chunks;
+    return scan_floats(v.data + r0 * v.ld, r1 - r0, sc, v.ld);
+  };
+  if (chunks == 1) {
+    const FloatScan s = scan_chunk(0);
+    top = s.max, low = s.min_nonzero, bad = s.nonfinite, sub = s.subnormal;
+  } else {
+#pragma omp parallel for schedule(static) reduction(max : top) reduction(min : low) reduction(+ : bad, sub)
+    for (size_t ci = 0; ci < chunks; ++ci) {
+      const FloatScan s = scan_chunk(ci);
       top = std::max(top, s.max);
       low = std::min(low, s.min_nonzero);
       bad += s.nonfinite;
       sub += s.subnormal;
     }
+  }
   if (bad) return false;  // NaN or inf: the ordinary route (its fast path then defers to the reference)
   // The canonical operand: A is M x K, B is N x K (its element (j, t) is B[t][j]).
   const bool k_contiguous = as_b ? v.transposed : !v.transposed;

@@ -20,13 +20,14 @@ struct InPlaceOperand {
   double min_nonzero = 0, max = 0;  // smallest non-zero and largest |value| (min_nonzero inf when all zero)
 };
 
-// One read of n floats (n < 2^31): the magnitude range, and the counts an identity quantization records.
+// One read of a rows x cols block of floats (row stride ld): the magnitude range, and the counts an
+// identity quantization records.
 struct FloatScan {
   double min_nonzero = 0, max = 0;  // smallest non-zero (inf when none) and largest |v|
   uint64_t nonfinite = 0;           // non-zero when a NaN or inf is present (then the range means nothing)
   uint64_t subnormal = 0;           // 0 < |v| < 2^-126
 };
-FloatScan scan_floats(const float* v, size_t n);  // SIMD (matmul_fast.cpp)
+FloatScan scan_floats(const float* v, size_t rows, size_t cols, size_t ld);  // SIMD (matmul_fast.cpp)
 
 // True when quantizing with q leaves every finite input unchanged: the identity the in-place route needs.
 bool is_identity_quantizer(const Quantizer& q);

@@ -8,11 +8,14 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include <omp.h>
+
 #include "arith/cast_span.h"
 #include "arith/catalogue.h"
 #include "arith/ops.h"
 #include "arith/parallel.h"
 #include "arith/random.h"
+#include "arith/transpose.h"
 
 namespace drift {
 namespace {
@@ -156,14 +159,23 @@ void for_each_region(size_t rows, size_t k, size_t b, bool two_d, QuantStats& to
   const size_t rstep = two_d ? b : 1;
   const size_t groups = (rows + rstep - 1) / rstep;
   const size_t bk = std::max<size_t>(b, 1);
-#pragma omp parallel if (worth_threads_elements(rows * k))
-  {
-    QuantStats local;
-#pragma omp for schedule(static)
-    for (size_t gi = 0; gi < groups; ++gi) {
+  auto visit = [&](size_t g0, size_t g1, QuantStats& local) {
+    for (size_t gi = g0; gi < g1; ++gi) {
       const size_t r0 = gi * rstep;
       for (size_t c0 = 0; c0 < k; c0 += bk) fn(Region{r0, std::min(rows, r0 + rstep), c0, std::min(k, c0 + bk)}, local);
     }
+  };
+  if (!worth_threads_elements(rows * k)) {  // small: on this thread, without entering OpenMP
+    QuantStats local;
+    visit(0, groups, local);
+    total.merge(local);
+    return;
+  }
+#pragma omp parallel
+  {
+    QuantStats local;
+    const size_t threads = static_cast<size_t>(omp_get_num_threads()), t = static_cast<size_t>(omp_get_thread_num());
+    visit(groups * t / threads, groups * (t + 1) / threads, local);
 #pragma omp critical(drift_quantize_stats)
     total.merge(local);
   }
@@ -705,6 +717,13 @@ void quantize_into_impl(QuantizedOperand& out, const StridedInputOf<T>& x_in, si
     T* dst = staged.data();
     constexpr size_t kT = 8;
     const StridedInputOf<T> src = x_in;
+    if constexpr (std::is_same_v<T, float>) {
+      if (src.rs == 1 && !worth_threads_elements(rows * k)) {
+        transpose_floats(src.p, k, rows, src.cs, dst, k, false);  // 4 x 4 vector blocks
+        quantize_rows(out, StridedInputOf<T>{dst, k, 1}, rows, k, qz, seed, stream, state);
+        return;
+      }
+    }
 #pragma omp parallel for schedule(static) if (worth_threads_elements(rows * k))
     for (size_t r0 = 0; r0 < rows; r0 += kT) {
       const size_t nr = std::min(kT, rows - r0);
