@@ -352,9 +352,10 @@ TEST_CASE("float entry == double entry: diagnostics (cast error, error bound)") 
 }
 
 TEST_CASE("float entry: results do not depend on the number of threads, above the parallel thresholds") {
-  // 130 x 600 x 70: 5.5M products and 78000 / 42000 operand elements, so the kernel and the
-  // quantization of A run on a team when there is more than one thread.
-  const Shape s{130, 600, 70};
+  // 130 x 600 x 120: 9.4M products and 78000 / 72000 operand elements, so the kernel, the
+  // quantization of both operands and the staging transpose of B (stored K x N) run on a team when
+  // there is more than one thread.
+  const Shape s{130, 600, 120};
   const auto a = random_floats(s.m * s.k, 21, false), b = random_floats(s.k * s.n, 22, false);
   for (const Named& np : policies()) {
     const std::string policy = np.name;
