@@ -145,7 +145,7 @@ void TanhUnroundedSpanImpl(const float* in, double* out, size_t n) {
   }
 }
 
-const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+const char* TanhTargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace HWY_NAMESPACE
 }  // namespace drift
@@ -156,7 +156,7 @@ namespace drift {
 
 HWY_EXPORT(TanhSpanImpl);
 HWY_EXPORT(TanhUnroundedSpanImpl);
-HWY_EXPORT(TargetName);
+HWY_EXPORT(TanhTargetName);
 
 namespace {
 
@@ -215,7 +215,7 @@ void tanh_fp32_unrounded_span(const float* in, double* out, size_t n) {
 
 void tanh_fp32_span(const float* in, float* out, size_t n) { HWY_DYNAMIC_DISPATCH(TanhSpanImpl)(in, out, n); }
 
-const char* tanh_fp32_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+const char* tanh_fp32_target_name() { return HWY_DYNAMIC_DISPATCH(TanhTargetName)(); }
 
 std::vector<int64_t> tanh_fp32_targets() { return hwy::SupportedAndGeneratedTargets(); }
 
