@@ -80,7 +80,8 @@ class InputProblem(Exception):
 #
 # drift (fp32 passthrough) and this file compute the same real-number function in float32 and
 # differ only in how they round: drift sums each matmul sequentially in k with one rounding per
-# product-add (exact products), torch/BLAS in blocked, vectorised orders; tanh, exp and log come
+# product-add (exact products), torch/BLAS in blocked, vectorised orders; drift's float tanh is its
+# own (correctly rounded, src/arith/tanh_fp32.h), torch's its vectorised library's; exp and log come
 # from different libms; softmax and LayerNorm sums run in other orders. Each difference is a few
 # float32 ulps (2^-24 = 6e-8 relative) per value. At step 0 (same weights, same batch) the two
 # losses then agree to about that; every later step starts from weights that differ by such

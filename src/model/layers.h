@@ -10,8 +10,10 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
+#include "arith/tanh_fp32.h"
 #include "model/elementwise.h"
 #include "model/sites.h"
 
@@ -58,10 +60,15 @@ void linear_backward(MatmulSites& s, const LinearSites& site, T* dinp, T* dw, T*
       for (size_t j = 0; j < oc; ++j) dbias[j] += dout[i * oc + j];
 }
 
-// out (N) = tanh(inp (N))
+// out (N) = tanh(inp (N)): for float drift's own tanh (arith/tanh_fp32.h: computed in double,
+// rounded once, the same bits on every machine; glibc's tanhf is neither correctly rounded nor the
+// same across versions), for double (the gradient checks) std::tanh.
 template <typename T>
 void tanh_forward(T* out, const T* inp, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = std::tanh(inp[i]);
+  if constexpr (std::is_same_v<T, float>)
+    tanh_fp32_span(inp, out, n);
+  else
+    for (size_t i = 0; i < n; ++i) out[i] = std::tanh(inp[i]);
 }
 // dinp (N) = dout * (1 - out^2)
 template <typename T>
@@ -69,24 +76,42 @@ void tanh_backward(T* dinp, const T* dout, const T* out, size_t n) {
   for (size_t i = 0; i < n; ++i) dinp[i] = dout[i] * (T(1) - out[i] * out[i]);
 }
 
-// GELU, tanh approximation (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+// GELU, tanh approximation (GPT-2): 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+// The u of a block of elements are formed first so that tanh_forward takes them as one span.
+constexpr size_t kGeluBlock = 256;
+
+template <typename T>
+T gelu_u(T x) {
+  const T s = static_cast<T>(0.7978845608028654);
+  return s * (x + T(0.044715) * x * x * x);
+}
+
 template <typename T>
 void gelu_forward(T* out, const T* inp, size_t n) {
-  const T s = static_cast<T>(0.7978845608028654);
-  for (size_t i = 0; i < n; ++i) {
-    const T x = inp[i];
-    out[i] = T(0.5) * x * (T(1) + std::tanh(s * (x + T(0.044715) * x * x * x)));
+  T t[kGeluBlock];
+  for (size_t b = 0; b < n; b += kGeluBlock) {
+    const size_t len = std::min(kGeluBlock, n - b);
+    for (size_t j = 0; j < len; ++j) t[j] = gelu_u(inp[b + j]);
+    tanh_forward(t, t, len);
+    for (size_t j = 0; j < len; ++j) {
+      const T x = inp[b + j];
+      out[b + j] = T(0.5) * x * (T(1) + t[j]);
+    }
   }
 }
 template <typename T>
 void gelu_backward(T* dinp, const T* dout, const T* inp, size_t n) {
   const T s = static_cast<T>(0.7978845608028654);
-  for (size_t i = 0; i < n; ++i) {
-    const T x = inp[i];
-    const T u = s * (x + T(0.044715) * x * x * x);
-    const T t = std::tanh(u);
-    const T du = s * (T(1) + T(3) * T(0.044715) * x * x);
-    dinp[i] = dout[i] * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du);
+  T t[kGeluBlock];
+  for (size_t b = 0; b < n; b += kGeluBlock) {
+    const size_t len = std::min(kGeluBlock, n - b);
+    for (size_t j = 0; j < len; ++j) t[j] = gelu_u(inp[b + j]);
+    tanh_forward(t, t, len);
+    for (size_t j = 0; j < len; ++j) {
+      const T x = inp[b + j];
+      const T du = s * (T(1) + T(3) * T(0.044715) * x * x);
+      dinp[b + j] = dout[b + j] * (T(0.5) * (T(1) + t[j]) + T(0.5) * x * (T(1) - t[j] * t[j]) * du);
+    }
   }
 }
 

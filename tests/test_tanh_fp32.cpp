@@ -1,0 +1,238 @@
+// drift's fp32 tanh (src/arith/tanh_fp32.h): the SIMD span against its scalar twin, bit for bit,
+// on every Highway target compiled in that this CPU runs; accuracy against an independent
+// reference (glibc's double tanh, rounded to float) and hand values from an exact oracle;
+// exact oddness; special values.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "arith/tanh_fp32.h"
+#include "hwy/targets.h"
+
+namespace drift {
+namespace {
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// Inputs that matter beyond the strided sweep: zeros, infinities, NaNs (quiet, signalling, with
+// payloads), subnormals, the Taylor/exp boundary 2^-6 and its neighbours, the clamp 20 and its
+// neighbours, the first floats whose tanh rounds to 1.0f (9.0109...), the largest finite float.
+std::vector<float> special_values() {
+  std::vector<float> out;
+  for (uint32_t sign : {0u, 0x80000000u})
+    for (uint32_t a : {0x0u, 0x1u, 0x2u, 0x7fffffu, 0x800000u, 0x800001u, 0x3c7ffffeu, 0x3c7fffffu, 0x3c800000u,
+                       0x3c800001u, 0x3c000000u, 0x3e800000u, 0x3f000000u, 0x3f800000u, 0x41102cb3u, 0x41102cb4u,
+                       0x41a00000u, 0x419fffffu, 0x41a00001u, 0x7f7fffffu, 0x7f800000u, 0x7f800001u, 0x7fc00000u,
+                       0x7fffffffu, 0x7fa00000u, 0x7f800100u})
+      out.push_back(from_bits(sign | a));
+  return out;
+}
+
+// Every 97th encoding of all 2^32 (both signs, every binade, NaNs included), ~44 million values.
+std::vector<float> strided_values() {
+  std::vector<float> out;
+  out.reserve((uint64_t{1} << 32) / 97 + 1);
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 97) out.push_back(from_bits(static_cast<uint32_t>(u)));
+  return out;
+}
+
+const std::vector<float>& test_values() {
+  static const std::vector<float> values = [] {
+    std::vector<float> v = special_values();
+    const std::vector<float> s = strided_values();
+    v.insert(v.end(), s.begin(), s.end());
+    return v;
+  }();
+  return values;
+}
+
+bool is_nan_bits(uint32_t u) { return (u & 0x7fffffffu) > 0x7f800000u; }
+
+// Restores the real CPU's targets when a test leaves (also on a failed REQUIRE).
+struct TargetMock {
+  ~TargetMock() { hwy::SetSupportedTargetsForTest(0); }
+};
+
+}  // namespace
+
+// Both the float results and the double values before their rounding (tanh_fp32_unrounded): the
+// latter show that every target performs the same double operations, which the float results alone
+// would reveal only at rare inputs near a rounding tie.
+TEST_CASE("tanh_fp32_span equals tanh_fp32 bit for bit on every SIMD target") {
+  const std::vector<float>& in = test_values();
+  // Pieces of an odd length, so every target also runs its padded tail.
+  constexpr size_t kPiece = (size_t{1} << 20) + 3;
+  std::vector<float> ref(kPiece), got(kPiece), finite(kPiece);
+  std::vector<double> ref_d(kPiece), got_d(kPiece);
+  const std::vector<int64_t> targets = tanh_fp32_targets();
+  REQUIRE(!targets.empty());
+  std::vector<int> failures(targets.size(), 0);
+  TargetMock mock;
+  for (size_t base = 0; base < in.size(); base += kPiece) {
+    const size_t len = std::min(kPiece, in.size() - base);
+    for (size_t i = 0; i < len; ++i) {
+      const float x = in[base + i];
+      ref[i] = tanh_fp32(x);
+      finite[i] = is_nan_bits(bits(x)) ? 0.0f : x;  // the unrounded value is defined for x not NaN
+      ref_d[i] = tanh_fp32_unrounded(finite[i]);
+    }
+    for (size_t t = 0; t < targets.size(); ++t) {
+      hwy::SetSupportedTargetsForTest(targets[t]);
+      REQUIRE(std::string(tanh_fp32_target_name()) == hwy::TargetName(targets[t]));  // the mock took effect
+      std::memset(got.data(), 0xAB, len * sizeof(float));
+      tanh_fp32_span(in.data() + base, got.data(), len);
+      std::memset(got_d.data(), 0xAB, len * sizeof(double));
+      tanh_fp32_unrounded_span(finite.data(), got_d.data(), len);
+      const bool same_f = std::memcmp(ref.data(), got.data(), len * sizeof(float)) == 0;
+      const bool same_d = std::memcmp(ref_d.data(), got_d.data(), len * sizeof(double)) == 0;
+      if (!(same_f && same_d) && failures[t]++ == 0) {
+        size_t i = 0;
+        while (bits(ref[i]) == bits(got[i]) && std::memcmp(&ref_d[i], &got_d[i], sizeof(double)) == 0) ++i;
+        char buf[300];
+        std::snprintf(buf, sizeof buf, "target %s: input %08x (%.9g): scalar %08x (double %a), simd %08x (double %a)",
+                      hwy::TargetName(targets[t]), bits(in[base + i]), static_cast<double>(in[base + i]),
+                      bits(ref[i]), ref_d[i], bits(got[i]), got_d[i]);
+        FAIL_CHECK(buf);
+      }
+    }
+  }
+  std::string names;
+  for (size_t t = 0; t < targets.size(); ++t) {
+    INFO("target " << std::string(hwy::TargetName(targets[t])));
+    CHECK(failures[t] == 0);
+    names += std::string(names.empty() ? "" : ", ") + hwy::TargetName(targets[t]);
+  }
+  MESSAGE("tanh_fp32_span checked on " << names << " over " << in.size() << " inputs");
+}
+
+TEST_CASE("tanh_fp32_span: every length and offset (tails), in place, equals the scalar twin") {
+  const std::vector<float> sp = special_values();
+  std::vector<float> in;
+  for (int rep = 0; rep < 4; ++rep) in.insert(in.end(), sp.begin(), sp.end());
+  const std::vector<int64_t> targets = tanh_fp32_targets();
+  TargetMock mock;
+  for (int64_t target : targets) {
+    hwy::SetSupportedTargetsForTest(target);
+    INFO("target " << std::string(hwy::TargetName(target)));
+    for (size_t off = 0; off < 9; ++off)
+      for (size_t len = 0; off + len <= in.size() && len < 40; ++len) {
+        std::vector<float> got(in.begin() + static_cast<ptrdiff_t>(off), in.begin() + static_cast<ptrdiff_t>(off + len));
+        tanh_fp32_span(got.data(), got.data(), len);  // in place
+        for (size_t i = 0; i < len; ++i) {
+          INFO("off " << off << " len " << len << " i " << i);
+          CHECK(bits(got[i]) == bits(tanh_fp32(in[off + i])));
+        }
+      }
+  }
+}
+
+// Agreement with glibc's double tanh (under 2 ulp of double, an implementation independent of
+// drift's) rounded to float. The two can round to different floats only where tanh(x) lies near a
+// float midpoint: drift's t is within 2^-46 relative of tanh(x), the reference within 2^-51, so a
+// disagreement needs the reference within 2^-46 + 2^-51 < 2^-44 (relative) of a midpoint. Every
+// disagreement must be such a case, and the two floats must be neighbours.
+TEST_CASE("tanh_fp32 is correctly rounded except within 2^-44 of a float midpoint") {
+  const std::vector<float>& in = test_values();
+  uint64_t checked = 0, near_ties = 0, bad = 0;
+  for (float x : in) {
+    if (is_nan_bits(bits(x))) continue;
+    const float got = tanh_fp32(x);
+    const double r = std::tanh(static_cast<double>(x));
+    const float want = static_cast<float>(r);
+    ++checked;
+    if (bits(got) == bits(want)) continue;
+    const bool neighbours = bits(got) + 1 == bits(want) || bits(want) + 1 == bits(got);
+    const double mid = (static_cast<double>(got) + static_cast<double>(want)) / 2;  // exact: 25 bits
+    const bool near_tie = neighbours && std::fabs(r - mid) <= std::ldexp(std::fabs(r), -44);
+    if (near_tie) {
+      ++near_ties;
+    } else if (bad++ < 10) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "x = %a: tanh_fp32 %a, (float)tanh((double)x) %a (double %a)",
+                    static_cast<double>(x), static_cast<double>(got), static_cast<double>(want), r);
+      FAIL_CHECK(buf);
+    }
+  }
+  CHECK(bad == 0);
+  MESSAGE("tanh_fp32 vs (float)tanh(double): " << checked << " inputs, " << near_ties
+                                               << " near-tie disagreements, " << bad << " others");
+}
+
+TEST_CASE("tanh_fp32 is exactly odd") {
+  uint64_t bad = 0;
+  for (float x : test_values()) {
+    const uint32_t pos = bits(tanh_fp32(x)), neg = bits(tanh_fp32(-x));
+    if (neg != (pos ^ 0x80000000u) && bad++ < 10) FAIL_CHECK("x = " << static_cast<double>(x));
+  }
+  CHECK(bad == 0);
+}
+
+// Correctly rounded float tanh of float inputs, from an oracle independent of any libm: Python's
+// decimal (exp correctly rounded at 80 digits, tanh = (e^2x - 1)/(e^2x + 1)) and fractions (exact
+// round-to-nearest-even of that value onto the float grid). The expected float is given by its
+// encoding.
+TEST_CASE("tanh_fp32 hand values") {
+  struct Case {
+    uint32_t x;
+    uint32_t want;
+  };
+  const Case cases[] = {
+      {0x3f000000u, 0x3eec9a9fu},  // tanh(0.5)   = 0.46211716...
+      {0x3f800000u, 0x3f42f7d6u},  // tanh(1)     = 0.76159418...
+      {0x3e800000u, 0x3e7acbf5u},  // tanh(0.25)  = 0.24491866...
+      {0x40000000u, 0x3f76ca83u},  // tanh(2)     = 0.96402758...
+      {0x40400000u, 0x3f7ebbe9u},  // tanh(3)     = 0.99505478...
+      {0x3c800000u, 0x3c7ffaabu},  // tanh(2^-6)  = 0.015623729 (first input of the exp branch)
+      {0x3c000000u, 0x3bfffeabu},  // tanh(2^-7)  = 0.0078123412 (Taylor branch)
+      {0x3a83126fu, 0x3a83126cu},  // tanh(0.001f) = 0.00099999970 (Taylor branch)
+      {0x3f333333u, 0x3f1ab7d9u},  // tanh(0.7f)  = 0.60436779...
+      {0x40b00000u, 0x3f7ffdd0u},  // tanh(5.5)   = 0.99996662...
+      {0x41102cb4u, 0x3f800000u},  // 9.0109138: the smallest float whose tanh rounds to 1.0f ...
+      {0x41102cb3u, 0x3f7fffffu},  // ... and the float below it: 1 - 2^-24
+      {0x41a00000u, 0x3f800000u},  // 20 (the clamp)
+      {0x7f7fffffu, 0x3f800000u},  // the largest float
+      {0x00000001u, 0x00000001u},  // the smallest subnormal: tanh(x) = x (1 - x^2/3 + ...) rounds to x
+      {0x00800000u, 0x00800000u},  // the smallest normal, likewise
+  };
+  for (const Case& c : cases) {
+    INFO("x = " << static_cast<double>(from_bits(c.x)));
+    CHECK(bits(tanh_fp32(from_bits(c.x))) == c.want);
+    CHECK(bits(tanh_fp32(from_bits(c.x | 0x80000000u))) == (c.want | 0x80000000u));
+    float out = 0;
+    const float x = from_bits(c.x);
+    tanh_fp32_span(&x, &out, 1);
+    CHECK(bits(out) == c.want);
+  }
+}
+
+TEST_CASE("tanh_fp32 special values") {
+  CHECK(bits(tanh_fp32(0.0f)) == 0x00000000u);
+  CHECK(bits(tanh_fp32(-0.0f)) == 0x80000000u);
+  CHECK(tanh_fp32(INFINITY) == 1.0f);
+  CHECK(tanh_fp32(-INFINITY) == -1.0f);
+  // NaN in, the same NaN out, quieted: payload and sign kept.
+  CHECK(bits(tanh_fp32(from_bits(0x7fc00000u))) == 0x7fc00000u);
+  CHECK(bits(tanh_fp32(from_bits(0xffc00000u))) == 0xffc00000u);
+  CHECK(bits(tanh_fp32(from_bits(0x7f800001u))) == 0x7fc00001u);
+  CHECK(bits(tanh_fp32(from_bits(0x7fa00000u))) == 0x7fe00000u);
+  // Monotone (non-decreasing) across the branch boundary 2^-6 and the clamp 20.
+  for (uint32_t u : {0x3c800000u, 0x41a00000u})
+    for (uint32_t d = 0; d < 64; ++d) CHECK(tanh_fp32(from_bits(u - 32 + d)) <= tanh_fp32(from_bits(u - 31 + d)));
+}
+
+}  // namespace drift
