@@ -718,8 +718,13 @@ void quantize_into_impl(QuantizedOperand& out, const StridedInputOf<T>& x_in, si
     constexpr size_t kT = 8;
     const StridedInputOf<T> src = x_in;
     if constexpr (std::is_same_v<T, float>) {
-      if (src.rs == 1 && !worth_threads_elements(rows * k)) {
-        transpose_floats(src.p, k, rows, src.cs, dst, k, false);  // 4 x 4 vector blocks
+      if (src.rs == 1) {
+        // 4 x 4 vector blocks; a large operand in chunks of 64 rows over a team (values only move).
+        constexpr size_t kChunk = 64;
+        for_each_index((rows + kChunk - 1) / kChunk, worth_threads_elements(rows * k), [&](size_t ci) {
+          const size_t r0 = ci * kChunk, nr = std::min(kChunk, rows - r0);
+          transpose_floats(src.p + r0, k, nr, src.cs, dst + r0 * k, k, false);
+        });
         quantize_rows(out, StridedInputOf<T>{dst, k, 1}, rows, k, qz, seed, stream, state);
         return;
       }

@@ -86,33 +86,37 @@ T gelu_u(T x) {
   return s * (x + T(0.044715) * x * x * x);
 }
 
-template <typename T>
-void gelu_forward(T* out, const T* inp, size_t n) {
+// fn(b, len, t) for each block [b, b + len) of at most kGeluBlock elements, t[j] = tanh(u(inp[b + j])).
+template <typename T, typename Fn>
+void for_each_gelu_block(const T* inp, size_t n, Fn fn) {
   T t[kGeluBlock];
   for (size_t b = 0; b < n; b += kGeluBlock) {
     const size_t len = std::min(kGeluBlock, n - b);
     for (size_t j = 0; j < len; ++j) t[j] = gelu_u(inp[b + j]);
     tanh_forward(t, t, len);
+    fn(b, len, static_cast<const T*>(t));
+  }
+}
+
+template <typename T>
+void gelu_forward(T* out, const T* inp, size_t n) {
+  for_each_gelu_block(inp, n, [&](size_t b, size_t len, const T* t) {
     for (size_t j = 0; j < len; ++j) {
       const T x = inp[b + j];
       out[b + j] = T(0.5) * x * (T(1) + t[j]);
     }
-  }
+  });
 }
 template <typename T>
 void gelu_backward(T* dinp, const T* dout, const T* inp, size_t n) {
   const T s = static_cast<T>(0.7978845608028654);
-  T t[kGeluBlock];
-  for (size_t b = 0; b < n; b += kGeluBlock) {
-    const size_t len = std::min(kGeluBlock, n - b);
-    for (size_t j = 0; j < len; ++j) t[j] = gelu_u(inp[b + j]);
-    tanh_forward(t, t, len);
+  for_each_gelu_block(inp, n, [&](size_t b, size_t len, const T* t) {
     for (size_t j = 0; j < len; ++j) {
       const T x = inp[b + j];
       const T du = s * (T(1) + T(3) * T(0.044715) * x * x);
       dinp[b + j] = dout[b + j] * (T(0.5) * (T(1) + t[j]) + T(0.5) * x * (T(1) - t[j] * t[j]) * du);
     }
-  }
+  });
 }
 
 // out (N,C) = (inp - mean) * rstd * w + b ; mean, rstd (N) saved for backward ; w, b (C)
