@@ -48,8 +48,8 @@ else
   row "GPU tests (drift_gpu_tests)" FAIL "$(grep -E '^\[doctest\] assertions' "$work/gpu_tests.log")"
   failed=1
 fi
-if "$build/drift_tests" --source-file='*test_backend_element.cpp' > "$work/host.log" 2>&1; then
-  row "host proof of the kernel bodies" ok "$(grep -E '^\[doctest\] assertions' "$work/host.log")"
+if "$build/drift_tests" --source-file='*test_backend_element.cpp,*test_backend_quantize.cpp' > "$work/host.log" 2>&1; then
+  row "host proof of the kernel bodies (matmul, quantize)" ok "$(grep -E '^\[doctest\] assertions' "$work/host.log")"
 else
   tail -30 "$work/host.log"; row "host proof of the kernel bodies" FAIL ""; failed=1
 fi

@@ -1,7 +1,7 @@
 // Correctly rounded scalar operations: the exact result of a+b, a*b or a*b+c rounded once to a
 // format. Used by `drift arith` (to check the core against other implementations) and by the
-// engine where one rounded add is meant. op_add and op_mul are host/device (the CUDA kernels round
-// their sums and products here); the rest is host code.
+// engine where one rounded add is meant. op_add, op_mul and op_div are host/device (the CUDA kernels
+// round their sums, products and scales here); the rest is host code.
 #pragma once
 
 #include <cmath>
@@ -59,16 +59,13 @@ inline double op_fma(double a, double b, double c, const Format& f, const RoundS
 
 inline bool exact_products_in_double(const Format& f) { return f.kind != Kind::floating || f.man_bits <= 25; }
 
-}  // namespace drift
-
-namespace drift {
-
 // a / b rounded once to f (deterministic modes exact for quotients above 2^-960; the remainder's
-// sign decides ties and directions). Used for scale factors, which recipes compute as one fp32 division.
-inline double op_div(double a, double b, const Format& f, const RoundSpec& spec) {
+// sign decides ties and directions). Used for scale factors, which recipes compute as one fp32
+// division (host and device: the CUDA quantizers compute block scales with it).
+DRIFT_HD double op_div(double a, double b, const Format& f, const RoundSpec& spec) {
   const double r = a / b;
   if (is_nan(r) || is_inf(r) || r == 0 || is_inf(a) || is_inf(b)) return round_to(r, f, spec);
-  const double rem = std::fma(-r, b, a);  // exact: a - r*b
+  const double rem = fused_multiply_add(-r, b, a);  // exact: a - r*b
   if (rem == 0) return round_to(r, f, spec);
   // The exact quotient is r + rem/b with |rem/b| < ulp(r)/2; only its sign and non-zeroness matter
   // to deterministic modes, and a tiny stand-in of that sign keeps round_to_sum's contract.

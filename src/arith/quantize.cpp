@@ -28,62 +28,20 @@ const Format& e4m3_format() {
   static const Format f = *find_format("fp8_e4m3");
   return f;
 }
-RoundSpec nearest_saturating() {
-  RoundSpec s;
-  s.mode = Rounding::rne;
-  s.overflow = Overflow::saturate;
-  return s;
-}
-double fp32_mul(double a, double b) { return op_mul(a, b, fp32_format(), nearest_saturating()); }
+using quant::ceil_log2;
+using quant::finite;
+using quant::floor_log2;
+using quant::nearest_saturating;
 double fp32_div(double a, double b) { return op_div(a, b, fp32_format(), nearest_saturating()); }
 
-// floor(log2 a) for finite a > 0, from the exponent bits.
-int floor_log2(double a) {
-  int e, top;
-  uint64_t sig;
-  unpack_double(a, &e, &sig, &top);
-  return e;
-}
-bool is_pow2(double a) {
-  int e, top;
-  uint64_t sig;
-  unpack_double(a, &e, &sig, &top);
-  return (sig & (sig - 1)) == 0;
-}
-int ceil_log2(double a) { return floor_log2(a) + (is_pow2(a) ? 0 : 1); }
-
-bool finite(double x) { return !is_nan(x) && !is_inf(x); }
-
-// Rounds one scaled element and records what happened to it.
+// Rounds one scaled element (quantize_scaled, shared with the CUDA quantizer) and counts what
+// happened to it.
 double quantize_element(double scaled, const Quantizer& qz, uint32_t rnd, QuantStats& st) {
-  const Format& f = qz.format;
-  const double q = round_to(scaled, f, qz.round, rnd);
-  if (finite(scaled)) {
-    // Clipped: the rounded magnitude, on the grid without a top, would exceed max_finite, so the
-    // overflow rule decided the result (the same definition as CastStats).
-    if (abs_of(scaled) > f.max_finite) {
-      Format unbounded = f;
-      unbounded.max_finite = infinity(false);
-      if (abs_of(round_to(scaled, unbounded, qz.round, rnd)) > f.max_finite) ++st.clipped;
-    } else if (scaled != 0 && q == 0) {
-      ++st.flushed;
-    }
-  } else if (is_inf(scaled)) {
-    ++st.clipped;
-  }
-  if (q != 0 && finite(q) && f.kind == Kind::floating && abs_of(q) < f.min_normal) ++st.subnormal;
-  return q;
-}
-
-void record_scale(QuantStats& st, double dequant_scale) {
-  if (!(dequant_scale > 0) || !finite(dequant_scale)) return;
-  const int e = floor_log2(dequant_scale);
-  if (st.scale_count == 0) st.scale_exp_min = st.scale_exp_max = e;
-  st.scale_exp_min = std::min(st.scale_exp_min, e);
-  st.scale_exp_max = std::max(st.scale_exp_max, e);
-  st.scale_exp_sum += e;
-  ++st.scale_count;
-  st.scale_exp_hist.add(std::clamp(e, -QuantStats::kScaleExpOffset, QuantStats::kScaleExpOffset));
+  const ElementOutcome o = quantize_scaled(scaled, qz.format, qz.round, rnd);
+  st.clipped += (o.flags & kElemClipped) != 0;
+  st.flushed += (o.flags & kElemFlushed) != 0;
+  st.subnormal += (o.flags & kElemSubnormal) != 0;
+  return o.value;
 }
 
 // The region a scale covers: rows [r0, r1) x columns [c0, c1).
@@ -202,25 +160,9 @@ void count_inputs(const StridedInputOf<T>& x, size_t rows, size_t k, QuantStats&
   st.amax = amax;
 }
 
-// TE current scaling: scale = fp32(max / amax) / 2^margin, optionally truncated to a power of two.
-double tensor_scale_from_amax(double amax, const Quantizer& qz) {
-  const double a = std::max(amax, qz.scaling.amax_floor);
-  double s = fp32_div(qz.format.max_finite, a) * std::ldexp(1.0, -qz.scaling.margin);
-  s = round_to(s, fp32_format(), nearest_saturating());
-  if (qz.scaling.pow2) s = std::ldexp(1.0, floor_log2(s));
-  return s;
-}
-
-// fp32(x * mult) for the fp32 cast kernels: the float multiply where both are floats (IEEE rne,
-// exact same result), the exact route otherwise and whenever the float product overflows.
+// fp32(x * mult) for the fp32 cast kernels (quantize_element.h, shared with the CUDA quantizer).
 double scaled_value(double v, double mult, bool mult_exact_pow2) {
-  if (mult_exact_pow2) return v * mult;  // a power of two: exact in double
-  const float vf = static_cast<float>(v), mf = static_cast<float>(mult);
-  if (static_cast<double>(vf) == v && static_cast<double>(mf) == mult) {
-    const float p = vf * mf;
-    if (!std::isinf(p) || std::isinf(vf)) return p;
-  }
-  return fp32_mul(v, mult);
+  return drift::scaled_value(v, mult, mult_exact_pow2, fp32_format());
 }
 
 // Scaled multiply then element rounding, as the TE / DeepSeek cast kernels do: fp32(x * mult), then
@@ -456,9 +398,9 @@ void ScaleExpHistogram::cover(int lo, int hi) {
   if (hi > old_hi) counts_.resize(counts_.size() + static_cast<size_t>(hi - old_hi), 0);
 }
 
-void ScaleExpHistogram::add(int e) {
+void ScaleExpHistogram::add(int e, uint64_t n) {
   cover(e, e);
-  ++counts_[static_cast<size_t>(e - lo_)];
+  counts_[static_cast<size_t>(e - lo_)] += n;
 }
 
 void ScaleExpHistogram::merge(const ScaleExpHistogram& o) {
@@ -479,23 +421,82 @@ void QuantizedOperand::widen() {
 }
 
 int mx_scale_exponent(double amax, const Format& elem, ExpRule rule) {
-  switch (rule) {
-    case ExpRule::floor:  // OCP MX v1.0: X = floor(log2 amax) - emax(elem); the largest values may clip
-      return floor_log2(amax) - elem.emax;
-    case ExpRule::ceil:  // 2^ceil(log2(amax) - emax): never clips, may waste a binade
-      return ceil_log2(amax) - elem.emax;
-    case ExpRule::rceil: {  // TE/cuBLAS: fp32(amax * fp32(1/max)) rounded up to a power of two
-      const double rcp = fp32_div(1.0, elem.max_finite);
-      return ceil_log2(fp32_mul(amax, rcp));
-    }
-    case ExpRule::even: {  // amax first rounded (rne) to the element precision, then floor(log2) - emax
-      std::string err;
-      const Format wide = *make_float_format(11, elem.kind == Kind::floating ? elem.man_bits : 0, 1023, true,
-                                             NanCode::ieee, true, &err);
-      return floor_log2(round_to(amax, wide, RoundSpec{})) - elem.emax;
-    }
+  Quantizer qz;
+  qz.format = elem;
+  qz.scaling.kind = ScaleKind::block;
+  qz.scaling.rule = rule;
+  return mx_exponent_of(amax, block_scale_spec(qz, 1.0));
+}
+
+// TE current scaling: scale = fp32(max / amax) / 2^margin, optionally truncated to a power of two.
+double tensor_scale_from_amax(double amax, const Quantizer& qz) {
+  const double a = std::max(amax, qz.scaling.amax_floor);
+  double s = fp32_div(qz.format.max_finite, a) * std::ldexp(1.0, -qz.scaling.margin);
+  s = round_to(s, fp32_format(), nearest_saturating());
+  if (qz.scaling.pow2) s = std::ldexp(1.0, floor_log2(s));
+  return s;
+}
+
+// NVFP4's second level: one fp32 scale for the tensor so the largest block scale fits e4m3.
+double nvfp4_encode_scale(double amax, const Quantizer& qz) {
+  return fp32_div(e4m3_format().max_finite * qz.format.max_finite, std::max(amax, qz.scaling.amax_floor));
+}
+
+double tensor_dequant_scale(double multiplier) { return fp32_div(1.0, multiplier); }
+
+BlockScaleSpec block_scale_spec(const Quantizer& qz, double s_enc) {
+  const Scaling& sc = qz.scaling;
+  BlockScaleSpec s;
+  s.kind = sc.kind;
+  s.fp32 = fp32_format();
+  s.rule = sc.rule;
+  s.offset = sc.offset;
+  s.emax = qz.format.emax;
+  s.max_finite = qz.format.max_finite;
+  s.amax_floor = sc.amax_floor;
+  s.pow2 = sc.pow2;
+  s.s_enc = s_enc;
+  s.e4m3 = e4m3_format();
+  if (sc.kind == ScaleKind::block && sc.rule == ExpRule::rceil) s.rceil_rcp = fp32_div(1.0, qz.format.max_finite);
+  if (sc.kind == ScaleKind::block && sc.rule == ExpRule::even) {
+    std::string err;
+    s.even_format = *make_float_format(11, qz.format.kind == Kind::floating ? qz.format.man_bits : 0, 1023, true,
+                                       NanCode::ieee, true, &err);
   }
-  return 0;
+  return s;
+}
+
+double delayed_scale_for_step(DelayedState* state) {
+  if (!state) throw std::invalid_argument("delayed scaling needs a DelayedState");
+  if (!state->initialised) {
+    state->initialised = true;
+    state->scale = 1.0;
+  }
+  return state->scale;
+}
+
+void delayed_record_step(DelayedState& state, const Quantizer& qz, double amax, uint64_t nonfinite) {
+  // TE delayed scaling: this step's amax joins the history; the next step's scale comes from it.
+  const Scaling& sc = qz.scaling;
+  state.history.push_back(nonfinite ? quiet_nan() : amax);
+  while (static_cast<int>(state.history.size()) > std::max(1, sc.history)) state.history.pop_front();
+  double amax_h = state.history.back();
+  if (sc.algo == AmaxAlgo::max) {
+    amax_h = 0;
+    for (double a : state.history) amax_h = (is_nan(a) || is_nan(amax_h)) ? quiet_nan() : std::max(amax_h, a);
+  }
+  if (finite(amax_h) && amax_h > 0) state.scale = tensor_scale_from_amax(amax_h, qz);
+}
+
+void record_scale(QuantStats& st, double dequant_scale) {
+  int e;
+  if (!scale_exponent_of(dequant_scale, &e)) return;
+  if (st.scale_count == 0) st.scale_exp_min = st.scale_exp_max = e;
+  st.scale_exp_min = std::min(st.scale_exp_min, e);
+  st.scale_exp_max = std::max(st.scale_exp_max, e);
+  st.scale_exp_sum += e;  // exact (see QuantStats::scale_exp_sum)
+  ++st.scale_count;
+  st.scale_exp_hist.add(std::clamp(e, -QuantStats::kScaleExpOffset, QuantStats::kScaleExpOffset));
 }
 
 QuantizedOperand quantize(const double* x_in, size_t rows, size_t k, size_t ld, const Quantizer& qz, uint64_t seed,
@@ -530,33 +531,14 @@ void quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
       break;
     case ScaleKind::tensor:
     case ScaleKind::delayed: {
-      double s;
-      if (sc.kind == ScaleKind::tensor) {
-        s = tensor_scale_from_amax(out.stats.amax, qz);
-      } else {
-        if (!state) throw std::invalid_argument("delayed scaling needs a DelayedState");
-        if (!state->initialised) {
-          state->initialised = true;
-          state->scale = 1.0;
-        }
-        s = state->scale;
-      }
+      const double s = sc.kind == ScaleKind::tensor ? tensor_scale_from_amax(out.stats.amax, qz)
+                                                    : delayed_scale_for_step(state);
       for_each_region(rows, k, k, false, out.stats, [&](const Region& g, QuantStats& st) {
         quantize_region_with_multiplier(x, k, g, s, false, qz, cast, seed, stream, !counted_apart, out, st);
       });
-      out.tensor_scale = fp32_div(1.0, s);
+      out.tensor_scale = tensor_dequant_scale(s);
       record_scale(out.stats, out.tensor_scale);
-      if (sc.kind == ScaleKind::delayed) {
-        // TE delayed scaling: this step's amax joins the history; the next step's scale comes from it.
-        state->history.push_back(out.stats.nonfinite ? quiet_nan() : out.stats.amax);
-        while (static_cast<int>(state->history.size()) > std::max(1, sc.history)) state->history.pop_front();
-        double amax_h = state->history.back();
-        if (sc.algo == AmaxAlgo::max) {
-          amax_h = 0;
-          for (double a : state->history) amax_h = (is_nan(a) || is_nan(amax_h)) ? quiet_nan() : std::max(amax_h, a);
-        }
-        if (finite(amax_h) && amax_h > 0) state->scale = tensor_scale_from_amax(amax_h, qz);
-      }
+      if (sc.kind == ScaleKind::delayed) delayed_record_step(*state, qz, out.stats.amax, out.stats.nonfinite);
       break;
     }
     case ScaleKind::block:
@@ -566,53 +548,21 @@ void quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
       out.block_k = b;
       out.blocks_per_row = (k + b - 1) / b;
       out.block_scale.assign(rows * out.blocks_per_row, 1.0);
-      // NVFP4's second level: one fp32 scale for the tensor so the largest block scale fits e4m3.
       double s_enc = 1.0;
       if (sc.kind == ScaleKind::nvfp4) {
-        const double amax = std::max(out.stats.amax, sc.amax_floor);
-        s_enc = fp32_div(e4m3_format().max_finite * qz.format.max_finite, amax);
-        out.tensor_scale = fp32_div(1.0, s_enc);
+        s_enc = nvfp4_encode_scale(out.stats.amax, qz);
+        out.tensor_scale = tensor_dequant_scale(s_enc);
       }
+      const BlockScaleSpec spec = block_scale_spec(qz, s_enc);
       // A block's scale (stored, and recorded in st) and the multiplier its elements are scaled by
-      // (*exact: a power of two, exact in double), from its amax (finite).
+      // (*exact: a power of two, exact in double), from its amax (finite): block_scale_of, the
+      // step the CUDA quantizer runs too.
       auto block_multiplier = [&](const Region& g, double amax, QuantStats& st, bool* exact) -> double {
-        if (sc.kind == ScaleKind::block) {
-          // All-zero block: the smallest e8m0 scale (2^-127), as TE and cuBLAS produce.
-          int e = amax == 0 ? -127 : mx_scale_exponent(amax, qz.format, sc.rule) + sc.offset;
-          e = std::clamp(e, -127, 127);
-          const double s = pow2(e);
-          set_block_scale(out, g, s);
-          if (amax != 0) record_scale(st, s);
-          *exact = true;
-          return pow2(-e);
-        }
-        if (sc.kind == ScaleKind::tile) {
-          // DeepSeek-V3: dequant scale fp32(amax / max), elements fp(fp32(x * fp32(max / amax))).
-          const double a = std::max(amax, sc.amax_floor);
-          double s, mult;
-          *exact = false;
-          if (sc.pow2) {
-            RoundSpec up = nearest_saturating();
-            up.mode = Rounding::rup;
-            s = std::ldexp(1.0, ceil_log2(op_div(a, qz.format.max_finite, fp32_format(), up)));
-            mult = 1.0 / s;
-            *exact = true;
-          } else {
-            s = fp32_div(a, qz.format.max_finite);
-            mult = fp32_div(qz.format.max_finite, a);
-          }
-          set_block_scale(out, g, s);
-          if (amax != 0) record_scale(st, s);
-          return mult;
-        }
-        // NVFP4: block decode scale amax/6, times the tensor encode scale, rounded to e4m3 (saturating);
-        // elements are multiplied by fp32(s_enc / e4m3 scale) and rounded to fp4.
-        const double dec = fp32_mul(fp32_div(amax, qz.format.max_finite), s_enc);
-        const double stored = round_to(dec, e4m3_format(), nearest_saturating());
-        set_block_scale(out, g, stored);
-        if (amax != 0) record_scale(st, stored);
-        *exact = false;
-        return stored == 0 ? 0.0 : fp32_div(s_enc, stored);
+        const BlockScale bs = block_scale_of(spec, amax);
+        set_block_scale(out, g, bs.stored);
+        if (amax != 0) record_scale(st, bs.stored);
+        *exact = bs.exact;
+        return bs.mult;
       };
       // (Each block's amax pass also takes its input counts, unless they were counted apart.)
       QuantStats* const no_counts = nullptr;
@@ -761,26 +711,9 @@ void quantize_into(QuantizedOperand& out, const StridedInputF& x, size_t rows, s
 
 void hadamard_rows(double* x, size_t rows, size_t k, size_t ld, int n, uint64_t seed) {
   if (n != 16 && n != 32) throw std::invalid_argument("hadamard size must be 16 or 32");
-  const double norm = n == 16 ? 0.25 : 0.17677669529663687;  // 1/sqrt(n), the latter rounded to double
-  constexpr uint64_t kSignStream = 0x4841444d41524400ull;   // "HADAMARD"
   const size_t groups = k / static_cast<size_t>(n);
-  for (size_t r = 0; r < rows; ++r) {
-    double* row = x + r * ld;
-    for (size_t g = 0; g < groups; ++g) {
-      double* v = row + g * n;
-      for (int i = 0; i < n; ++i)
-        if (random_u32(seed, kSignStream, static_cast<uint64_t>(i)) & 1) v[i] = -v[i];
-      // Fast Walsh-Hadamard transform (Sylvester order), butterflies in a fixed order.
-      for (int h = 1; h < n; h *= 2)
-        for (int i = 0; i < n; i += 2 * h)
-          for (int j = i; j < i + h; ++j) {
-            const double a = v[j], b = v[j + h];
-            v[j] = a + b;
-            v[j + h] = a - b;
-          }
-      for (int i = 0; i < n; ++i) v[i] *= norm;
-    }
-  }
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t g = 0; g < groups; ++g) hadamard_group(x + r * ld + g * n, n, seed);  // (quantize_element.h)
 }
 
 namespace {

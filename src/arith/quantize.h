@@ -14,14 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "arith/quantize_element.h"
 #include "arith/round.h"
 
 namespace drift {
 
-enum class ScaleKind : uint8_t { none, tensor, delayed, block, tile, nvfp4 };
-
-// MX shared-exponent rules (see scale_exponent in quantize.cpp for each definition).
-enum class ExpRule : uint8_t { floor, rceil, ceil, even };
+// ScaleKind and ExpRule live in arith/quantize_element.h (the host/device steps use them).
 
 enum class AmaxAlgo : uint8_t { max, most_recent };
 
@@ -51,7 +49,7 @@ struct Quantizer {
 // so a dense array of every possible exponent would be zeroed, copied and summed on each call.
 class ScaleExpHistogram {
  public:
-  void add(int e);                                // one scale with exponent e
+  void add(int e, uint64_t n = 1);                // n scales with exponent e
   void merge(const ScaleExpHistogram& o);
   uint64_t count(int e) const;                    // 0 outside the stored range
   // fn(e, count) for each exponent with a non-zero count, in increasing order.
@@ -79,6 +77,9 @@ struct QuantStats {
   // power of two; floor(log2) otherwise), over blocks with a non-zero finite amax.
   uint64_t scale_count = 0;
   int scale_exp_min = 0, scale_exp_max = 0;
+  // A sum of integer exponents (|e| <= 1074): every partial sum is an exact integer in double while
+  // fewer than 2^42 scales are added, so any order of adding (threads, merges, the CUDA quantizer's
+  // integer sum) gives the same value.
   double scale_exp_sum = 0;
   // The distribution: scale_exp_hist.count(e) scales had exponent e (clamped to
   // [-kScaleExpOffset, kScaleExpOffset]; covers e8m0, e4m3 and fp32 scales).
@@ -150,6 +151,26 @@ void hadamard_rows(double* x, size_t rows, size_t k, size_t ld, int n, uint64_t 
 // The e8m0 exponent an MX block with largest magnitude `amax` (finite, > 0) gets under `rule`,
 // before the offset and the clamp to [-127, 127]. Computed from exponent bits, never with log2.
 int mx_scale_exponent(double amax, const Format& elem, ExpRule rule);
+
+// The pieces of quantize_into that a quantizer running elsewhere (the CUDA backend) needs to get
+// the same results: the host-side arithmetic around the per-element steps of quantize_element.h.
+//   tensor_scale_from_amax  tensor scaling's multiplier (TE current scaling) from the tensor's amax
+//   nvfp4_encode_scale      NVFP4's tensor-level encode scale s_enc from the tensor's amax
+//   block_scale_spec        the constants block_scale_of needs (block, tile, nvfp4; s_enc for nvfp4)
+//   delayed_scale_for_step  delayed scaling's multiplier this step (initialises the state; throws
+//                           std::invalid_argument when state is null)
+//   delayed_record_step     delayed scaling after the pass: this step's amax (NaN when the tensor
+//                           had a NaN or inf) joins the history and sets the next step's scale
+// The dequantisation tensor_scale of tensor/delayed is fp32(1 / multiplier), of nvfp4 fp32(1 / s_enc):
+// tensor_dequant_scale.
+double tensor_scale_from_amax(double amax, const Quantizer& qz);
+double nvfp4_encode_scale(double amax, const Quantizer& qz);
+BlockScaleSpec block_scale_spec(const Quantizer& qz, double s_enc);
+double delayed_scale_for_step(DelayedState* state);
+void delayed_record_step(DelayedState& state, const Quantizer& qz, double amax, uint64_t nonfinite);
+double tensor_dequant_scale(double multiplier);
+// Adds one scale's exponent to st (nothing for a scale that is zero, NaN or inf).
+void record_scale(QuantStats& st, double dequant_scale);
 
 // Names for parsing/printing.
 const char* to_string(ScaleKind k);

@@ -3,8 +3,9 @@
 // call, so a policy a backend cannot do exactly is refused with that reason, never run differently.
 //
 //   cpu          the engine itself (OpenMP + Highway fast path, literal reference otherwise)
-//   cuda         the same definition on an NVIDIA GPU (backend/cuda/); operands are quantized on the
-//                CPU by the engine's own quantizers, the products and sums run on the device
+//   cuda         the same definition on an NVIDIA GPU (backend/cuda/): operands are quantized on the
+//                device (every scaling kind; backend/quantize_steps.h) and the products and sums
+//                run there too
 //   cuda-native  the GPU's real FP8 tensor cores through cuBLASLt: NOT the simulator. It exists to
 //                compare the simulator's tensor-core models with the hardware (drift matmul only);
 //                cuda-native-fastacc the same with Hopper's FP8 fast accumulation.

@@ -79,23 +79,38 @@ ElementPlan make_element_plan(const PreparedOperands& ops, const MatmulPolicy& p
   return p;
 }
 
-bool fast_plan_applies(const PreparedOperands& ops, const MatmulPolicy& policy) {
+bool fast_policy_applies(const MatmulPolicy& policy) {
   if (policy.product_format || !is_plain_fp32_sequential(policy.inner) || !is_plain_fp32_sequential(policy.outer))
     return false;
-  if (!fits_float(policy.a.format) || !fits_float(policy.b.format)) return false;
+  return fits_float(policy.a.format) && fits_float(policy.b.format);
+}
+
+bool fast_plan_applies(const PreparedOperands& ops, const MatmulPolicy& policy) {
+  if (!fast_policy_applies(policy)) return false;
   return all_finite(ops.a.q) && all_finite(ops.b.q) && all_finite(ops.a.block_scale) && all_finite(ops.b.block_scale);
+}
+
+FastPlan make_fast_plan_shape(const PreparedOperands& ops, const MatmulPolicy& policy, const MatmulContext& ctx) {
+  FastPlan p;
+  p.m = ops.a.rows;
+  p.n = ops.b.rows;
+  p.k = ops.a.k;
+  p.kblock = std::max<size_t>(ops.kblock, 1);
+  p.nblocks = p.k == 0 ? 0 : (p.k + p.kblock - 1) / p.kblock;
+  p.scaled = ops.a.block_k || ops.b.block_k;
+  p.alpha = static_cast<float>(alpha_of(ops, policy));  // on the fp32 grid: an fp32 product
+  p.out_format = policy.out_format;
+  p.out_round = policy.out_round;
+  p.seed = ctx.seed;
+  p.stream = ctx.stream;
+  return p;
 }
 
 FastPlan make_fast_plan(const PreparedOperands& ops, const MatmulPolicy& policy, const MatmulContext& ctx,
                         FastPlanStorage& st) {
   const QuantizedOperand& A = ops.a;
   const QuantizedOperand& B = ops.b;
-  FastPlan p;
-  p.m = A.rows;
-  p.n = B.rows;
-  p.k = A.k;
-  p.kblock = std::max<size_t>(ops.kblock, 1);
-  p.nblocks = p.k == 0 ? 0 : (p.k + p.kblock - 1) / p.kblock;
+  FastPlan p = make_fast_plan_shape(ops, policy, ctx);
   st.a.assign(A.q.begin(), A.q.end());  // exact: fast_plan_applies checked the formats fit a float
   st.b.assign(B.q.begin(), B.q.end());
   // Per-K-block scales (a scale block may span several K-blocks when the two operands' blocks nest).
@@ -113,12 +128,6 @@ FastPlan make_fast_plan(const PreparedOperands& ops, const MatmulPolicy& policy,
   p.b = st.b.data();
   p.sa = A.block_k ? st.sa.data() : nullptr;
   p.sb = B.block_k ? st.sb.data() : nullptr;
-  p.scaled = A.block_k || B.block_k;
-  p.alpha = static_cast<float>(alpha_of(ops, policy));  // on the fp32 grid: an fp32 product
-  p.out_format = policy.out_format;
-  p.out_round = policy.out_round;
-  p.seed = ctx.seed;
-  p.stream = ctx.stream;
   return p;
 }
 

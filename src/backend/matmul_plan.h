@@ -25,6 +25,9 @@ ElementPlan make_element_plan(const PreparedOperands& ops, const MatmulPolicy& p
 // the result: the policy is one the fast body models and every operand value and scale is finite
 // and a float. A non-finite fast result still sends the call to the general plan (overflow rules).
 bool fast_plan_applies(const PreparedOperands& ops, const MatmulPolicy& policy);
+// The policy half of fast_plan_applies (fp32 rne sequential sums, exact products, operand formats
+// whose grids fit in float); the other half is that every value and scale is finite.
+bool fast_policy_applies(const MatmulPolicy& policy);
 
 // Float copies of the operands and scales for the fast body.
 struct FastPlanStorage {
@@ -32,6 +35,9 @@ struct FastPlanStorage {
 };
 FastPlan make_fast_plan(const PreparedOperands& ops, const MatmulPolicy& policy, const MatmulContext& ctx,
                         FastPlanStorage& storage);
+// The same plan without its arrays (a, b, sa, sb unset): for operands that already live elsewhere
+// (the CUDA backend's device-quantized operands). Reads only the operands' shapes and tensor scales.
+FastPlan make_fast_plan_shape(const PreparedOperands& ops, const MatmulPolicy& policy, const MatmulContext& ctx);
 
 // The fast body on the host: false (C untouched past the first non-finite value) when a value left
 // the finite range, where only the general plan models the overflow rules.

@@ -1,7 +1,7 @@
 // drift bench gemm: GFLOP/s (2*M*N*K per call) of the engine under several policies, and of
 // OpenBLAS cblas_sgemm on the same shapes in the same run; each policy is reported as a ratio.
-// With --backend cuda: the CUDA backend's device matmul (operands prepared and resident, the kernel
-// alone) and its whole call (CPU quantization and copies included), against cuBLAS fp32 SGEMM
+// With --backend cuda: the CUDA backend's device matmul (operands quantized and resident, the kernel
+// alone) and its whole call (input copies, device quantization, copy back), against cuBLAS fp32 SGEMM
 // (no TF32) on the same GPU in the same run.
 #include <cstdio>
 #include <nlohmann/json.hpp>

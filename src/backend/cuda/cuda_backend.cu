@@ -1,16 +1,25 @@
-// The "cuda" backend: operands quantized on the CPU by the engine's quantizers (the same code, so
-// the same values and telemetry), then the products and sums of the definition on the GPU:
-//   * the float fast kernel where fast_plan_applies (fp32 rne sequential sums, finite values) and
-//     swamping is not being counted; a non-finite value sends the call to the element kernel;
+// The "cuda" backend: operands quantized on the GPU by the quantize kernels (device_quantizer.h:
+// every scaling kind — none, tensor, delayed, MX block 1-D and 2-D with every exponent rule, tile,
+// NVFP4 — and the random Hadamard transform, stochastic rounding of elements included; the same
+// values, scales, telemetry and delayed-scaling state as the CPU's quantize_into, proven on the host
+// by tests/test_backend_quantize.cpp), left on the device, then the products and sums of the
+// definition on the GPU:
+//   * the float fast kernel where fast_policy_applies (fp32 rne sequential sums), both operands are
+//     finite and swamping is not being counted; a non-finite value sends the call to the element kernel;
 //   * otherwise the element kernel: matmul_element per thread (every accumulator, order, product
 //     rounding, fused tensor-core model and stochastic rounding), counting adds and swamping as the
 //     reference does.
+// Constructed with quantize_on_device = false, the operands are quantized on the CPU by the engine's
+// own quantizers and uploaded instead (the tests and `drift bench` compare the two; results identical).
 #include "backend/cuda/cuda_backend.h"
 
+#include <algorithm>
 
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/device_quantizer.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/native_fp8.h"
+#include "backend/cuda/quantize_kernels.h"
 #include "backend/matmul_plan.h"
 #include "backend/timing.h"
 
@@ -34,22 +43,56 @@ using cuda::DeviceBuffer;
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend() { check(cudaSetDevice(0), "cudaSetDevice(0)"); }
+  explicit CudaBackend(bool quantize_on_device) : on_device_(quantize_on_device) {
+    check(cudaSetDevice(0), "cudaSetDevice(0)");
+  }
   const char* name() const override { return "cuda"; }
-  // Every policy the engine accepts runs bit-identically: operands are quantized on the CPU by the
-  // engine's own quantizers (every scaling kind; no GPU quantizer exists yet), and the element
-  // kernel is the definition for every accumulator, order and tensor-core model.
+  // Every policy the engine accepts runs bit-identically: every quantizer runs on the device (or, when
+  // asked, on the CPU), and the element kernel is the definition for every accumulator, order and
+  // tensor-core model.
   std::string unsupported_reason(const MatmulPolicy& policy) const override { return validate_policy(policy); }
 
   MatmulTelemetry matmul(const MatView& a, const MatView& b, double* c, size_t ldc, const MatmulPolicy& policy,
                          const MatmulContext& ctx) override {
     if (auto err = validate_policy(policy); !err.empty()) throw std::invalid_argument("matmul policy: " + err);
-    prepare_operands_into(ops_, a, b, policy, ctx);
+    const size_t m = a.rows, k = a.cols, n = b.cols;
+    // As prepare_operands_into: the same checks and messages, the same canonical layout (A as M x K,
+    // B as N x K, read through strides) and the same random streams of the two operands.
+    if (b.rows != k)
+      throw std::invalid_argument("matmul: inner dimensions differ (A is " + std::to_string(m) + "x" +
+                                  std::to_string(k) + ", B is " + std::to_string(b.rows) + "x" + std::to_string(n) +
+                                  ")");
+    const StridedInput ak = a.transposed ? StridedInput{a.data, 1, a.ld} : StridedInput{a.data, a.ld, 1};
+    const StridedInput bk = b.transposed ? StridedInput{b.data, b.ld, 1} : StridedInput{b.data, 1, b.ld};
+    const bool fast_wanted = !ctx.count_swamping && fast_policy_applies(policy);
+    prepare(a_, ak, m, k, policy.a, ctx.seed, ctx.stream ^ (uint64_t{7} << 56), ctx.delayed_a, fast_wanted);
+    prepare(b_, bk, n, k, policy.b, ctx.seed, ctx.stream ^ (uint64_t{8} << 56), ctx.delayed_b, fast_wanted);
+    shape_.a.rows = m;
+    shape_.b.rows = n;
+    shape_.a.k = shape_.b.k = k;
+    shape_.a.block_k = a_.block_k;
+    shape_.b.block_k = b_.block_k;
+    shape_.a.blocks_per_row = a_.blocks_per_row;
+    shape_.b.blocks_per_row = b_.blocks_per_row;
+    shape_.a.tensor_scale = a_.tensor_scale;
+    shape_.b.tensor_scale = b_.tensor_scale;
+    const size_t ka = a_.block_k, kb = b_.block_k;
+    if (ka && kb) {
+      const size_t lo = std::min(ka, kb), hi = std::max(ka, kb);
+      if (hi % lo != 0)
+        throw std::invalid_argument("matmul: scale blocks of a (" + std::to_string(ka) + ") and b (" +
+                                    std::to_string(kb) + ") do not nest");
+      shape_.kblock = lo;
+    } else if (ka || kb) {
+      shape_.kblock = ka ? ka : kb;
+    } else {
+      shape_.kblock = policy.inner.promote_every > 0 ? static_cast<size_t>(policy.inner.promote_every)
+                                                     : std::max<size_t>(k, 1);
+    }
     MatmulTelemetry tel;
-    tel.a = ops_.a.stats;
-    tel.b = ops_.b.stats;
-    run_prepared(ops_, policy, ctx, tel, /*fast_allowed=*/true);
-    const size_t m = ops_.a.rows, n = ops_.b.rows;
+    tel.a = a_.stats;
+    tel.b = b_.stats;
+    last_fast_ = run(policy, ctx, tel, fast_wanted);
     host_c_.resize(m * n);
     dc_.download(host_c_.data(), m * n);
     for (size_t i = 0; i < m; ++i)
@@ -57,61 +100,13 @@ class CudaBackend final : public Backend {
     return tel;
   }
 
-  // Runs the prepared call into dc_ (m x n on the device). Returns whether the fast kernel produced it.
-  bool run_prepared(const PreparedOperands& ops, const MatmulPolicy& policy, const MatmulContext& ctx,
-                    MatmulTelemetry& tel, bool fast_allowed) {
-    const size_t m = ops.a.rows, n = ops.b.rows, k = ops.a.k;
-    dc_.resize(m * n);
-    if (m == 0 || n == 0) return false;
-    if (fast_allowed && !ctx.count_swamping && fast_plan_applies(ops, policy)) {
-      upload_fast(ops, policy, ctx);
-      if (launch_fast()) {
-        tel.inner_adds += m * n * k;
-        tel.outer_adds += m * n * fast_plan_.nblocks;
-        tel.swamping_counted = false;
-        tel.fast_path = true;
-        return true;
-      }
-    }
-    upload_general(ops, policy, ctx);
-    launch_general(tel);
-    return false;
-  }
-
-  // The device side of the two paths, split from the uploads so that bench can time kernels alone.
-  void upload_fast(const PreparedOperands& ops, const MatmulPolicy& policy, const MatmulContext& ctx) {
-    fast_plan_ = make_fast_plan(ops, policy, ctx, fast_host_);
-    da_f_.upload(fast_host_.a);
-    db_f_.upload(fast_host_.b);
-    dsa_f_.upload(fast_host_.sa);
-    dsb_f_.upload(fast_host_.sb);
-    fast_plan_.a = da_f_.get();
-    fast_plan_.b = db_f_.get();
-    fast_plan_.sa = fast_plan_.sa ? dsa_f_.get() : nullptr;
-    fast_plan_.sb = fast_plan_.sb ? dsb_f_.get() : nullptr;
-    flag_.resize(1);
-  }
+  // The device side of the two paths, split from the quantization so that bench can time kernels alone.
   bool launch_fast() {
     check(cudaMemset(flag_.get(), 0, sizeof(int)), "cudaMemset");
     cuda::launch_fast_kernel(fast_plan_, dc_.get(), flag_.get(), nullptr);
     int nonfinite = 0;
     flag_.download(&nonfinite, 1);  // synchronises; reports kernel faults
     return nonfinite == 0;
-  }
-  void upload_general(const PreparedOperands& ops, const MatmulPolicy& policy, const MatmulContext& ctx) {
-    plan_ = make_element_plan(ops, policy, ctx, orders_);
-    da_.upload(ops.a.q);
-    db_.upload(ops.b.q);
-    dsa_.upload(ops.a.block_scale);
-    dsb_.upload(ops.b.block_scale);
-    dinner_.upload(orders_.inner_order);
-    douter_.upload(orders_.outer_order);
-    plan_.a = da_.get();
-    plan_.b = db_.get();
-    plan_.a_scale = plan_.a_scale ? dsa_.get() : nullptr;
-    plan_.b_scale = plan_.b_scale ? dsb_.get() : nullptr;
-    plan_.inner_order = plan_.inner_order ? dinner_.get() : nullptr;
-    plan_.outer_order = plan_.outer_order ? douter_.get() : nullptr;
   }
   // Counts adds and swamped adds always (a few registers per thread, four atomics at the end), so
   // the telemetry is the reference path's whatever the caller asked.
@@ -126,17 +121,85 @@ class CudaBackend final : public Backend {
     tel.outer_adds += h[2];
     tel.outer_swamped += h[3];
   }
-
-  PreparedOperands ops_;
+  bool last_fast() const { return last_fast_; }
 
  private:
+  // One operand into device memory, quantized where this backend quantizes.
+  void prepare(cuda::DeviceOperand& op, const StridedInput& x, size_t rows, size_t k, const Quantizer& qz,
+               uint64_t seed, uint64_t stream, DelayedState* state, bool want_float) {
+    if (on_device_) {
+      quantizer_.quantize(op, x, rows, k, qz, seed, stream, state, want_float);
+    } else {
+      quantize_into(host_q_, x, rows, k, qz, seed, stream, state);
+      cuda::upload_quantized(op, host_q_, qz.format, want_float);
+    }
+  }
+
+  // Runs the prepared call into dc_ (m x n on the device). Returns whether the fast kernel produced it.
+  bool run(const MatmulPolicy& policy, const MatmulContext& ctx, MatmulTelemetry& tel, bool fast_wanted) {
+    const size_t m = shape_.a.rows, n = shape_.b.rows, k = shape_.a.k;
+    dc_.resize(m * n);
+    if (m == 0 || n == 0) return false;
+    if (fast_wanted && a_.all_finite && b_.all_finite) {  // (both operands are in float: fast_wanted)
+      fast_plan_ = make_fast_plan_shape(shape_, policy, ctx);
+      fast_plan_.a = a_.qf.get();
+      fast_plan_.b = b_.qf.get();
+      fast_plan_.sa = kblock_scales(a_, dsa_f_);
+      fast_plan_.sb = kblock_scales(b_, dsb_f_);
+      flag_.resize(1);
+      if (launch_fast()) {
+        tel.inner_adds += m * n * k;
+        tel.outer_adds += m * n * fast_plan_.nblocks;
+        tel.swamping_counted = false;
+        tel.fast_path = true;
+        return true;
+      }
+    }
+    plan_ = make_element_plan(shape_, policy, ctx, orders_);
+    plan_.a = doubles(a_);
+    plan_.b = doubles(b_);
+    plan_.a_scale = a_.block_k ? a_.block_scale.get() : nullptr;
+    plan_.b_scale = b_.block_k ? b_.block_scale.get() : nullptr;
+    dinner_.upload(orders_.inner_order);
+    douter_.upload(orders_.outer_order);
+    plan_.inner_order = plan_.inner_order ? dinner_.get() : nullptr;
+    plan_.outer_order = plan_.outer_order ? douter_.get() : nullptr;
+    launch_general(tel);
+    return false;
+  }
+
+  // The fast kernel's per-K-block float scales of an operand with block scales (else nullptr).
+  const float* kblock_scales(const cuda::DeviceOperand& op, cuda::DeviceBuffer<float>& out) {
+    if (!op.block_k) return nullptr;
+    const size_t nblocks = fast_plan_.nblocks;
+    out.resize(op.rows * nblocks);
+    cuda::launch_kblock_scales(op.block_scale.get(), op.rows, op.blocks_per_row, op.block_k, nblocks,
+                               fast_plan_.kblock, out.get(), nullptr);
+    return out.get();
+  }
+
+  // The operand's values as doubles on the device (floats widened in place of the fast path's copy).
+  const double* doubles(cuda::DeviceOperand& op) {
+    if (op.in_float) {
+      op.q.resize(op.rows * op.k);
+      cuda::launch_widen(op.qf.get(), op.q.get(), op.rows * op.k, nullptr);
+      op.in_float = false;
+    }
+    return op.q.get();
+  }
+
+  bool on_device_;
+  bool last_fast_ = false;
+  cuda::DeviceQuantizer quantizer_;
+  QuantizedOperand host_q_;           // the CPU quantizer's output (quantize_on_device off)
+  cuda::DeviceOperand a_, b_;
+  PreparedOperands shape_;            // the operands' shapes and scales only (no values): what the plans read
   std::vector<double> host_c_;
   ElementPlan plan_;
   ElementPlanStorage orders_;
   FastPlan fast_plan_;
-  FastPlanStorage fast_host_;
-  DeviceBuffer<double> da_, db_, dsa_, dsb_, dc_;
-  DeviceBuffer<float> da_f_, db_f_, dsa_f_, dsb_f_;
+  DeviceBuffer<double> dc_;
+  DeviceBuffer<float> dsa_f_, dsb_f_;
   DeviceBuffer<uint32_t> dinner_, douter_;
   DeviceBuffer<unsigned long long> counts_;
   DeviceBuffer<int> flag_;
@@ -151,22 +214,24 @@ void require_device(const char* backend) {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(bool native, bool fast_accum) {
+std::unique_ptr<Backend> make_cuda_backend(bool native, bool fast_accum, bool quantize_on_device) {
   require_device(native ? (fast_accum ? "cuda-native-fastacc" : "cuda-native") : "cuda");
   if (native) return make_native_fp8_backend(fast_accum);
-  return std::make_unique<CudaBackend>();
+  return std::make_unique<CudaBackend>(quantize_on_device);
 }
 
-CudaGemmTiming time_cuda_matmul(const MatView& a, const MatView& b, const MatmulPolicy& policy, double min_seconds) {
+CudaGemmTiming time_cuda_matmul(const MatView& a, const MatView& b, const MatmulPolicy& policy, double min_seconds,
+                                bool quantize_on_device) {
   require_device("cuda");
-  CudaBackend be;
+  CudaBackend be(quantize_on_device);
   CudaGemmTiming t;
   std::vector<double> c(a.rows * b.cols);
   MatmulContext ctx;
   t.call_s = seconds_per_call([&] { be.matmul(a, b, c.data(), b.cols, policy, ctx); }, min_seconds);
-  // Kernel alone: operands prepared and uploaded once, then only the launches (each waits for its result).
+  // Kernel alone: the operands of the last call stay quantized on the device; only the launches are
+  // repeated (each waits for its result).
+  t.fast = be.last_fast();
   MatmulTelemetry tel;
-  t.fast = be.run_prepared(be.ops_, policy, ctx, tel, true);
   if (t.fast) {
     t.kernel_s = seconds_per_call([&] { be.launch_fast(); }, min_seconds);
   } else {
