@@ -47,15 +47,9 @@ bool in_place_operand(const MatViewF& v, bool as_b, QuantizedOperand& q, InPlace
   out.min_nonzero = low;
   // What quantize_into records for an identity quantization of finite values: nothing clips,
   // flushes or is scaled; the subnormals are counted as they are.
-  q.rows = as_b ? v.cols : v.rows;
-  q.k = as_b ? v.rows : v.cols;
+  q.reset_unscaled(as_b ? v.cols : v.rows, as_b ? v.rows : v.cols);
   q.in_float = false;
   q.q.clear();
-  q.block_k = 0;
-  q.blocks_per_row = 0;
-  q.block_scale.clear();
-  q.tensor_scale = 1.0;
-  q.stats = QuantStats{};
   q.stats.elements = sr * sc;
   q.stats.subnormal = sub;
   q.stats.amax = out.max;

@@ -414,6 +414,16 @@ uint64_t ScaleExpHistogram::count(int e) const {
   return counts_[static_cast<size_t>(e - lo_)];
 }
 
+void QuantizedOperand::reset_unscaled(size_t rows_, size_t k_) {
+  rows = rows_;
+  k = k_;
+  block_k = 0;
+  blocks_per_row = 0;
+  block_scale.clear();
+  tensor_scale = 1.0;
+  stats = QuantStats{};
+}
+
 void QuantizedOperand::widen() {
   if (!in_float) return;
   q.assign(qf.begin(), qf.begin() + static_cast<std::ptrdiff_t>(rows * k));
@@ -630,8 +640,7 @@ void quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
 template <typename T>
 void quantize_into_impl(QuantizedOperand& out, const StridedInputOf<T>& x_in, size_t rows, size_t k,
                         const Quantizer& qz, uint64_t seed, uint64_t stream, DelayedState* state, bool in_float) {
-  out.rows = rows;
-  out.k = k;
+  out.reset_unscaled(rows, k);
   out.in_float = in_float;
   // Every element is written below; reused storage is not cleared first.
   if (in_float) {
@@ -643,11 +652,6 @@ void quantize_into_impl(QuantizedOperand& out, const StridedInputOf<T>& x_in, si
     out.q.resize(rows * k);
     out.qf.clear();
   }
-  out.block_k = 0;
-  out.blocks_per_row = 0;
-  out.block_scale.clear();
-  out.tensor_scale = 1.0;
-  out.stats = QuantStats{};
   const Scaling& sc = qz.scaling;
 
   if (sc.hadamard) {

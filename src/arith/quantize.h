@@ -116,6 +116,9 @@ struct QuantizedOperand {
   double value(size_t idx) const { return in_float ? static_cast<double>(qf[idx]) : q[idx]; }
   // Stores the values in q (exactly: every float is a double); a no-op when they are there already.
   void widen();
+  // Shape rows x k with no scales and empty stats: where every quantization starts (the value
+  // storage is the caller's to set up).
+  void reset_unscaled(size_t rows_, size_t k_);
 };
 
 // A rows x k operand in memory: element (r, c) at p[r*rs + c*cs] (either layout, no copy needed).
