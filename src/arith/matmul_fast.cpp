@@ -188,10 +188,49 @@ HWY_INLINE void InnerBlock(D d, const FastOperands& op, size_t i0, size_t rows, 
   }
 }
 
+// Stores y (row r of a tile, vector h) into C: a whole vector, except in a last strip that runs past
+// n, whose columns up to n are copied from a vector store (never a wider write: the row's neighbour
+// belongs to another tile or thread). A non-finite result (padding columns sum zeros, so only real
+// ones) is flagged in `bad`.
+template <class D, class V = hn::Vec<D>, class M>
+HWY_INLINE void StoreResult(D d, const FastOperands& op, size_t i, size_t j, V y, M& bad) {
+  const size_t L = hn::Lanes(d);
+  if (op.alpha != 1.0f) y = hn::Mul(y, hn::Set(d, op.alpha));
+  bad = hn::Or(bad, hn::Not(hn::Le(hn::Abs(y), hn::Set(d, 0x1.fffffep127f))));
+  float* dst = op.c + i * op.ldc + j;
+  if (j + L <= op.n) {
+    hn::StoreU(y, d, dst);
+  } else if (j < op.n) {
+    HWY_ALIGN float lanes[HWY_MAX_BYTES / sizeof(float)] = {};
+    hn::Store(y, d, lanes);
+    for (size_t l = 0; l < op.n - j; ++l) dst[l] = lanes[l];
+  }
+}
+
+// One tile of a call whose sum is one unscaled block (every plain fp32 or narrow call without
+// promotion), not counting: the outer sum is +0 + the inner sum (fp32(+0 + -0) is +0, as in the
+// reference), taken in registers. (A function of its own: folded into Tile as an early branch, it
+// cost the many-block kernel (MX) a third of its speed in register allocation.)
+template <FastInner kInner>
+HWY_NOINLINE void TileOneBlock(const FastOperands& op, size_t i0, size_t rows, size_t j0, bool* nonfinite) {
+  const hn::ScalableTag<float> d;
+  const size_t L = hn::Lanes(d);
+  using V = hn::Vec<decltype(d)>;
+  const hn::RebindToSigned<decltype(d)> di;
+  auto inner_count = hn::Zero(di);
+  const float* strip = op.b ? op.b + (j0 / (2 * L)) * op.k * 2 * L : nullptr;  // no float B for the fused model
+  V acc[kRows][2];
+  InnerBlock<false, kInner>(d, op, i0, rows, j0, 0, op.k, strip, acc, inner_count);
+  auto bad = hn::Lt(hn::Zero(d), hn::Zero(d));  // all false
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t h = 0; h < 2; ++h) StoreResult(d, op, i0 + r, j0 + h * L, hn::Add(hn::Zero(d), acc[r][h]), bad);
+  if (!hn::AllFalse(d, bad)) *nonfinite = true;
+}
+
 // One tile: rows [i0, i0+rows) x columns [j0, j0 + 2 vectors).
 template <bool kCount, FastInner kInner>
-HWY_INLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, float* outer_buf, uint64_t* inner_sw,
-                     uint64_t* outer_sw, bool* nonfinite) {
+HWY_NOINLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, float* outer_buf, uint64_t* inner_sw,
+                       uint64_t* outer_sw, bool* nonfinite) {
   const hn::ScalableTag<float> d;
   const size_t L = hn::Lanes(d);
   using V = hn::Vec<decltype(d)>;
@@ -199,34 +238,6 @@ HWY_INLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, 
   auto inner_count = hn::Zero(di), outer_count = hn::Zero(di);
   const bool scaled = op.sa || op.sb;
   const float* strip = op.b ? op.b + (j0 / (2 * L)) * op.k * 2 * L : nullptr;  // no float B for the fused model
-  // C: whole vectors, except in a last strip that runs past n, whose columns up to n are copied
-  // from a vector store (never a wider write: the row's neighbour belongs to another tile or thread).
-  // A non-finite result anywhere (padding columns sum zeros, so only real ones) is flagged.
-  const V top = hn::Set(d, 0x1.fffffep127f);
-  auto bad = hn::Lt(top, hn::Zero(d));  // all false
-  auto store = [&](size_t r, size_t h, V y) {
-    if (op.alpha != 1.0f) y = hn::Mul(y, hn::Set(d, op.alpha));
-    bad = hn::Or(bad, hn::Not(hn::Le(hn::Abs(y), top)));
-    const size_t j = j0 + h * L;
-    float* dst = op.c + (i0 + r) * op.ldc + j;
-    if (j + L <= op.n) {
-      hn::StoreU(y, d, dst);
-    } else if (j < op.n) {
-      HWY_ALIGN float lanes[HWY_MAX_BYTES / sizeof(float)] = {};
-      hn::Store(y, d, lanes);
-      for (size_t l = 0; l < op.n - j; ++l) dst[l] = lanes[l];
-    }
-  };
-  if (!kCount && op.nblocks == 1 && !scaled) {
-    // One unscaled block (every plain fp32 or narrow call without promotion): the outer sum is
-    // +0 + the inner sum (fp32(+0 + -0) is +0, as in the reference), taken in registers.
-    V acc[kRows][2];
-    InnerBlock<kCount, kInner>(d, op, i0, rows, j0, 0, op.k, strip, acc, inner_count);
-    for (size_t r = 0; r < rows; ++r)
-      for (size_t h = 0; h < 2; ++h) store(r, h, hn::Add(hn::Zero(d), acc[r][h]));
-    if (!hn::AllFalse(d, bad)) *nonfinite = true;
-    return;
-  }
   // outer_buf holds the outer sums of this tile between blocks (rows x 2L floats).
   for (size_t r = 0; r < kRows * 2 * L; ++r) outer_buf[r] = 0.0f;
   for (size_t bi = 0; bi < op.nblocks; ++bi) {
@@ -254,8 +265,10 @@ HWY_INLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, 
     *inner_sw += static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, inner_count)));
     *outer_sw += static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, outer_count)));
   }
+  auto bad = hn::Lt(hn::Zero(d), hn::Zero(d));  // all false
   for (size_t r = 0; r < rows; ++r)
-    for (size_t h = 0; h < 2; ++h) store(r, h, hn::LoadU(d, outer_buf + (r * 2 + h) * L));
+    for (size_t h = 0; h < 2; ++h)
+      StoreResult(d, op, i0 + r, j0 + h * L, hn::LoadU(d, outer_buf + (r * 2 + h) * L), bad);
   if (!hn::AllFalse(d, bad)) *nonfinite = true;
 }
 
@@ -277,6 +290,7 @@ void TilesOf(FastOperands& op) {
   const size_t panel = std::max<size_t>(2 * L, (size_t{64} * 1024 / sizeof(float) / std::max<size_t>(op.k, 1)) / (2 * L) * (2 * L));
   // Each thread owns a fixed range of row tiles and walks the panels over it (one thread, without
   // entering OpenMP, when the call is too small to repay a team).
+  const bool one_block = !kCount && op.nblocks == 1 && !op.sa && !op.sb;
   auto run = [&](size_t threads, size_t t) {
     const size_t rt0 = row_tiles * t / threads, rt1 = row_tiles * (t + 1) / threads;
     HWY_ALIGN float buf[kRows * 2 * HWY_MAX_BYTES / sizeof(float)];
@@ -286,8 +300,10 @@ void TilesOf(FastOperands& op) {
       const size_t p1 = std::min(op.npad, p0 + panel);
       for (size_t rt = rt0; rt < rt1; ++rt) {
         const size_t i0 = rt * kRows, rows = std::min(kRows, op.m - i0);
-        for (size_t j0 = p0; j0 < p1; j0 += 2 * L)
-          Tile<kCount, kInner>(op, i0, rows, j0, buf, &inner_sw, &outer_sw, &nonfinite);
+        for (size_t j0 = p0; j0 < p1; j0 += 2 * L) {
+          if (one_block) TileOneBlock<kInner>(op, i0, rows, j0, &nonfinite);
+          else Tile<kCount, kInner>(op, i0, rows, j0, buf, &inner_sw, &outer_sw, &nonfinite);
+        }
       }
     }
 #pragma omp atomic
