@@ -15,39 +15,12 @@
 #include "arith/catalogue.h"
 #include "arith/random.h"
 #include "backend/quantize_plan.h"
+#include "quant_check.h"
 
 using namespace drift;
+using namespace drift::testing;
 
 namespace {
-
-// Values of every kind a quantizer meets: with `specials`, some blocks get NaN or inf (each such
-// block reads as NaN under block scaling, so the rest stay clean). `float_grid`: every value a
-// float (the float entry's inputs).
-std::vector<double> test_values(size_t n, uint64_t seed, bool specials, bool float_grid) {
-  std::vector<double> v(n);
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t r0 = random_u32(seed, 11, 2 * i), r1 = random_u32(seed, 11, 2 * i + 1);
-    double x = (static_cast<double>(r0) / 4294967296.0 - 0.5) * 8.0 * static_cast<double>(uint64_t{1} << (r1 % 7));
-    switch ((r1 >> 8) % 32) {
-      case 0: x = 0.0; break;
-      case 1: x = -0.0; break;
-      case 2: x *= 1e-30; break;                          // far below every small format's range
-      case 3: x *= float_grid ? 1e-40 : 1e-310; break;    // subnormal float / double
-      case 4: x *= 1e30; break;                           // huge: clips unless scaled
-      case 5: x = float_grid ? x * 1e37 : x * 1e300; break;
-      case 6: x = (r1 >> 20) & 1 ? 448.0 : 464.0; break;  // the e4m3 top and just past it
-      case 7: x *= 1e-7; break;
-      case 8:
-        if (specials && (r1 >> 13) % 16 == 0) x = ((r1 >> 17) % 3 == 0) ? quiet_nan() : infinity((r1 >> 18) & 1);
-        break;
-      default: break;
-    }
-    v[i] = float_grid ? static_cast<double>(static_cast<float>(x)) : x;
-  }
-  return v;
-}
-
-bool same_bits(double a, double b) { return bits_of(a) == bits_of(b); }
 
 // Totals over every case, to show the cases reach each count.
 struct Coverage {
@@ -55,51 +28,17 @@ struct Coverage {
 };
 Coverage coverage;
 
+// The shared comparison, plus the storage and the coverage totals.
 void check_same(const QuantizedOperand& got, const QuantizedOperand& want) {
-  REQUIRE(got.rows == want.rows);
-  REQUIRE(got.k == want.k);
   CHECK(got.in_float == want.in_float);
-  size_t bad = 0;
-  for (size_t i = 0; i < want.rows * want.k; ++i) bad += !same_bits(got.value(i), want.value(i));
-  CHECK(bad == 0);
-  CHECK(got.block_k == want.block_k);
-  CHECK(got.blocks_per_row == want.blocks_per_row);
-  REQUIRE(got.block_scale.size() == want.block_scale.size());
-  size_t bad_scales = 0;
-  for (size_t i = 0; i < want.block_scale.size(); ++i) {
-    bad_scales += !same_bits(got.block_scale[i], want.block_scale[i]);
-    coverage.nan_blocks += is_nan(want.block_scale[i]);
-  }
-  CHECK(bad_scales == 0);
-  CHECK(same_bits(got.tensor_scale, want.tensor_scale));
-  const QuantStats& g = got.stats;
+  check_same_operand(got, want);
+  for (double s : want.block_scale) coverage.nan_blocks += is_nan(s);
   const QuantStats& w = want.stats;
-  CHECK(g.elements == w.elements);
-  CHECK(g.clipped == w.clipped);
-  CHECK(g.flushed == w.flushed);
-  CHECK(g.subnormal == w.subnormal);
-  CHECK(g.nonfinite == w.nonfinite);
-  CHECK(same_bits(g.amax, w.amax));
-  CHECK(g.scale_count == w.scale_count);
-  CHECK(g.scale_exp_min == w.scale_exp_min);
-  CHECK(g.scale_exp_max == w.scale_exp_max);
-  CHECK(same_bits(g.scale_exp_sum, w.scale_exp_sum));
-  for (int e = -QuantStats::kScaleExpOffset; e <= QuantStats::kScaleExpOffset; ++e) {
-    CAPTURE(e);
-    CHECK(g.scale_exp_hist.count(e) == w.scale_exp_hist.count(e));
-  }
   coverage.clipped += w.clipped;
   coverage.flushed += w.flushed;
   coverage.subnormal += w.subnormal;
   coverage.nonfinite += w.nonfinite;
   coverage.scales += w.scale_count;
-}
-
-void check_same_state(const DelayedState& got, const DelayedState& want) {
-  CHECK(got.initialised == want.initialised);
-  CHECK(same_bits(got.scale, want.scale));
-  REQUIRE(got.history.size() == want.history.size());
-  for (size_t i = 0; i < want.history.size(); ++i) CHECK(same_bits(got.history[i], want.history[i]));
 }
 
 struct Shape {
@@ -123,7 +62,7 @@ void check_quantizer(const std::string& name, const Quantizer& qz, int steps = 1
         const uint64_t seed = 100 * si + 10 * variant + step;
         // Stored rows x ld (k-contiguous) or k x ld (transposed), with padding past the used part.
         const size_t ld = (transposed ? s.rows : s.k) + 3;
-        const auto data = test_values((transposed ? s.k : s.rows) * ld + 1, seed, specials, from_float);
+        const auto data = quantizer_inputs((transposed ? s.k : s.rows) * ld + 1, seed, specials, from_float);
         const StridedInput x = transposed ? StridedInput{data.data(), 1, ld} : StridedInput{data.data(), ld, 1};
         const uint64_t qseed = seed * 7 + 1, stream = seed * 0x9e3779b97f4a7c15ull;
         QuantizedOperand want, got;
@@ -141,60 +80,53 @@ void check_quantizer(const std::string& name, const Quantizer& qz, int steps = 1
     }
 }
 
-Quantizer quantizer(const char* format, ScaleKind kind, int block = 32) {
-  Quantizer q;
-  q.format = *find_format(format);
-  q.scaling.kind = kind;
-  q.scaling.block = block;
-  return q;
-}
 
 }  // namespace
 
 TEST_CASE("quantize steps equal quantize_into: no scaling, every rounding and overflow rule") {
   for (const char* f : {"fp8_e4m3", "fp8_e5m2", "fp4_e2m1", "fp6_e3m2", "bf16", "fp16", "fp32", "fp64", "int8", "e8m0"})
-    check_quantizer(std::string("none ") + f, quantizer(f, ScaleKind::none));
-  Quantizer q = quantizer("fp8_e5m2", ScaleKind::none);
+    check_quantizer(std::string("none ") + f, make_quantizer(f, ScaleKind::none));
+  Quantizer q = make_quantizer("fp8_e5m2", ScaleKind::none);
   q.round.overflow = Overflow::ieee;
   check_quantizer("e5m2 ieee overflow", q);
   q.round.mode = Rounding::rtz;
   check_quantizer("e5m2 rtz ieee", q);
-  q = quantizer("fp16", ScaleKind::none);
+  q = make_quantizer("fp16", ScaleKind::none);
   q.round.subnormals = Subnormals::flush;
   check_quantizer("fp16 flush", q);
-  q = quantizer("fp8_e4m3", ScaleKind::none);
+  q = make_quantizer("fp8_e4m3", ScaleKind::none);
   q.round.mode = Rounding::sr;
   check_quantizer("e4m3 sr", q);
   q.round.sr_bits = 3;
   check_quantizer("e4m3 sr 3 bits", q);
-  q = quantizer("fp32", ScaleKind::none);
+  q = make_quantizer("fp32", ScaleKind::none);
   q.round.subnormals = Subnormals::flush;
   check_quantizer("fp32 flush", q);
 }
 
 TEST_CASE("quantize steps equal quantize_into: tensor and delayed scaling") {
-  check_quantizer("tensor e4m3", quantizer("fp8_e4m3", ScaleKind::tensor));
-  Quantizer q = quantizer("fp8_e4m3", ScaleKind::tensor);
+  check_quantizer("tensor e4m3", make_quantizer("fp8_e4m3", ScaleKind::tensor));
+  Quantizer q = make_quantizer("fp8_e4m3", ScaleKind::tensor);
   q.scaling.margin = 1;
   q.scaling.pow2 = true;
   check_quantizer("tensor e4m3 margin pow2", q);
-  q = quantizer("fp8_e5m2", ScaleKind::tensor);
+  q = make_quantizer("fp8_e5m2", ScaleKind::tensor);
   q.round.mode = Rounding::sr;
   q.round.overflow = Overflow::ieee;
   check_quantizer("tensor e5m2 sr ieee", q);
-  q = quantizer("int8", ScaleKind::tensor);
+  q = make_quantizer("int8", ScaleKind::tensor);
   q.round.mode = Rounding::rtz;
   check_quantizer("tensor int8 rtz", q);
-  q = quantizer("fp8_e4m3", ScaleKind::tensor);
+  q = make_quantizer("fp8_e4m3", ScaleKind::tensor);
   q.scaling.amax_floor = 1e3;  // the floor decides the scale
   check_quantizer("tensor e4m3 amax floor", q);
-  q = quantizer("fp8_e4m3", ScaleKind::delayed);
+  q = make_quantizer("fp8_e4m3", ScaleKind::delayed);
   q.scaling.history = 3;
   check_quantizer("delayed e4m3 max of 3", q, 5);
   q.scaling.algo = AmaxAlgo::most_recent;
   q.scaling.margin = 2;
   check_quantizer("delayed e4m3 most recent", q, 4);
-  q = quantizer("fp8_e5m2", ScaleKind::delayed);
+  q = make_quantizer("fp8_e5m2", ScaleKind::delayed);
   q.scaling.pow2 = true;
   q.round.mode = Rounding::sr;
   check_quantizer("delayed e5m2 pow2 sr", q, 3);
@@ -203,62 +135,62 @@ TEST_CASE("quantize steps equal quantize_into: tensor and delayed scaling") {
 TEST_CASE("quantize steps equal quantize_into: MX blocks, every exponent rule and offset, 1-D and 2-D") {
   for (ExpRule rule : {ExpRule::floor, ExpRule::rceil, ExpRule::ceil, ExpRule::even})
     for (int offset : {0, 1, -2}) {
-      Quantizer q = quantizer("fp8_e4m3", ScaleKind::block);
+      Quantizer q = make_quantizer("fp8_e4m3", ScaleKind::block);
       q.scaling.rule = rule;
       q.scaling.offset = offset;
       check_quantizer(std::string("mx e4m3 ") + to_string(rule) + " " + std::to_string(offset), q);
     }
-  Quantizer q = quantizer("fp8_e5m2", ScaleKind::block);
+  Quantizer q = make_quantizer("fp8_e5m2", ScaleKind::block);
   q.round.overflow = Overflow::ieee;
   check_quantizer("mx e5m2 ieee", q);
-  q = quantizer("fp4_e2m1", ScaleKind::block);
+  q = make_quantizer("fp4_e2m1", ScaleKind::block);
   q.round.mode = Rounding::sr;
   check_quantizer("mx fp4 sr", q);
-  q = quantizer("fp6_e3m2", ScaleKind::block, 16);
+  q = make_quantizer("fp6_e3m2", ScaleKind::block, 16);
   q.round.mode = Rounding::rtz;
   check_quantizer("mx fp6 block 16 rtz", q);
-  q = quantizer("fp6_e2m3", ScaleKind::block, 8);
+  q = make_quantizer("fp6_e2m3", ScaleKind::block, 8);
   q.scaling.two_d = true;
   check_quantizer("mx fp6_e2m3 2-D 8", q);
-  q = quantizer("fp8_e4m3", ScaleKind::block, 16);
+  q = make_quantizer("fp8_e4m3", ScaleKind::block, 16);
   q.scaling.two_d = true;
   q.scaling.rule = ExpRule::even;
   q.round.subnormals = Subnormals::flush;
   check_quantizer("mx e4m3 2-D 16 even flush", q);
-  q = quantizer("fp64", ScaleKind::block);
+  q = make_quantizer("fp64", ScaleKind::block);
   check_quantizer("mx fp64 (no float grid)", q);
 }
 
 TEST_CASE("quantize steps equal quantize_into: tiles and NVFP4") {
-  check_quantizer("tile e4m3 128", quantizer("fp8_e4m3", ScaleKind::tile, 128));
-  Quantizer q = quantizer("fp8_e4m3", ScaleKind::tile, 16);
+  check_quantizer("tile e4m3 128", make_quantizer("fp8_e4m3", ScaleKind::tile, 128));
+  Quantizer q = make_quantizer("fp8_e4m3", ScaleKind::tile, 16);
   q.scaling.pow2 = true;
   check_quantizer("tile e4m3 16 pow2", q);
-  q = quantizer("int8", ScaleKind::tile, 32);
+  q = make_quantizer("int8", ScaleKind::tile, 32);
   q.scaling.two_d = true;
   check_quantizer("tile int8 2-D 32", q);
-  q = quantizer("fp8_e4m3", ScaleKind::tile, 8);
+  q = make_quantizer("fp8_e4m3", ScaleKind::tile, 8);
   q.scaling.two_d = true;
   q.scaling.amax_floor = 1e-3;
   q.round.mode = Rounding::sr;
   check_quantizer("tile e4m3 2-D 8 floor sr", q);
-  check_quantizer("nvfp4", quantizer("fp4_e2m1", ScaleKind::nvfp4, 16));
-  q = quantizer("fp4_e2m1", ScaleKind::nvfp4, 16);
+  check_quantizer("nvfp4", make_quantizer("fp4_e2m1", ScaleKind::nvfp4, 16));
+  q = make_quantizer("fp4_e2m1", ScaleKind::nvfp4, 16);
   q.round.mode = Rounding::sr;
   q.scaling.two_d = true;
   check_quantizer("nvfp4 2-D sr", q);
 }
 
 TEST_CASE("quantize steps equal quantize_into: random Hadamard transform before quantizing") {
-  Quantizer q = quantizer("fp8_e4m3", ScaleKind::block);
+  Quantizer q = make_quantizer("fp8_e4m3", ScaleKind::block);
   q.scaling.hadamard = 32;
   q.scaling.hadamard_seed = 99;
   check_quantizer("mx e4m3 hadamard 32", q);
-  q = quantizer("fp4_e2m1", ScaleKind::nvfp4, 16);
+  q = make_quantizer("fp4_e2m1", ScaleKind::nvfp4, 16);
   q.scaling.hadamard = 16;
   q.scaling.hadamard_seed = 5;
   check_quantizer("nvfp4 hadamard 16", q);
-  q = quantizer("fp8_e4m3", ScaleKind::tensor);
+  q = make_quantizer("fp8_e4m3", ScaleKind::tensor);
   q.scaling.hadamard = 16;
   check_quantizer("tensor e4m3 hadamard 16", q);
 }
@@ -274,7 +206,7 @@ TEST_CASE("quantize steps: the cases reach every count, and errors are the CPU's
   const std::vector<double> x(12, 1.0);
   QuantizedOperand out;
   CHECK_THROWS_WITH_AS(run_quantize_plan_host(out, StridedInput{x.data(), 4, 1}, 3, 4,
-                                              quantizer("fp8_e4m3", ScaleKind::delayed), 1, 2, nullptr, false),
+                                              make_quantizer("fp8_e4m3", ScaleKind::delayed), 1, 2, nullptr, false),
                        "delayed scaling needs a DelayedState", std::invalid_argument);
 }
 
@@ -283,7 +215,7 @@ TEST_CASE("quantize steps: hand-checked MX block") {
   // 2^(3-8) = 2^-5 and the elements are x * 32 rounded to e4m3: 10*32 = 320 (1.25 * 2^8, on the grid),
   // 1*32 = 32, 0.3*32 = 9.6, where the grid step is 1 (3 mantissa bits in [8, 16)): 10; -0 stays -0.
   const std::vector<double> x = {10.0, 1.0, 0.3, -0.0};
-  Quantizer q = quantizer("fp8_e4m3", ScaleKind::block, 4);
+  Quantizer q = make_quantizer("fp8_e4m3", ScaleKind::block, 4);
   QuantizedOperand out;
   run_quantize_plan_host(out, StridedInput{x.data(), 4, 1}, 1, 4, q, 0, 0, nullptr, false);
   REQUIRE(out.block_scale.size() == 1);

@@ -22,8 +22,10 @@
 #include "arith/tc_presets.h"
 #include "backend/cpu_backend.h"
 #include "model/sites.h"
+#include "quant_check.h"
 
 using namespace drift;
+using namespace drift::testing;
 
 namespace {
 
@@ -65,23 +67,6 @@ std::vector<float> subnormal_floats(size_t n, uint64_t seed) {
   return v;
 }
 
-bool same_double(double x, double y) { return std::memcmp(&x, &y, sizeof x) == 0; }
-
-void check_same_stats(const QuantStats& f, const QuantStats& d) {
-  CHECK(f.elements == d.elements);
-  CHECK(f.clipped == d.clipped);
-  CHECK(f.flushed == d.flushed);
-  CHECK(f.subnormal == d.subnormal);
-  CHECK(f.nonfinite == d.nonfinite);
-  CHECK(same_double(f.amax, d.amax));
-  CHECK(f.scale_count == d.scale_count);
-  CHECK(f.scale_exp_min == d.scale_exp_min);
-  CHECK(f.scale_exp_max == d.scale_exp_max);
-  CHECK(same_double(f.scale_exp_sum, d.scale_exp_sum));
-  for (int e = -QuantStats::kScaleExpOffset; e <= QuantStats::kScaleExpOffset; ++e)
-    CHECK(f.scale_exp_hist.count(e) == d.scale_exp_hist.count(e));
-}
-
 void check_same_telemetry(const MatmulTelemetry& f, const MatmulTelemetry& d) {
   check_same_stats(f.a, d.a);
   check_same_stats(f.b, d.b);
@@ -92,11 +77,11 @@ void check_same_telemetry(const MatmulTelemetry& f, const MatmulTelemetry& d) {
   CHECK(f.outer_adds == d.outer_adds);
   CHECK(f.outer_swamped == d.outer_swamped);
   CHECK(f.a_cast.elements == d.a_cast.elements);
-  CHECK(same_double(f.a_cast.err_sq, d.a_cast.err_sq));
+  CHECK(same_bits(f.a_cast.err_sq, d.a_cast.err_sq));
   CHECK(f.b_cast.shrank == d.b_cast.shrank);
   CHECK(f.bound.checked == d.bound.checked);
   CHECK(f.bound.violations == d.bound.violations);
-  CHECK(same_double(f.bound.max_ratio, d.bound.max_ratio));
+  CHECK(same_bits(f.bound.max_ratio, d.bound.max_ratio));
 }
 
 struct Shape {
@@ -132,9 +117,9 @@ void check_entries_agree(const MatmulPolicy& p, const Shape& s, const std::vecto
   CHECK(same_c);
   check_same_telemetry(tf, td);
   if (da) {
-    CHECK(same_double(fa.scale, da->scale));
+    CHECK(same_bits(fa.scale, da->scale));
     CHECK(fa.history.size() == da->history.size());
-    CHECK(same_double(fb.scale, db->scale));
+    CHECK(same_bits(fb.scale, db->scale));
   }
 }
 
@@ -397,18 +382,18 @@ TEST_CASE("float quantizer == double quantizer: values, scales, stats (strided a
       CHECK(!qd.in_float);
       CHECK(qf.in_float == fits_float(np.p.a.format));
       bool same = true;
-      for (size_t i = 0; i < rows * k; ++i) same = same && same_double(qf.value(i), qd.value(i));
+      for (size_t i = 0; i < rows * k; ++i) same = same && same_bits(qf.value(i), qd.value(i));
       CHECK(same);
       CHECK(qf.block_k == qd.block_k);
       CHECK(qf.block_scale.size() == qd.block_scale.size());
-      for (size_t i = 0; i < qd.block_scale.size(); ++i) CHECK(same_double(qf.block_scale[i], qd.block_scale[i]));
-      CHECK(same_double(qf.tensor_scale, qd.tensor_scale));
+      for (size_t i = 0; i < qd.block_scale.size(); ++i) CHECK(same_bits(qf.block_scale[i], qd.block_scale[i]));
+      CHECK(same_bits(qf.tensor_scale, qd.tensor_scale));
       check_same_stats(qf.stats, qd.stats);
       qf.widen();
       CHECK(!qf.in_float);
       CHECK(qf.q.size() == rows * k);
       same = true;
-      for (size_t i = 0; i < rows * k; ++i) same = same && same_double(qf.q[i], qd.q[i]);
+      for (size_t i = 0; i < rows * k; ++i) same = same && same_bits(qf.q[i], qd.q[i]);
       CHECK(same);
     }
   }

@@ -9,6 +9,7 @@
 #define DRIFT_HD inline
 #endif
 
+#include <cmath>
 #include <cstdint>
 
 namespace drift {
@@ -42,6 +43,30 @@ DRIFT_HD int top_bit(uint64_t x) {
   return 63 - __clzll(static_cast<long long>(x));
 #else
   return 63 - __builtin_clzll(x);
+#endif
+}
+
+// IEEE fp32 operations by name (round to nearest even; no contraction, no flush): on the device
+// the intrinsics nvcc never fuses or flushes; on the host plain operators (built -ffp-contract=off).
+DRIFT_HD float f32_fma(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+DRIFT_HD float f32_mul(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+DRIFT_HD float f32_add(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
 #endif
 }
 

@@ -37,15 +37,6 @@ DRIFT_HD bool is_pow2(double a) {
 DRIFT_HD int ceil_log2(double a) { return floor_log2(a) + (is_pow2(a) ? 0 : 1); }
 DRIFT_HD bool finite(double x) { return !is_nan(x) && !is_inf(x); }
 
-// IEEE binary32 multiply, round to nearest even (named on the device: no contraction, no flush).
-DRIFT_HD float fmul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
 // Round to nearest even, saturating: how the recipes' fp32 scale arithmetic rounds.
 DRIFT_HD RoundSpec nearest_saturating() {
   RoundSpec s;
@@ -94,7 +85,7 @@ DRIFT_HD double scaled_value(double v, double mult, bool mult_exact_pow2, const 
   if (mult_exact_pow2) return v * mult;  // a power of two: exact in double
   const float vf = static_cast<float>(v), mf = static_cast<float>(mult);
   if (static_cast<double>(vf) == v && static_cast<double>(mf) == mult) {
-    const float p = quant::fmul_rn(vf, mf);
+    const float p = f32_mul(vf, mf);
     if (!is_inf(p) || is_inf(vf)) return p;
   }
   return op_mul(v, mult, fp32, quant::nearest_saturating());

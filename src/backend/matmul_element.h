@@ -230,29 +230,6 @@ DRIFT_HD double matmul_element(const ElementPlan& p, uint64_t i, uint64_t j, Ele
 
 // ---- The float fast body -------------------------------------------------------------------------
 
-// IEEE fp32 operations by name (round to nearest even; no contraction, no flush).
-DRIFT_HD float f32_fma(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
-DRIFT_HD float f32_mul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-DRIFT_HD float f32_add(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
 // Operands of the fast body, all floats (exact copies of the prepared values).
 struct FastPlan {
   const float* a = nullptr;   // m x k

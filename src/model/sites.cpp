@@ -132,11 +132,9 @@ void MatmulSites::matmul(size_t site, size_t m, size_t k, size_t n, const T* a, 
       }
       return;
     }
-    if constexpr (std::is_same_v<T, float>) {
-      if constexpr (std::is_same_v<std::remove_cv_t<std::remove_pointer_t<decltype(w)>>, float>) {
-        transpose_floats(w, m, n, n, c, ldc, accumulate);  // the same adds, in 4 x 4 vector blocks
-        return;
-      }
+    if constexpr (std::is_same_v<T, float> && std::is_same_v<std::decay_t<decltype(*w)>, float>) {
+      transpose_floats(w, m, n, n, c, ldc, accumulate);  // the same adds, in 4 x 4 vector blocks
+      return;
     }
     constexpr size_t kTile = 16;
     for (size_t j0 = 0; j0 < n; j0 += kTile)

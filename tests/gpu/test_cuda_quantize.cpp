@@ -20,74 +20,12 @@
 #include "backend/cuda/cuda_backend.h"
 #include "policy/matmul_json.h"
 #include "policy/presets.h"
+#include "../quant_check.h"
 
 using namespace drift;
+using namespace drift::testing;
 
 namespace {
-
-std::vector<double> mixed_values(size_t n, uint64_t seed, bool specials) {
-  std::vector<double> v(n);
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t r0 = random_u32(seed, 13, 2 * i), r1 = random_u32(seed, 13, 2 * i + 1);
-    double x = (static_cast<double>(r0) / 4294967296.0 - 0.5) * 8.0 * static_cast<double>(uint64_t{1} << (r1 % 7));
-    switch ((r1 >> 8) % 32) {
-      case 0: x = 0.0; break;
-      case 1: x = -0.0; break;
-      case 2: x *= 1e-30; break;
-      case 3: x *= 1e-310; break;
-      case 4: x *= 1e30; break;
-      case 5: x *= 1e300; break;
-      case 6: x = 464.0; break;
-      case 7:
-        if (specials && (r1 >> 13) % 64 == 0) x = ((r1 >> 19) % 3 == 0) ? quiet_nan() : infinity((r1 >> 20) & 1);
-        break;
-      default: break;
-    }
-    v[i] = x;
-  }
-  return v;
-}
-
-bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
-
-void check_stats(const QuantStats& g, const QuantStats& w) {
-  CHECK(g.elements == w.elements);
-  CHECK(g.clipped == w.clipped);
-  CHECK(g.flushed == w.flushed);
-  CHECK(g.subnormal == w.subnormal);
-  CHECK(g.nonfinite == w.nonfinite);
-  CHECK(same_bits(g.amax, w.amax));
-  CHECK(g.scale_count == w.scale_count);
-  CHECK(g.scale_exp_min == w.scale_exp_min);
-  CHECK(g.scale_exp_max == w.scale_exp_max);
-  CHECK(same_bits(g.scale_exp_sum, w.scale_exp_sum));
-  size_t bad = 0;
-  for (int e = -QuantStats::kScaleExpOffset; e <= QuantStats::kScaleExpOffset; ++e)
-    bad += g.scale_exp_hist.count(e) != w.scale_exp_hist.count(e);
-  CHECK(bad == 0);
-}
-
-void check_same(const QuantizedOperand& g, const QuantizedOperand& w) {
-  REQUIRE(g.rows == w.rows);
-  REQUIRE(g.k == w.k);
-  size_t bad = 0;
-  for (size_t i = 0; i < w.rows * w.k; ++i) bad += !same_bits(g.value(i), w.value(i));
-  CHECK(bad == 0);
-  CHECK(g.block_k == w.block_k);
-  REQUIRE(g.block_scale.size() == w.block_scale.size());
-  size_t bad_scales = 0;
-  for (size_t i = 0; i < w.block_scale.size(); ++i) bad_scales += !same_bits(g.block_scale[i], w.block_scale[i]);
-  CHECK(bad_scales == 0);
-  CHECK(same_bits(g.tensor_scale, w.tensor_scale));
-  check_stats(g.stats, w.stats);
-}
-
-void check_state(const DelayedState& g, const DelayedState& w) {
-  CHECK(g.initialised == w.initialised);
-  CHECK(same_bits(g.scale, w.scale));
-  REQUIRE(g.history.size() == w.history.size());
-  for (size_t i = 0; i < w.history.size(); ++i) CHECK(same_bits(g.history[i], w.history[i]));
-}
 
 struct Shape {
   size_t rows, k;
@@ -107,46 +45,38 @@ void check_quantizer(const std::string& name, const Quantizer& qz, int steps = 1
         CAPTURE(step);
         const uint64_t seed = 100 * si + 10 * variant + step;
         const size_t ld = (transposed ? s.rows : s.k) + 5;
-        const auto data = mixed_values((transposed ? s.k : s.rows) * ld + 1, seed, specials);
+        const auto data = quantizer_inputs((transposed ? s.k : s.rows) * ld + 1, seed, specials, false);
         const StridedInput x = transposed ? StridedInput{data.data(), 1, ld} : StridedInput{data.data(), ld, 1};
         QuantizedOperand want, got;
         quantize_into(want, x, s.rows, s.k, qz, seed + 1, seed * 977, &cpu_state);
         cuda_quantize(got, x, s.rows, s.k, qz, seed + 1, seed * 977, &gpu_state, want_float);
         CHECK(got.in_float == (want_float && fits_float(qz.format)));
-        check_same(got, want);
-        check_state(gpu_state, cpu_state);
+        check_same_operand(got, want);
+        check_same_state(gpu_state, cpu_state);
       }
     }
-}
-
-Quantizer quantizer(const char* format, ScaleKind kind, int block = 32) {
-  Quantizer q;
-  q.format = *find_format(format);
-  q.scaling.kind = kind;
-  q.scaling.block = block;
-  return q;
 }
 
 }  // namespace
 
 TEST_CASE("cuda quantizer equals quantize_into: no, tensor and delayed scaling") {
   for (const char* f : {"fp8_e4m3", "fp4_e2m1", "bf16", "fp32", "fp64", "int8", "e8m0"})
-    check_quantizer(std::string("none ") + f, quantizer(f, ScaleKind::none));
-  Quantizer q = quantizer("fp8_e5m2", ScaleKind::none);
+    check_quantizer(std::string("none ") + f, make_quantizer(f, ScaleKind::none));
+  Quantizer q = make_quantizer("fp8_e5m2", ScaleKind::none);
   q.round.overflow = Overflow::ieee;
   q.round.mode = Rounding::sr;
   check_quantizer("none e5m2 sr ieee", q);
-  q = quantizer("fp16", ScaleKind::none);
+  q = make_quantizer("fp16", ScaleKind::none);
   q.round.subnormals = Subnormals::flush;
   q.round.mode = Rounding::rtz;
   check_quantizer("none fp16 flush rtz", q);
-  check_quantizer("tensor e4m3", quantizer("fp8_e4m3", ScaleKind::tensor));
-  q = quantizer("fp8_e4m3", ScaleKind::tensor);
+  check_quantizer("tensor e4m3", make_quantizer("fp8_e4m3", ScaleKind::tensor));
+  q = make_quantizer("fp8_e4m3", ScaleKind::tensor);
   q.scaling.margin = 1;
   q.scaling.pow2 = true;
   q.round.mode = Rounding::sr;
   check_quantizer("tensor e4m3 margin pow2 sr", q);
-  q = quantizer("fp8_e4m3", ScaleKind::delayed);
+  q = make_quantizer("fp8_e4m3", ScaleKind::delayed);
   q.scaling.history = 3;
   check_quantizer("delayed e4m3", q, 4);
   q.scaling.algo = AmaxAlgo::most_recent;
@@ -155,30 +85,30 @@ TEST_CASE("cuda quantizer equals quantize_into: no, tensor and delayed scaling")
 
 TEST_CASE("cuda quantizer equals quantize_into: blocks, tiles, NVFP4, Hadamard") {
   for (ExpRule rule : {ExpRule::floor, ExpRule::rceil, ExpRule::ceil, ExpRule::even}) {
-    Quantizer q = quantizer("fp8_e4m3", ScaleKind::block);
+    Quantizer q = make_quantizer("fp8_e4m3", ScaleKind::block);
     q.scaling.rule = rule;
     q.scaling.offset = rule == ExpRule::floor ? 1 : 0;
     check_quantizer(std::string("mx e4m3 ") + to_string(rule), q);
   }
-  Quantizer q = quantizer("fp4_e2m1", ScaleKind::block);
+  Quantizer q = make_quantizer("fp4_e2m1", ScaleKind::block);
   q.round.mode = Rounding::sr;
   check_quantizer("mx fp4 sr", q);
-  q = quantizer("fp8_e5m2", ScaleKind::block, 16);
+  q = make_quantizer("fp8_e5m2", ScaleKind::block, 16);
   q.scaling.two_d = true;
   q.round.overflow = Overflow::ieee;
   check_quantizer("mx e5m2 2-D 16 ieee", q);
-  check_quantizer("tile e4m3 128", quantizer("fp8_e4m3", ScaleKind::tile, 128));
-  q = quantizer("fp8_e4m3", ScaleKind::tile, 128);
+  check_quantizer("tile e4m3 128", make_quantizer("fp8_e4m3", ScaleKind::tile, 128));
+  q = make_quantizer("fp8_e4m3", ScaleKind::tile, 128);
   q.scaling.two_d = true;
   q.scaling.pow2 = true;
   check_quantizer("tile e4m3 2-D 128 pow2", q);
-  check_quantizer("nvfp4", quantizer("fp4_e2m1", ScaleKind::nvfp4, 16));
-  q = quantizer("fp4_e2m1", ScaleKind::nvfp4, 16);
+  check_quantizer("nvfp4", make_quantizer("fp4_e2m1", ScaleKind::nvfp4, 16));
+  q = make_quantizer("fp4_e2m1", ScaleKind::nvfp4, 16);
   q.round.mode = Rounding::sr;
   q.scaling.hadamard = 16;
   q.scaling.hadamard_seed = 3;
   check_quantizer("nvfp4 sr hadamard 16", q);
-  q = quantizer("fp8_e4m3", ScaleKind::block);
+  q = make_quantizer("fp8_e4m3", ScaleKind::block);
   q.scaling.hadamard = 32;
   check_quantizer("mx e4m3 hadamard 32", q);
 }
@@ -203,7 +133,7 @@ TEST_CASE("cuda matmul with device quantization equals the CPU engine and CPU-qu
         CAPTURE(json);
         CAPTURE(m);
         CAPTURE(step);
-        const auto a = mixed_values(m * k, 40 + step, false), b = mixed_values(k * n, 50 + step, false);
+        const auto a = quantizer_inputs(m * k, 40 + step, false, false), b = quantizer_inputs(k * n, 50 + step, false, false);
         const MatView av{a.data(), m, k, k, false}, bv{b.data(), n, k, k, true};  // B stored transposed
         std::vector<double> c_cpu(m * n), c_dev(m * n, 7.0), c_host(m * n, 7.0);
         MatmulContext ctx;
@@ -217,15 +147,15 @@ TEST_CASE("cuda matmul with device quantization equals the CPU engine and CPU-qu
         const MatmulTelemetry th = on_host->matmul(av, bv, c_host.data(), n, p, ctx);
         CHECK(std::memcmp(c_cpu.data(), c_dev.data(), c_cpu.size() * sizeof(double)) == 0);
         CHECK(std::memcmp(c_cpu.data(), c_host.data(), c_cpu.size() * sizeof(double)) == 0);
-        check_stats(td.a, tc.a);
-        check_stats(td.b, tc.b);
-        check_stats(th.a, tc.a);
-        check_stats(th.b, tc.b);
+        check_same_stats(td.a, tc.a);
+        check_same_stats(td.b, tc.b);
+        check_same_stats(th.a, tc.a);
+        check_same_stats(th.b, tc.b);
         CHECK(td.inner_adds == tc.inner_adds);
         CHECK(td.outer_adds == tc.outer_adds);
         CHECK(td.fast_path == th.fast_path);
-        check_state(dev_a, cpu_a);
-        check_state(dev_b, cpu_b);
+        check_same_state(dev_a, cpu_a);
+        check_same_state(dev_b, cpu_b);
       }
     }
   }
