@@ -46,8 +46,17 @@ DRIFT_HD int top_bit(uint64_t x) {
 #endif
 }
 
-// IEEE fp32 operations by name (round to nearest even; no contraction, no flush): on the device
-// the intrinsics nvcc never fuses or flushes; on the host plain operators (built -ffp-contract=off).
+// IEEE operations by name (round to nearest even; no contraction, no flush): on the device the
+// intrinsics nvcc never fuses or flushes; on the host std::fma and plain operators (built
+// -ffp-contract=off).
+// a*b + c with one rounding in double (the TwoProd error term of ops.h).
+DRIFT_HD double fused_multiply_add(double a, double b, double c) {
+#if defined(__CUDA_ARCH__)
+  return __fma_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
 DRIFT_HD float f32_fma(float a, float b, float c) {
 #if defined(__CUDA_ARCH__)
   return __fmaf_rn(a, b, c);

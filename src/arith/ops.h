@@ -10,16 +10,6 @@
 
 namespace drift {
 
-// a*b + c with one rounding in double: the TwoProd error term. A named fused operation (never a
-// contraction the compiler chose): std::fma on the host, __fma_rn on the device.
-DRIFT_HD double fused_multiply_add(double a, double b, double c) {
-#if defined(__CUDA_ARCH__)
-  return __fma_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
-
 // Sign of an exact zero sum (IEEE 754 6.3): +0 unless both addends are zeros of the same sign,
 // or rounding is toward -inf (then -0).
 DRIFT_HD double zero_sum_sign(double a, double b, const RoundSpec& spec) {
