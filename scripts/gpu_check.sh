@@ -2,8 +2,9 @@
 # The CUDA backend on a real GPU, in one run (under 8 minutes on one H200):
 #   1. build with DRIFT_CUDA=ON (build-gpu/, all cores)
 #   2. the GPU test suite (drift_gpu_tests) and the host proof of the kernel bodies
-#   3. training bit-identity: mlp and attn under mxfp8_e4m3 and nvfp4, 200 steps, backend cpu vs
-#      cuda, metrics.jsonl compared byte for byte (timing fields aside)
+#   3. training bit-identity (scripts/backend_identity.sh): mlp and attn under mxfp8_e4m3 and
+#      nvfp4, 200 steps, backend cpu vs cuda, metrics.jsonl and summary.json compared byte for
+#      byte (timing fields aside)
 #   4. native FP8: cuBLASLt FP8 GEMM (fast accumulation off and on) vs the simulator's h100_fp8_e4m3
 #      model, bit agreement reported (scripts/bit_agreement.py)
 #   5. drift bench gemm --backend cuda at 4096^3 with cuBLAS SGEMM (no TF32) as the reference
@@ -55,44 +56,16 @@ else
 fi
 
 echo "== 3. training: backend cpu vs cuda, $steps steps"
-cat > "$work/base.json" <<JSON
-{ "seed": 11,
-  "model": {"kind": "mlp", "context": 16, "embed": 32, "hidden": 128},
-  "data": {"path": "$src/data/austen/persuasion.txt"},
-  "train": {"steps": $steps, "batch": 16, "eval_every": 50, "eval_batches": 2, "log_every": 1},
-  "precision": {"matmul": [{"preset": "mxfp8_e4m3"},
-                           {"match": {"role": "grad_weight"}, "a": {"rounding": "sr"}}]} }
-JSON
-strip_timing() { sed 's/,"tokens_per_s".*//' "$1"; }
 # The eight runs go in parallel, two OpenMP threads each (results do not depend on thread counts).
-declare -A pid
-for kind in mlp attn; do
-  for preset in mxfp8_e4m3 nvfp4; do
-    extra=(--set "precision.matmul.0.preset=$preset")
-    [ "$kind" = attn ] && extra+=(--set model.kind=attn --set model.d_model=32 --set model.heads=2 --set model.layers=2)
-    for be in cpu cuda; do
-      run="$kind-$preset-$be"
-      OMP_NUM_THREADS=2 "$drift" train --config "$work/base.json" --quiet --out "$work/$run" --set "backend=$be" \
-        "${extra[@]}" > "$work/$run.log" 2>&1 &
-      pid[$run]=$!
-    done
-  done
-done
-for kind in mlp attn; do
-  for preset in mxfp8_e4m3 nvfp4; do
-    ok=1
-    for be in cpu cuda; do
-      wait "${pid[$kind-$preset-$be]}" || { cat "$work/$kind-$preset-$be.log"; ok=0; }
-    done
-    if [ $ok = 1 ] && cmp -s <(strip_timing "$work/$kind-$preset-cpu/metrics.jsonl") \
-                            <(strip_timing "$work/$kind-$preset-cuda/metrics.jsonl"); then
-      row "train $kind $preset: metrics.jsonl cpu == cuda" ok "$(wc -l < "$work/$kind-$preset-cpu/metrics.jsonl") lines, $(elapsed)"
-    else
-      row "train $kind $preset: metrics.jsonl cpu == cuda" FAIL "$(elapsed)"
-      failed=1
-    fi
-  done
-done
+JOBS=8 OMP_NUM_THREADS=2 "$src/scripts/backend_identity.sh" "$drift" "$work/identity" "$steps" "$steps" \
+  > "$work/identity.log" 2>&1 || failed=1
+cat "$work/identity.log"
+while read -r line; do
+  case "$line" in
+    "train "*" ok "*) row "${line%% ok *}" ok "${line#* ok }, $(elapsed)" ;;
+    "train "*" FAIL"*) row "${line%% FAIL*}" FAIL "$(elapsed)" ;;
+  esac
+done < "$work/identity.log"
 
 echo "== 4. native FP8 (cuBLASLt) vs the simulator's h100_fp8_e4m3 model"
 python3 - "$work" <<'PY'

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "backend/cuda/cuda_backend.h"
@@ -14,6 +15,9 @@ int main(int argc, char** argv) {
     std::printf("skipped: no GPU (%s)\n", why.c_str());
     return 77;
   }
+  if (std::getenv("DRIFT_GPU_TESTS_EMULATED"))
+    std::printf("CUDA emulator (tests/cuda_emu): drift's kernels run on the CPU; cuBLASLt's native FP8 and the "
+                "largest quantizer shape are left to a device\n");
   doctest::Context context(argc, argv);
   return context.run();
 }

@@ -7,6 +7,7 @@
 // and against cuda with CPU quantization, telemetry included.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <tuple>
@@ -32,11 +33,17 @@ struct Shape {
 };
 const Shape kShapes[] = {{1, 1}, {3, 33}, {17, 45}, {0, 5}, {4, 0}, {130, 257}, {301, 1000}};
 
+// On the CUDA emulator (ctest's gpu_cuda_emulated sets DRIFT_GPU_TESTS_EMULATED) the 301 x 1000 shape
+// is left to a device: each emulated thread pays ~60 fiber switches for its warp reductions, and
+// 130 x 257 already spreads every kernel over 131 blocks.
+bool left_to_device(const Shape& s) { return std::getenv("DRIFT_GPU_TESTS_EMULATED") && s.rows * s.k > 100000; }
+
 void check_quantizer(const std::string& name, const Quantizer& qz, int steps = 1) {
   for (size_t si = 0; si < std::size(kShapes); ++si)
     for (int variant = 0; variant < 8; ++variant) {
       const bool transposed = variant & 1, specials = variant & 2, want_float = variant & 4;
       const Shape s = kShapes[si];
+      if (left_to_device(s)) continue;
       CAPTURE(name);
       CAPTURE(si);
       CAPTURE(variant);
@@ -134,7 +141,7 @@ TEST_CASE("cuda matmul with device quantization equals the CPU engine and CPU-qu
         CAPTURE(m);
         CAPTURE(step);
         const auto a = quantizer_inputs(m * k, 40 + step, false, false), b = quantizer_inputs(k * n, 50 + step, false, false);
-        const MatView av{a.data(), m, k, k, false}, bv{b.data(), n, k, k, true};  // B stored transposed
+        const MatView av{a.data(), m, k, k, false}, bv{b.data(), k, n, k, true};  // B stored transposed (k x n, n rows of k)
         std::vector<double> c_cpu(m * n), c_dev(m * n, 7.0), c_host(m * n, 7.0);
         MatmulContext ctx;
         ctx.seed = 9 + step;

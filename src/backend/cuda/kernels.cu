@@ -1,6 +1,7 @@
 #include "backend/cuda/kernels.h"
 
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/launch.h"
 
 namespace drift::cuda {
 namespace {
@@ -102,15 +103,15 @@ void launch_element_kernel(const ElementPlan& plan, double* c, unsigned long lon
   constexpr int threads = 128;
   const uint64_t want = (total + threads - 1) / threads;
   const unsigned blocks = static_cast<unsigned>(want < 65535 * 16 ? want : 65535 * 16);
-  if (counts) element_kernel<true><<<blocks, threads, 0, stream>>>(plan, c, counts);
-  else element_kernel<false><<<blocks, threads, 0, stream>>>(plan, c, nullptr);
+  if (counts) DRIFT_LAUNCH(element_kernel<true>, blocks, threads, 0, stream)(plan, c, counts);
+  else DRIFT_LAUNCH(element_kernel<false>, blocks, threads, 0, stream)(plan, c, nullptr);
   check(cudaGetLastError(), "element kernel launch");
 }
 
 void launch_fast_kernel(const FastPlan& plan, double* c, int* nonfinite, cudaStream_t stream) {
   if (plan.m == 0 || plan.n == 0) return;
   const dim3 grid(static_cast<unsigned>((plan.n + kBN - 1) / kBN), static_cast<unsigned>((plan.m + kBM - 1) / kBM));
-  fast_kernel<<<grid, kThreads, 0, stream>>>(plan, c, nonfinite);
+  DRIFT_LAUNCH(fast_kernel, grid, kThreads, 0, stream)(plan, c, nonfinite);
   check(cudaGetLastError(), "fast kernel launch");
 }
 

@@ -1,6 +1,7 @@
 #include "backend/cuda/quantize_kernels.h"
 
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/launch.h"
 
 namespace drift::cuda {
 namespace {
@@ -136,41 +137,41 @@ __global__ void kblock_scales_kernel(const double* s, uint64_t rows, uint64_t bp
 void launch_tensor_counts(const QuantizePlan& p, QuantCounts* counts, cudaStream_t stream) {
   const uint64_t n = p.rows * p.k;
   if (n == 0) return;
-  tensor_counts_kernel<<<grid_for(n), kThreads, 0, stream>>>(p, counts);
+  DRIFT_LAUNCH(tensor_counts_kernel, grid_for(n), kThreads, 0, stream)(p, counts);
   check(cudaGetLastError(), "tensor counts kernel launch");
 }
 
 void launch_row_block_counts(const QuantizePlan& p, QuantCounts* counts, cudaStream_t stream) {
   const uint64_t n = p.rows * p.blocks_per_row;
   if (n == 0) return;
-  row_block_counts_kernel<<<grid_for(n), kThreads, 0, stream>>>(p, counts);
+  DRIFT_LAUNCH(row_block_counts_kernel, grid_for(n), kThreads, 0, stream)(p, counts);
   check(cudaGetLastError(), "row block counts kernel launch");
 }
 
 void launch_region_scales(const QuantizePlan& p, QuantCounts* counts, cudaStream_t stream) {
   const uint64_t n = p.blocks_per_row ? region_count(p) : 0;
   if (n == 0) return;
-  region_scales_kernel<<<grid_for(n), kThreads, 0, stream>>>(p, counts);
+  DRIFT_LAUNCH(region_scales_kernel, grid_for(n), kThreads, 0, stream)(p, counts);
   check(cudaGetLastError(), "region scales kernel launch");
 }
 
 void launch_quantize_elements(const QuantizePlan& p, QuantCounts* counts, cudaStream_t stream) {
   const uint64_t n = p.rows * p.k;
   if (n == 0) return;
-  quantize_elements_kernel<<<grid_for(n), kThreads, 0, stream>>>(p, counts);
+  DRIFT_LAUNCH(quantize_elements_kernel, grid_for(n), kThreads, 0, stream)(p, counts);
   check(cudaGetLastError(), "quantize kernel launch");
 }
 
 void launch_hadamard(const HadamardPlan& p, cudaStream_t stream) {
   const uint64_t n = p.rows * hadamard_groups_per_row(p);
   if (n == 0) return;
-  hadamard_kernel<<<grid_for(n), kThreads, 0, stream>>>(p);
+  DRIFT_LAUNCH(hadamard_kernel, grid_for(n), kThreads, 0, stream)(p);
   check(cudaGetLastError(), "hadamard kernel launch");
 }
 
 void launch_widen(const float* in, double* out, uint64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  widen_kernel<<<grid_for(n), kThreads, 0, stream>>>(in, out, n);
+  DRIFT_LAUNCH(widen_kernel, grid_for(n), kThreads, 0, stream)(in, out, n);
   check(cudaGetLastError(), "widen kernel launch");
 }
 
@@ -178,7 +179,7 @@ void launch_kblock_scales(const double* block_scale, uint64_t rows, uint64_t blo
                           uint64_t nblocks, uint64_t kblock, float* out, cudaStream_t stream) {
   const uint64_t n = rows * nblocks;
   if (n == 0) return;
-  kblock_scales_kernel<<<grid_for(n), kThreads, 0, stream>>>(block_scale, rows, blocks_per_row, block_k, nblocks,
+  DRIFT_LAUNCH(kblock_scales_kernel, grid_for(n), kThreads, 0, stream)(block_scale, rows, blocks_per_row, block_k, nblocks,
                                                              kblock, out);
   check(cudaGetLastError(), "block scales kernel launch");
 }
