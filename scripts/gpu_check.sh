@@ -10,10 +10,20 @@
 #   5. drift bench gemm --backend cuda at 4096^3 with cuBLAS SGEMM (no TF32) as the reference
 # and prints a summary table. Exit status: non-zero when a check (2 or 3) failed.
 # Usage: scripts/gpu_check.sh [build-dir]   (env: GPU_CHECK_STEPS=200, GPU_CHECK_BENCH_SHAPE=4096x4096x4096)
+# GPU_CHECK_EMULATE=1 rehearses the script on the CUDA emulator (tests/cuda_emu), on any x86-64
+# machine: the same steps with drift_emu and drift_gpu_emu_tests (4 training steps unless
+# GPU_CHECK_STEPS says otherwise); cuBLASLt and cuBLAS (steps 4 and 5) are skipped. Device time is
+# scarce: rehearse before spending it.
 set -uo pipefail
 src="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$src/build-gpu}"
-steps="${GPU_CHECK_STEPS:-200}"
+emulate="${GPU_CHECK_EMULATE:-0}"
+suffix="" gpu_test_args=()
+if [ "$emulate" = 1 ]; then
+  suffix=_emu gpu_test_args=(--test-case-exclude='*cuda-native*')
+  export DRIFT_GPU_TESTS_EMULATED=1
+fi
+steps="${GPU_CHECK_STEPS:-$([ "$emulate" = 1 ] && echo 4 || echo 200)}"
 shape="${GPU_CHECK_BENCH_SHAPE:-4096x4096x4096}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -25,7 +35,8 @@ elapsed() { echo "$(( $(date +%s) - t0 ))s"; }
 
 echo "== 1. build ($build)"
 if cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDRIFT_CUDA=ON > "$work/configure.log" 2>&1 &&
-   cmake --build "$build" -j"$(nproc)" --target drift drift_tests drift_gpu_tests > "$work/build.log" 2>&1; then
+   cmake --build "$build" -j"$(nproc)" --target "drift$suffix" drift_tests "drift_gpu${suffix}_tests" \
+     > "$work/build.log" 2>&1; then
   row "build (DRIFT_CUDA=ON)" ok "$(elapsed)"
 else
   tail -40 "$work/configure.log" "$work/build.log"
@@ -33,20 +44,20 @@ else
   printf '%s\n' "${rows[@]}"
   exit 1
 fi
-drift="$build/drift"
+drift="$build/drift$suffix"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 
 echo "== 2. GPU tests"
-"$build/drift_gpu_tests" > "$work/gpu_tests.log" 2>&1
+"$build/drift_gpu${suffix}_tests" "${gpu_test_args[@]}" > "$work/gpu_tests.log" 2>&1
 rc=$?
 cat "$work/gpu_tests.log"
 if [ $rc -eq 0 ]; then
-  row "GPU tests (drift_gpu_tests)" ok "$(grep -E '^\[doctest\] (test cases|assertions)' "$work/gpu_tests.log" | tr -s ' \n' ' ')"
+  row "GPU tests (drift_gpu${suffix}_tests)" ok "$(grep -E '^\[doctest\] (test cases|assertions)' "$work/gpu_tests.log" | tr -s ' \n' ' ')"
 elif [ $rc -eq 77 ]; then
-  row "GPU tests (drift_gpu_tests)" SKIP "$(head -1 "$work/gpu_tests.log")"
+  row "GPU tests (drift_gpu${suffix}_tests)" SKIP "$(head -1 "$work/gpu_tests.log")"
   failed=1
 else
-  row "GPU tests (drift_gpu_tests)" FAIL "$(grep -E '^\[doctest\] assertions' "$work/gpu_tests.log")"
+  row "GPU tests (drift_gpu${suffix}_tests)" FAIL "$(grep -E '^\[doctest\] assertions' "$work/gpu_tests.log")"
   failed=1
 fi
 if "$build/drift_tests" --source-file='*test_backend_element.cpp,*test_backend_quantize.cpp' > "$work/host.log" 2>&1; then
@@ -67,8 +78,11 @@ while read -r line; do
   esac
 done < "$work/identity.log"
 
-echo "== 4. native FP8 (cuBLASLt) vs the simulator's h100_fp8_e4m3 model"
-python3 - "$work" <<'PY'
+if [ "$emulate" = 1 ]; then
+  row "native FP8 (cuBLASLt), bench gemm (cuBLAS)" skip "not emulated: NVIDIA's libraries need a device"
+else
+  echo "== 4. native FP8 (cuBLASLt) vs the simulator's h100_fp8_e4m3 model"
+  python3 - "$work" <<'PY'
 import struct, sys, random
 def write(path, rows, cols, seed):
     r = random.Random(seed)
@@ -80,34 +94,36 @@ def write(path, rows, cols, seed):
 write(sys.argv[1] + "/a.npy", 256, 1024, 1)
 write(sys.argv[1] + "/b.npy", 1024, 192, 2)
 PY
-native_policy='{"preset": "fp8_tensor_e4m3"}'
-for acc in "" fastacc; do
-  be="cuda-native${acc:+-$acc}"
-  sim='{"preset": "fp8_tensor_e4m3", "inner": {"fused": "h100_fp8_e4m3"'
-  [ -z "$acc" ] && sim+=', "promote_every": 128'
-  sim+='}}'
-  if "$drift" matmul --a "$work/a.npy" --b "$work/b.npy" --policy "$native_policy" --backend "$be" \
-       --out "$work/native$acc.npy" > "$work/native$acc.json" 2>&1 &&
-     "$drift" matmul --a "$work/a.npy" --b "$work/b.npy" --policy "$sim" --out "$work/sim$acc.npy" > /dev/null 2>&1; then
-    line=$(python3 "$src/scripts/bit_agreement.py" "$work/native$acc.npy" "$work/sim$acc.npy" --label "$be vs model")
-    echo "$line"
-    row "$be vs h100_fp8_e4m3 model (256x1024x192)" info "${line#*: }"
-  else
-    cat "$work/native$acc.json"
-    row "$be vs h100_fp8_e4m3 model" FAIL "did not run"
-  fi
-done
+  native_policy='{"preset": "fp8_tensor_e4m3"}'
+  for acc in "" fastacc; do
+    be="cuda-native${acc:+-$acc}"
+    sim='{"preset": "fp8_tensor_e4m3", "inner": {"fused": "h100_fp8_e4m3"'
+    [ -z "$acc" ] && sim+=', "promote_every": 128'
+    sim+='}}'
+    if "$drift" matmul --a "$work/a.npy" --b "$work/b.npy" --policy "$native_policy" --backend "$be" \
+         --out "$work/native$acc.npy" > "$work/native$acc.json" 2>&1 &&
+       "$drift" matmul --a "$work/a.npy" --b "$work/b.npy" --policy "$sim" --out "$work/sim$acc.npy" > /dev/null 2>&1; then
+      line=$(python3 "$src/scripts/bit_agreement.py" "$work/native$acc.npy" "$work/sim$acc.npy" --label "$be vs model")
+      echo "$line"
+      row "$be vs h100_fp8_e4m3 model (256x1024x192)" info "${line#*: }"
+    else
+      cat "$work/native$acc.json"
+      row "$be vs h100_fp8_e4m3 model" FAIL "did not run"
+    fi
+  done
 
-echo "== 5. bench gemm --backend cuda ($shape)"
-if "$drift" bench gemm --backend cuda --shapes "$shape" --min-seconds 0.5 \
-     --policies fp32 mxfp8_e4m3 fp8_e4m3-fp32acc h100_fp8 > "$work/bench.txt" 2>&1; then
-  cat "$work/bench.txt"
-  while read -r policy sh kernel call sgemm ratio path; do
-    [ "$policy" = policy ] && continue
-    row "bench $policy $sh" info "kernel $kernel GF/s, call $call GF/s, cuBLAS SGEMM $sgemm GF/s, ratio $ratio ($path)"
-  done < "$work/bench.txt"
-else
-  cat "$work/bench.txt"; row "bench gemm --backend cuda" FAIL ""
+  echo "== 5. bench gemm --backend cuda ($shape)"
+  if "$drift" bench gemm --backend cuda --shapes "$shape" --min-seconds 0.5 \
+       --policies fp32 mxfp8_e4m3 fp8_e4m3-fp32acc h100_fp8 > "$work/bench.txt" 2>&1; then
+    cat "$work/bench.txt"
+    while read -r policy sh kernel call sgemm ratio path; do
+      [ "$policy" = policy ] && continue
+      row "bench $policy $sh" info "kernel $kernel GF/s, call $call GF/s, cuBLAS SGEMM $sgemm GF/s, ratio $ratio ($path)"
+    done < "$work/bench.txt"
+  else
+    cat "$work/bench.txt"; row "bench gemm --backend cuda" FAIL ""
+  fi
+
 fi
 
 echo
