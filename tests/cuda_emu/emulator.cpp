@@ -82,6 +82,7 @@ struct Block {
 };
 
 thread_local Block t_block;
+thread_local std::vector<char*> t_stacks;  // reused from launch to launch
 
 // The order threads and blocks take turns in: a correct kernel's results cannot depend on it (CI
 // runs training under the reversed order; DRIFT_CUDA_EMU_SCHEDULE=reverse, or set_schedule).
@@ -93,8 +94,8 @@ Schedule& schedule() {
   return s;
 }
 size_t scheduled(size_t i, size_t count) { return schedule() == Schedule::reverse ? count - 1 - i : i; }
-thread_local std::vector<char*> t_stacks;  // reused from launch to launch
 
+// The device's state. Like the backend that calls it, it expects one host thread at a time.
 struct Runtime {
   std::map<uintptr_t, size_t> allocations;  // device address -> bytes
   cudaError_t sticky = cudaSuccess;
