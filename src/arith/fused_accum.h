@@ -32,7 +32,8 @@
 // emulation on the fp16 tensor core (see FusedModel::interleave).
 //
 // Everything here is exact integer arithmetic on unsigned __int128; floating point is used only to
-// hold values that are already exact. Host and device code (DRIFT_HD); no std::, no exceptions.
+// hold values that are already exact (group_in_double: sums that provably stay exact). Host and
+// device code (DRIFT_HD); no exceptions.
 #pragma once
 
 #include "arith/round.h"
@@ -326,6 +327,97 @@ DRIFT_HD double group_at(double c, const double* a, long sa, const double* b, lo
 
 }  // namespace fused_detail
 
+// ---- The same group in double arithmetic -------------------------------------------------------
+// For the models of fused_groups_exact_in_double every cut term is an integer below
+// 2^(kept_bits+2) and a group's terms and c add exactly in a double, so a group can be computed
+// with a handful of double operations per product instead of 128-bit integers: the CPU's SIMD
+// kernel (matmul_fused-inl.h) and the CUDA element kernel do so. group_in_double is that
+// computation for one group; it declines (returns false) where only group_at is exact: a NaN or
+// infinity in or out, a result below the output format's smallest normal, or one that rounds to
+// its overflow threshold.
+
+// Exponent given to zero operands (a product with a zero factor never sets the group maximum),
+// and the floor of the alignment exponent (reached only when every term is zero; 2^-q must
+// merely stay finite).
+constexpr double kZeroExp = -5000;
+constexpr double kFloorExp = -900;
+
+// Whether group_in_double applies to model m: c aligned with the products, no sticky bit,
+// subnormal inputs kept (the published NVIDIA models), results that are floats (rtz or rne), and
+// (terms + 1) cut terms below 2^(kept_bits+2) adding exactly in double. Host only.
+bool fused_groups_exact_in_double(const FusedModel& m);
+
+namespace fused_detail {
+
+DRIFT_HD double truncate(double x) {
+#if defined(__CUDA_ARCH__)
+  return ::trunc(x);
+#else
+  return std::trunc(x);
+#endif
+}
+
+// The alignment exponent of a non-zero input value: its leading bit's, at least emin. Read from the
+// exponent field alone: a double subnormal (below any float) would read -1023 where lead_exp says
+// less, and both clamp to emin (> -1022).
+DRIFT_HD int align_exp(double x, int emin) {
+  const int e = static_cast<int>((bits_of(x) >> 52) & 0x7ff) - 1023;
+  return e < emin ? emin : e;
+}
+
+// group_at(c, ...) for fused_groups_exact_in_double models and inputs that fit in float, in the
+// operations of matmul_fused-inl.h: the alignment exponent E, q = max(E, min_align) - kept_bits,
+// every term trunc(x*y * 2^-q) (exact: x*y fits a double, the scaling is by a power of two) added
+// in double (exact), the sum times 2^q rounded once to out_man_bits fraction bits on its bits.
+template <class Pos>
+DRIFT_HD bool group_in_double(double c, const double* a, long sa, const double* b, long sb, int n, Pos pos,
+                              const FusedModel& m, double* result) {
+  if (is_nan(c) || is_inf(c)) return false;
+  // The floor stands for the exponents of zero terms (kZeroExp and below), which never win.
+  int E = m.min_align_exp > static_cast<int>(kFloorExp) ? m.min_align_exp : static_cast<int>(kFloorExp);
+  if (c != 0) {
+    const int ec = align_exp(c, m.out.emin);
+    if (ec > E) E = ec;
+  }
+  for (int i = 0; i < n; ++i) {
+    const long p = pos(i);
+    const double x = a[p * sa], y = b[p * sb];
+    if (is_nan(x) || is_inf(x) || is_nan(y) || is_inf(y)) return false;
+    if (x == 0 || y == 0) continue;
+    const int e = align_exp(x, m.in_emin) + align_exp(y, m.in_emin);
+    if (e > E) E = e;
+  }
+  const int q = E - m.kept_bits;
+  const double scale = pow2(-q), unit = pow2(q);
+  // Starting from +0 turns a truncated -0 into +0 (an all-zero group gives +0, as group_at).
+  double sum = 0.0 + truncate(c * scale);
+  for (int i = 0; i < n; ++i) {
+    const long p = pos(i);
+    sum += truncate(a[p * sa] * b[p * sb] * scale);
+  }
+  const uint64_t val = bits_of(sum * unit);  // exact
+  const uint64_t sign = val & 0x8000000000000000ull, mag = val & 0x7fffffffffffffffull;
+  const int shift = 52 - m.out_man_bits;
+  const uint64_t low = (uint64_t{1} << shift) - 1;
+  const uint64_t r = m.final_rounding == Rounding::rne ? (mag + (low >> 1) + ((mag >> shift) & 1)) & ~low : mag & ~low;
+  const uint64_t overflow_enc = bits_of(pow2(m.out.emax + 1));
+  if ((mag != 0 && mag < bits_of(pow2(m.out.emin))) || r >= overflow_enc || mag >= overflow_enc) return false;
+  *result = double_of(sign | r);
+  return true;
+}
+
+// One group: in double arithmetic where `in_double` (the caller has checked
+// fused_groups_exact_in_double and that the inputs fit in float) and that applies, else group_at.
+template <class Pos>
+DRIFT_HD double group_of(bool in_double, double c, const double* a, long sa, const double* b, long sb, int n,
+                         Pos pos, const FusedModel& m) {
+  double r;
+  if (in_double && group_in_double(c, a, sa, b, sb, n, pos, m, &r)) return r;
+  return group_at(c, a, sa, b, sb, n, pos, m);
+}
+
+}  // namespace fused_detail
+
 // One fused group: c + sum_{i<n} a[i*sa] * b[i*sb], n <= m.terms, with the model's alignment, cut
 // and single rounding. a and b hold values on the input format's grid, c a value on the output
 // format's grid (fp32 accumulator or the fp16 running sum). NaN in, inf*0, or infinities of both
@@ -343,7 +435,7 @@ DRIFT_HD double fused_group(double c, const double* a, const double* b, int n, c
 // group's result the next group's c. With m.interleave = r, blocks of 2 * m.terms products, each
 // split into its two groups by runs of r (a short last block as if padded with zeros).
 DRIFT_HD double fused_chain_strided(double c, const double* a, long sa, const double* b, long sb, int k,
-                                    const FusedModel& m) {
+                                    const FusedModel& m, bool in_double = false) {
   if (m.interleave > 0) {
     const int r = m.interleave, block = 2 * m.terms;
     for (int s = 0; s < k; s += block) {
@@ -353,14 +445,15 @@ DRIFT_HD double fused_chain_strided(double c, const double* a, long sa, const do
         int tail = len % (2 * r) - h * r;
         tail = tail < 0 ? 0 : (tail > r ? r : tail);
         const int n = len / (2 * r) * r + tail;
-        c = fused_detail::group_at(c, a + s * sa, sa, b + s * sb, sb, n, fused_detail::Interleaved{r, h}, m);
+        c = fused_detail::group_of(in_double, c, a + s * sa, sa, b + s * sb, sb, n, fused_detail::Interleaved{r, h},
+                                   m);
       }
     }
     return c;
   }
   for (int s = 0; s < k; s += m.terms) {
     const int len = k - s < m.terms ? k - s : m.terms;
-    c = fused_group_strided(c, a + s * sa, sa, b + s * sb, sb, len, m);
+    c = fused_detail::group_of(in_double, c, a + s * sa, sa, b + s * sb, sb, len, fused_detail::Consecutive{}, m);
   }
   return c;
 }
@@ -383,19 +476,22 @@ DRIFT_HD double fused_promote_add(double outer, double partial, const FusedModel
   return round_to_sum(hi, lo, m.out, nearest);
 }
 
+// in_double: each group through group_in_double where it applies (see there; the caller checks
+// fused_groups_exact_in_double and that the inputs fit in float). The same value either way.
 DRIFT_HD double fused_dot_strided(double c, const double* a, long sa, const double* b, long sb, int k,
-                                  const FusedModel& m) {
-  if (m.promote_every <= 0) return fused_chain_strided(c, a, sa, b, sb, k, m);
+                                  const FusedModel& m, bool in_double = false) {
+  if (m.promote_every <= 0) return fused_chain_strided(c, a, sa, b, sb, k, m, in_double);
   double outer = c;
   for (int s = 0; s < k; s += m.promote_every) {
     const int len = k - s < m.promote_every ? k - s : m.promote_every;
-    outer = fused_promote_add(outer, fused_chain_strided(0.0, a + s * sa, sa, b + s * sb, sb, len, m), m);
+    outer = fused_promote_add(outer, fused_chain_strided(0.0, a + s * sa, sa, b + s * sb, sb, len, m, in_double), m);
   }
   return outer;
 }
 
-DRIFT_HD double fused_dot(double c, const double* a, const double* b, int k, const FusedModel& m) {
-  return fused_dot_strided(c, a, 1, b, 1, k, m);
+DRIFT_HD double fused_dot(double c, const double* a, const double* b, int k, const FusedModel& m,
+                          bool in_double = false) {
+  return fused_dot_strided(c, a, 1, b, 1, k, m, in_double);
 }
 
 }  // namespace drift

@@ -468,15 +468,16 @@ bool products_exact_in_float(const Format& fa, const MagnitudeRange& ra, const F
   return std::ilogb(ra.min_nonzero) - man_a + std::ilogb(rb.min_nonzero) - man_b >= -149;
 }
 
-// The fused model the double-lane kernel computes exactly: c aligned with the products, no sticky
-// bit, subnormal inputs kept (the published NVIDIA models), results that are floats, and groups
-// whose cut terms (each below 2^(kept_bits+2)) and c add exactly in double.
-bool is_fused_kernel_model(const FusedModel& m) {
+}  // namespace
+
+bool fused_groups_exact_in_double(const FusedModel& m) {
   if (!m.align_includes_acc || m.sticky || !m.in_subnormals || fused_model_invalid(m)) return false;
   if (m.final_rounding != Rounding::rne && m.final_rounding != Rounding::rtz) return false;
   if (!fits_float(m.out) || m.out_man_bits > 23 || m.out.emin < -126) return false;
   return (static_cast<double>(m.terms) + 1) * std::ldexp(1.0, m.kept_bits + 2) <= 0x1p53;
 }
+
+namespace {
 
 // The groups of fused_dot over a block of `len` products, as fused_dot_strided and
 // fused_chain_strided form them.
@@ -629,7 +630,7 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
                       size_t ldc, const MatmulPolicy& policy, const MatmulContext& ctx, MatmulTelemetry& tel) {
   const bool inner_fp32 = is_plain_fp32_sequential(policy.inner);
   const bool inner_narrow = !inner_fp32 && is_narrow_kernel_accumulator(policy.inner);
-  const bool inner_fused = policy.inner.fused && is_fused_kernel_model(*policy.inner.fused);
+  const bool inner_fused = policy.inner.fused && fused_groups_exact_in_double(*policy.inner.fused);
   const bool outer_fp32 = is_plain_fp32_sequential(policy.outer);
   if (policy.product_format || !(inner_fp32 || inner_narrow || inner_fused)) return false;
   if (!outer_fp32 && !is_single_add_outer(policy.outer)) return false;

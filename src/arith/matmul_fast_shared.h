@@ -41,11 +41,7 @@ struct FusedOperands {
   double min_align = 0;         // max(model.min_align_exp, kFloorExp)
 };
 
-// Exponent given to zero operands: a product with a zero factor never sets the group maximum.
-constexpr double kZeroExp = -5000;
-// Floor of the alignment exponent (reached only when every product and c are zero: the terms are
-// then all zero and 2^-(E - kept_bits) must merely stay finite).
-constexpr double kFloorExp = -900;
+// (kZeroExp, kFloorExp: arith/fused_accum.h, shared with group_in_double.)
 
 // A narrow inner accumulator, as float encodings (see the file comment).
 struct NarrowAcc {

@@ -50,6 +50,8 @@ struct ElementPlan {
   SumSpec inner, outer;
   bool fused = false;
   FusedModel model;
+  bool fused_in_double = false;        // the model's groups in double arithmetic (fused_accum.h,
+                                       // group_in_double): the same values, far fewer operations
   Format out_format;
   RoundSpec out_round;
   double alpha = 1.0;                  // tensor-scale product, applied when != 1
@@ -196,7 +198,7 @@ DRIFT_HD double matmul_element(const ElementPlan& p, uint64_t i, uint64_t j, Ele
     const uint64_t len = p.k - k0 < p.kblock ? p.k - k0 : p.kblock;
     double inner_sum;
     if (p.fused) {
-      inner_sum = fused_dot(0.0, arow + k0, brow + k0, static_cast<int>(len), p.model);
+      inner_sum = fused_dot(0.0, arow + k0, brow + k0, static_cast<int>(len), p.model, p.fused_in_double);
       if (counts) counts->inner_adds += len;
     } else {
       auto product = [&](uint64_t t) -> double {

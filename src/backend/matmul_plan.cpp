@@ -55,6 +55,9 @@ ElementPlan make_element_plan(const PreparedOperands& ops, const MatmulPolicy& p
   p.outer = sum_spec(policy.outer);
   p.fused = policy.inner.fused.has_value();
   if (policy.inner.fused) p.model = *policy.inner.fused;
+  // The operands hold element-format values (block and tensor scales are applied after the sum).
+  p.fused_in_double = p.fused && fused_groups_exact_in_double(p.model) && fits_float(policy.a.format) &&
+                      fits_float(policy.b.format);
   p.out_format = policy.out_format;
   p.out_round = policy.out_round;
   p.alpha = alpha_of(ops, policy);
