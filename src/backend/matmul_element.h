@@ -177,20 +177,54 @@ struct Positions {
 
 }  // namespace element_detail
 
+// Pieces of one output element that the tiled fused kernel shares with matmul_element.
+
+// The first Philox word index of element (i, j).
+DRIFT_HD uint64_t element_base(const ElementPlan& p, uint64_t i, uint64_t j) {
+  return (i * p.n + j) * matmul_words_per_element(p.k, p.nblocks);
+}
+
+// Element (i, j)'s outer summer (its adds counted into `counts` when given).
+DRIFT_HD element_detail::Summer outer_summer(const ElementPlan& p, uint64_t base, ElementCounts* counts) {
+  return element_detail::Summer{&p.outer, p.seed, p.stream ^ (kStreamOuter << 56), base,
+                                counts ? &counts->outer_adds : nullptr, counts ? &counts->outer_swamped : nullptr};
+}
+
+// Block bi's term of the outer sum from its inner sum: times the two block scales when there are any.
+DRIFT_HD double block_term_of(const ElementPlan& p, uint64_t i, uint64_t j, uint64_t bi, double inner_sum,
+                              uint64_t base) {
+  if (!p.a_block_k && !p.b_block_k) return inner_sum;
+  const uint64_t k0 = bi * p.kblock;
+  const double sa = p.a_block_k ? p.a_scale[i * p.a_blocks_per_row + k0 / p.a_block_k] : 1.0;
+  const double sb = p.b_block_k ? p.b_scale[j * p.b_blocks_per_row + k0 / p.b_block_k] : 1.0;
+  const double s = op_mul(sa, sb, p.outer.format, p.outer.round);
+  const uint32_t rnd = p.outer.round.mode == Rounding::sr
+                           ? random_u32(p.seed, p.stream ^ (kStreamScale << 56), base + bi)
+                           : 0;
+  return op_mul(inner_sum, s, p.outer.format, p.outer.round, rnd);
+}
+
+// C[i][j] from the outer sum y: the tensor-scale product, then the output rounding.
+DRIFT_HD double element_output(const ElementPlan& p, uint64_t i, uint64_t j, double y) {
+  if (p.alpha != 1.0) y = op_mul(y, p.alpha, p.outer.format, p.outer.round);
+  const uint32_t rnd = p.out_round.mode == Rounding::sr
+                           ? random_u32(p.seed, p.stream ^ (kStreamOut << 56), i * p.n + j)
+                           : 0;
+  return round_to(y, p.out_format, p.out_round, rnd);
+}
+
 // C[i][j] of the definition (before the caller stores it). `counts`: nullptr, or where this
 // element's adds and swamped adds are added.
 DRIFT_HD double matmul_element(const ElementPlan& p, uint64_t i, uint64_t j, ElementCounts* counts) {
   using namespace element_detail;
-  const uint64_t base = (i * p.n + j) * matmul_words_per_element(p.k, p.nblocks);
+  const uint64_t base = element_base(p, i, j);
   const double* arow = p.a + i * p.k;
   const double* brow = p.b + j * p.k;
   uint64_t* inner_adds = counts ? &counts->inner_adds : nullptr;
   uint64_t* inner_sw = counts ? &counts->inner_swamped : nullptr;
   const Summer inner{&p.inner, p.seed, p.stream ^ (kStreamInner << 56), base, inner_adds, inner_sw};
-  const Summer outer{&p.outer, p.seed, p.stream ^ (kStreamOuter << 56), base, counts ? &counts->outer_adds : nullptr,
-                     counts ? &counts->outer_swamped : nullptr};
+  const Summer outer = outer_summer(p, base, counts);
   const uint64_t inner_adds_per_block = adds_in_sum(p.inner, p.kblock);
-  const bool scaled = p.a_block_k || p.b_block_k;
 
   // Block bi's term of the outer sum: its inner sum, times the two block scales when there are any.
   auto block_term = [&](uint64_t bi) -> double {
@@ -212,22 +246,10 @@ DRIFT_HD double matmul_element(const ElementPlan& p, uint64_t i, uint64_t j, Ele
       const Positions pos{p.inner_order ? p.inner_order + bi * p.kblock : nullptr};
       inner_sum = ordered_sum(product, pos, len, inner, bi * inner_adds_per_block);
     }
-    if (!scaled) return inner_sum;
-    const double sa = p.a_block_k ? p.a_scale[i * p.a_blocks_per_row + k0 / p.a_block_k] : 1.0;
-    const double sb = p.b_block_k ? p.b_scale[j * p.b_blocks_per_row + k0 / p.b_block_k] : 1.0;
-    const double s = op_mul(sa, sb, p.outer.format, p.outer.round);
-    const uint32_t rnd = p.outer.round.mode == Rounding::sr
-                             ? random_u32(p.seed, p.stream ^ (kStreamScale << 56), base + bi)
-                             : 0;
-    return op_mul(inner_sum, s, p.outer.format, p.outer.round, rnd);
+    return block_term_of(p, i, j, bi, inner_sum, base);
   };
 
-  double y = ordered_sum(block_term, Positions{p.outer_order}, p.nblocks, outer, 0);
-  if (p.alpha != 1.0) y = op_mul(y, p.alpha, p.outer.format, p.outer.round);
-  const uint32_t rnd = p.out_round.mode == Rounding::sr
-                           ? random_u32(p.seed, p.stream ^ (kStreamOut << 56), i * p.n + j)
-                           : 0;
-  return round_to(y, p.out_format, p.out_round, rnd);
+  return element_output(p, i, j, ordered_sum(block_term, Positions{p.outer_order}, p.nblocks, outer, 0));
 }
 
 // ---- The float fast body -------------------------------------------------------------------------

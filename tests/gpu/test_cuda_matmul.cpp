@@ -96,6 +96,27 @@ TEST_CASE("cuda equals cpu: tensor-core presets, orders, stochastic rounding") {
   }
 }
 
+TEST_CASE("cuda equals cpu: tensor-core models in the tiled kernel (uneven tiles, block scales, promotion)") {
+  // Shapes that cut the tiled kernel's 64 x 64 output tiles and its K-tiles of 32 unevenly.
+  auto gpu = make_backend("cuda");
+  const Shape shapes[] = {{1, 1, 1}, {65, 33, 129}, {130, 300, 70}, {64, 64, 64}, {7, 1000, 3}};
+  for (const char* json : {
+           R"({"preset": "fp8_tensor_e4m3", "inner": {"fused": "h100_fp8_e4m3"}})",
+           R"({"preset": "mxfp8_e4m3", "inner": {"fused": "h100_fp8_e4m3"}})",
+           R"({"preset": "fp8_tensor_e4m3", "inner": {"fused": "h100_fp8_promote128"}})",
+           R"({"preset": "fp32", "a": {"format": "fp16"}, "b": {"format": "fp16"}, "inner": {"fused": "a100_fp16"},
+               "outer": {"rounding": "sr"}, "output": {"format": "bf16", "rounding": "sr"}})",
+           R"({"preset": "fp32", "a": {"format": "bf16"}, "b": {"format": "bf16"}, "inner": {"fused": "h100_bf16",
+               "promote_every": 80}})"}) {
+    const MatmulPolicy p = parse_matmul_policy(nlohmann::json::parse(json));
+    CAPTURE(json);
+    for (size_t si = 0; si < std::size(shapes); ++si) {
+      CAPTURE(si);
+      compare(*gpu, p, shapes[si], 30 + si, 8.0, true);
+    }
+  }
+}
+
 TEST_CASE("cuda: the fast kernel runs where it applies; overflow falls back to the general kernel") {
   auto gpu = make_backend("cuda");
   CHECK(compare(*gpu, *find_matmul_preset("mxfp8_e4m3"), {300, 512, 200}, 1, 4.0, false));

@@ -113,7 +113,8 @@ class CudaBackend final : public Backend {
   void launch_general(MatmulTelemetry& tel) {
     counts_.resize(4);
     check(cudaMemset(counts_.get(), 0, 4 * sizeof(unsigned long long)), "cudaMemset");
-    cuda::launch_element_kernel(plan_, dc_.get(), counts_.get(), nullptr);
+    if (const int kt = cuda::fused_tile_k(plan_)) cuda::launch_fused_tile_kernel(plan_, kt, dc_.get(), counts_.get(), nullptr);
+    else cuda::launch_element_kernel(plan_, dc_.get(), counts_.get(), nullptr);
     unsigned long long h[4] = {0, 0, 0, 0};
     counts_.download(h, 4);  // synchronises; reports kernel faults
     tel.inner_adds += h[0];

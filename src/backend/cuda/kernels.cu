@@ -95,7 +95,97 @@ __global__ void __launch_bounds__(kThreads) fast_kernel(FastPlan p, double* c, i
     }
 }
 
+// Tiled kernel for the fused tensor-core models: a 64 x 64 tile of C per block of 256 threads,
+// 4 x 4 outputs per thread, the operands' K-tiles (kt doubles of 64 rows each) in shared memory.
+// Each output runs matmul_element's arithmetic for a fused inner sum and a sequential outer sum:
+// fused_dot over a block's products is the same value taken K-tile by K-tile, carrying its
+// running sum c from one tile to the next, because every tile holds whole groups and whole
+// promotion chunks (fused_tile_k); tiling only decides who loads what.
+constexpr int kFT = 64, kFTM = 4, kFTThreads = 256, kMaxFusedK = 32;
+
+template <bool kCount>
+__global__ void __launch_bounds__(kFTThreads)
+    fused_tile_kernel(ElementPlan p, int kt, double* c, unsigned long long* counts) {
+  __shared__ double As[kFT][kMaxFusedK + 1];  // (+1: rows of B read together fall in different banks)
+  __shared__ double Bs[kFT][kMaxFusedK + 1];
+  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  const uint64_t row0 = static_cast<uint64_t>(blockIdx.y) * kFT, col0 = static_cast<uint64_t>(blockIdx.x) * kFT;
+  ElementCounts local;
+  double outer[kFTM][kFTM];
+#pragma unroll
+  for (int r = 0; r < kFTM; ++r)
+#pragma unroll
+    for (int q = 0; q < kFTM; ++q) outer[r][q] = 0.0;
+  for (uint64_t bi = 0; bi < p.nblocks; ++bi) {
+    const uint64_t k0 = bi * p.kblock, len = p.k - k0 < p.kblock ? p.k - k0 : p.kblock;
+    double inner[kFTM][kFTM];
+#pragma unroll
+    for (int r = 0; r < kFTM; ++r)
+#pragma unroll
+      for (int q = 0; q < kFTM; ++q) inner[r][q] = 0.0;
+    for (uint64_t t0 = 0; t0 < len; t0 += kt) {
+      const int tl = len - t0 < static_cast<uint64_t>(kt) ? static_cast<int>(len - t0) : kt;
+      for (int e = tid; e < kFT * kt; e += kFTThreads) {
+        const int r = e / kt, kk = e % kt;
+        const uint64_t ra = row0 + r, rb = col0 + r, kg = k0 + t0 + kk;
+        As[r][kk] = (ra < p.m && kk < tl) ? p.a[ra * p.k + kg] : 0.0;
+        Bs[r][kk] = (rb < p.n && kk < tl) ? p.b[rb * p.k + kg] : 0.0;
+      }
+      __syncthreads();
+      // (Not unrolled: each call inlines the whole fused model; the sums live in local memory.)
+#pragma unroll 1
+      for (int r = 0; r < kFTM; ++r)
+#pragma unroll 1
+        for (int q = 0; q < kFTM; ++q)
+          inner[r][q] = fused_dot(inner[r][q], As[ty * kFTM + r], Bs[tx * kFTM + q], tl, p.model, p.fused_in_double);
+      __syncthreads();
+    }
+#pragma unroll 1
+    for (int r = 0; r < kFTM; ++r)
+#pragma unroll 1
+      for (int q = 0; q < kFTM; ++q) {
+        const uint64_t i = row0 + ty * kFTM + r, j = col0 + tx * kFTM + q;
+        if (i >= p.m || j >= p.n) continue;
+        const uint64_t base = element_base(p, i, j);
+        if (kCount) local.inner_adds += len;
+        const double term = block_term_of(p, i, j, bi, inner[r][q], base);
+        outer[r][q] = outer_summer(p, base, kCount ? &local : nullptr).add(outer[r][q], term, bi);
+      }
+  }
+#pragma unroll 1
+  for (int r = 0; r < kFTM; ++r)
+#pragma unroll 1
+    for (int q = 0; q < kFTM; ++q) {
+      const uint64_t i = row0 + ty * kFTM + r, j = col0 + tx * kFTM + q;
+      if (i < p.m && j < p.n) c[i * p.n + j] = element_output(p, i, j, outer[r][q]);
+    }
+  if (kCount) {
+    atomicAdd(counts + 0, static_cast<unsigned long long>(local.inner_adds));
+    atomicAdd(counts + 2, static_cast<unsigned long long>(local.outer_adds));
+    atomicAdd(counts + 3, static_cast<unsigned long long>(local.outer_swamped));
+  }
+}
+
 }  // namespace
+
+int fused_tile_k(const ElementPlan& p) {
+  if (!p.fused || p.outer.order != SumOrder::sequential || p.outer_order) return 0;
+  const FusedModel& m = p.model;
+  const int group = m.interleave > 0 ? 2 * m.terms : m.terms;
+  if (group <= 0 || group > kMaxFusedK || (m.promote_every > 0 && m.promote_every % group != 0)) return 0;
+  const int step = m.promote_every > 0 ? m.promote_every : group;  // a multiple of group
+  if (step > kMaxFusedK) return 0;
+  return kMaxFusedK / step * step;
+}
+
+void launch_fused_tile_kernel(const ElementPlan& plan, int kt, double* c, unsigned long long* counts,
+                              cudaStream_t stream) {
+  if (plan.m == 0 || plan.n == 0) return;
+  const dim3 grid(static_cast<unsigned>((plan.n + kFT - 1) / kFT), static_cast<unsigned>((plan.m + kFT - 1) / kFT));
+  if (counts) DRIFT_LAUNCH(fused_tile_kernel<true>, grid, kFTThreads, 0, stream)(plan, kt, c, counts);
+  else DRIFT_LAUNCH(fused_tile_kernel<false>, grid, kFTThreads, 0, stream)(plan, kt, c, nullptr);
+  check(cudaGetLastError(), "fused tile kernel launch");
+}
 
 void launch_element_kernel(const ElementPlan& plan, double* c, unsigned long long* counts, cudaStream_t stream) {
   const uint64_t total = plan.m * plan.n;
