@@ -8,7 +8,8 @@
 //     finite and swamping is not being counted; a non-finite value sends the call to the element kernel;
 //   * otherwise the element kernel: matmul_element per thread (every accumulator, order, product
 //     rounding, fused tensor-core model and stochastic rounding), counting adds and swamping as the
-//     reference does.
+//     reference does; for the fused tensor-core models with a sequential outer sum, its tiled form
+//     (fused_tile_kernel: the same arithmetic, the operands staged in shared memory).
 // Constructed with quantize_on_device = false, the operands are quantized on the CPU by the engine's
 // own quantizers and uploaded instead (the tests and `drift bench` compare the two; results identical).
 #include "backend/cuda/cuda_backend.h"
@@ -113,8 +114,10 @@ class CudaBackend final : public Backend {
   void launch_general(MatmulTelemetry& tel) {
     counts_.resize(4);
     check(cudaMemset(counts_.get(), 0, 4 * sizeof(unsigned long long)), "cudaMemset");
-    if (const int kt = cuda::fused_tile_k(plan_)) cuda::launch_fused_tile_kernel(plan_, kt, dc_.get(), counts_.get(), nullptr);
-    else cuda::launch_element_kernel(plan_, dc_.get(), counts_.get(), nullptr);
+    if (const int kt = cuda::fused_tile_k(plan_))
+      cuda::launch_fused_tile_kernel(plan_, kt, dc_.get(), counts_.get(), nullptr);
+    else
+      cuda::launch_element_kernel(plan_, dc_.get(), counts_.get(), nullptr);
     unsigned long long h[4] = {0, 0, 0, 0};
     counts_.download(h, 4);  // synchronises; reports kernel faults
     tel.inner_adds += h[0];
