@@ -42,6 +42,25 @@ inline std::vector<double> quantizer_inputs(size_t n, uint64_t seed, bool specia
   return v;
 }
 
+// A rows x k operand as callers store it: k-contiguous rows, or transposed (k rows of `rows`), each
+// stored row padded by `pad` unused values (and one past the end), filled by quantizer_inputs.
+struct StoredOperand {
+  std::vector<double> data;
+  size_t ld = 0;
+  bool transposed = false;
+  // The operand read through strides, from data or from a same-size copy of it in another type.
+  template <typename T>
+  StridedInputOf<T> view(const std::vector<T>& values) const {
+    return transposed ? StridedInputOf<T>{values.data(), 1, ld} : StridedInputOf<T>{values.data(), ld, 1};
+  }
+  StridedInput view() const { return view(data); }
+};
+inline StoredOperand stored_operand(size_t rows, size_t k, bool transposed, size_t pad, uint64_t seed, bool specials,
+                                    bool float_grid) {
+  const size_t ld = (transposed ? rows : k) + pad;
+  return {quantizer_inputs((transposed ? k : rows) * ld + 1, seed, specials, float_grid), ld, transposed};
+}
+
 inline Quantizer make_quantizer(const char* format, ScaleKind kind, int block = 32) {
   Quantizer q;
   q.format = *find_format(format);

@@ -60,16 +60,13 @@ void check_quantizer(const std::string& name, const Quantizer& qz, int steps = 1
       for (int step = 0; step < steps; ++step) {
         CAPTURE(step);
         const uint64_t seed = 100 * si + 10 * variant + step;
-        // Stored rows x ld (k-contiguous) or k x ld (transposed), with padding past the used part.
-        const size_t ld = (transposed ? s.rows : s.k) + 3;
-        const auto data = quantizer_inputs((transposed ? s.k : s.rows) * ld + 1, seed, specials, from_float);
-        const StridedInput x = transposed ? StridedInput{data.data(), 1, ld} : StridedInput{data.data(), ld, 1};
+        const StoredOperand stored = stored_operand(s.rows, s.k, transposed, 3, seed, specials, from_float);
+        const StridedInput x = stored.view();
         const uint64_t qseed = seed * 7 + 1, stream = seed * 0x9e3779b97f4a7c15ull;
         QuantizedOperand want, got;
         if (from_float) {
-          const std::vector<float> f(data.begin(), data.end());  // exact: the values are floats
-          const StridedInputF xf = transposed ? StridedInputF{f.data(), 1, ld} : StridedInputF{f.data(), ld, 1};
-          quantize_into(want, xf, s.rows, s.k, qz, qseed, stream, &cpu_state);
+          const std::vector<float> f(stored.data.begin(), stored.data.end());  // exact: the values are floats
+          quantize_into(want, stored.view(f), s.rows, s.k, qz, qseed, stream, &cpu_state);
         } else {
           quantize_into(want, x, s.rows, s.k, qz, qseed, stream, &cpu_state);
         }

@@ -81,63 +81,45 @@ std::string validate_policy(const MatmulPolicy& p) {
 
 namespace {
 
-// Canonical layout: both operands indexed (row, k): A as M x K, B as N x K, read in place through strides.
-template <typename T>
-StridedInputOf<T> canonical_a(const MatViewOf<T>& a) {
-  return a.transposed ? StridedInputOf<T>{a.data, 1, a.ld} : StridedInputOf<T>{a.data, a.ld, 1};
-}
-template <typename T>
-StridedInputOf<T> canonical_b(const MatViewOf<T>& b) {
-  return b.transposed ? StridedInputOf<T>{b.data, b.ld, 1} : StridedInputOf<T>{b.data, 1, b.ld};
-}
-
-template <typename T>
-void check_shapes(const MatViewOf<T>& a, const MatViewOf<T>& b) {
-  if (b.rows != a.cols)
-    throw std::invalid_argument("matmul: inner dimensions differ (A is " + std::to_string(a.rows) + "x" +
-                                std::to_string(a.cols) + ", B is " + std::to_string(b.rows) + "x" +
-                                std::to_string(b.cols) + ")");
-}
-
 // Each operand's quantization draws its random bits from a sub-stream of its own.
 template <typename T>
 void quantize_a(PreparedOperands& ops, const MatViewOf<T>& a, const MatmulPolicy& policy, const MatmulContext& ctx) {
-  quantize_into(ops.a, canonical_a(a), a.rows, a.cols, policy.a, ctx.seed, ctx.stream ^ (uint64_t{7} << 56),
+  quantize_into(ops.a, canonical_a(a), a.rows, a.cols, policy.a, ctx.seed, quantize_stream_a(ctx),
                 ctx.delayed_a);
 }
 template <typename T>
 void quantize_b(PreparedOperands& ops, const MatViewOf<T>& b, const MatmulPolicy& policy, const MatmulContext& ctx) {
-  quantize_into(ops.b, canonical_b(b), b.cols, b.rows, policy.b, ctx.seed, ctx.stream ^ (uint64_t{8} << 56),
+  quantize_into(ops.b, canonical_b(b), b.cols, b.rows, policy.b, ctx.seed, quantize_stream_b(ctx),
                 ctx.delayed_b);
 }
 
-// The K-block of the two-level sum, from the operands' scale blocks (or the promotion interval).
 void set_kblock(PreparedOperands& ops, const MatmulPolicy& policy) {
-  const size_t k = ops.a.k;
-  const size_t ka = ops.a.block_k, kb = ops.b.block_k;
-  if (ka && kb) {
-    const size_t lo = std::min(ka, kb), hi = std::max(ka, kb);
-    if (hi % lo != 0)
-      throw std::invalid_argument("matmul: scale blocks of a (" + std::to_string(ka) + ") and b (" +
-                                  std::to_string(kb) + ") do not nest");
-    ops.kblock = lo;
-  } else if (ka || kb) {
-    ops.kblock = ka ? ka : kb;
-  } else {
-    ops.kblock = policy.inner.promote_every > 0 ? static_cast<size_t>(policy.inner.promote_every) : std::max<size_t>(k, 1);
-  }
+  ops.kblock = matmul_kblock(ops.a.k, ops.a.block_k, ops.b.block_k, policy);
 }
 
 template <typename T>
 void prepare_operands_impl(PreparedOperands& ops, const MatViewOf<T>& a, const MatViewOf<T>& b,
                            const MatmulPolicy& policy, const MatmulContext& ctx) {
-  check_shapes(a, b);
+  check_inner_dims(a, b);
   quantize_a(ops, a, policy, ctx);
   quantize_b(ops, b, policy, ctx);
   set_kblock(ops, policy);
 }
 
 }  // namespace
+
+size_t matmul_kblock(size_t k, size_t a_block_k, size_t b_block_k, const MatmulPolicy& policy) {
+  const size_t ka = a_block_k, kb = b_block_k;
+  if (ka && kb) {
+    const size_t lo = std::min(ka, kb), hi = std::max(ka, kb);
+    if (hi % lo != 0)
+      throw std::invalid_argument("matmul: scale blocks of a (" + std::to_string(ka) + ") and b (" +
+                                  std::to_string(kb) + ") do not nest");
+    return lo;
+  }
+  if (ka || kb) return ka ? ka : kb;
+  return policy.inner.promote_every > 0 ? static_cast<size_t>(policy.inner.promote_every) : std::max<size_t>(k, 1);
+}
 
 void prepare_operands_into(PreparedOperands& ops, const MatView& a, const MatView& b, const MatmulPolicy& policy,
                            const MatmulContext& ctx) {
@@ -197,7 +179,7 @@ MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ld
     return tel;
   }
   if (auto err = validate_policy(policy); !err.empty()) throw std::invalid_argument("matmul policy: " + err);
-  check_shapes(a, b);
+  check_inner_dims(a, b);
   static thread_local PreparedOperands ops;  // reused storage, as the double entry's
   // An operand whose quantizer is the identity is read where it lies (arith/matmul_in_place.h);
   // the others are quantized. Each operand is quantized at most once per call (delayed scaling's

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,30 @@ void prepare_operands_into(PreparedOperands& ops, const MatView& a, const MatVie
 // (QuantizedOperand::in_float; widen() them for readers of q).
 void prepare_operands_into(PreparedOperands& ops, const MatViewF& a, const MatViewF& b, const MatmulPolicy& policy,
                            const MatmulContext& ctx);
+
+// The pieces of prepare_operands_into, for a backend that quantizes elsewhere (the CUDA backend):
+// the shape check, the canonical layout (A as M x K, B as N x K, read in place through strides),
+// each operand's random sub-stream, and the K-block of the two-level sum.
+template <typename T>
+void check_inner_dims(const MatViewOf<T>& a, const MatViewOf<T>& b) {
+  if (b.rows != a.cols)
+    throw std::invalid_argument("matmul: inner dimensions differ (A is " + std::to_string(a.rows) + "x" +
+                                std::to_string(a.cols) + ", B is " + std::to_string(b.rows) + "x" +
+                                std::to_string(b.cols) + ")");
+}
+template <typename T>
+StridedInputOf<T> canonical_a(const MatViewOf<T>& a) {
+  return a.transposed ? StridedInputOf<T>{a.data, 1, a.ld} : StridedInputOf<T>{a.data, a.ld, 1};
+}
+template <typename T>
+StridedInputOf<T> canonical_b(const MatViewOf<T>& b) {
+  return b.transposed ? StridedInputOf<T>{b.data, b.ld, 1} : StridedInputOf<T>{b.data, 1, b.ld};
+}
+inline uint64_t quantize_stream_a(const MatmulContext& ctx) { return ctx.stream ^ (uint64_t{7} << 56); }
+inline uint64_t quantize_stream_b(const MatmulContext& ctx) { return ctx.stream ^ (uint64_t{8} << 56); }
+// The smaller scale block when both operands have one (they must nest), else the one there is,
+// else the promotion interval, else all of K. Throws std::invalid_argument when they do not nest.
+size_t matmul_kblock(size_t k, size_t a_block_k, size_t b_block_k, const MatmulPolicy& policy);
 
 // The slow, literal implementation of the definition above, on prepared operands.
 void matmul_reference(const PreparedOperands& ops, double* c, size_t ldc, const MatmulPolicy& policy,

@@ -51,9 +51,8 @@ void check_quantizer(const std::string& name, const Quantizer& qz, int steps = 1
       for (int step = 0; step < steps; ++step) {
         CAPTURE(step);
         const uint64_t seed = 100 * si + 10 * variant + step;
-        const size_t ld = (transposed ? s.rows : s.k) + 5;
-        const auto data = quantizer_inputs((transposed ? s.k : s.rows) * ld + 1, seed, specials, false);
-        const StridedInput x = transposed ? StridedInput{data.data(), 1, ld} : StridedInput{data.data(), ld, 1};
+        const StoredOperand stored = stored_operand(s.rows, s.k, transposed, 5, seed, specials, false);
+        const StridedInput x = stored.view();
         QuantizedOperand want, got;
         quantize_into(want, x, s.rows, s.k, qz, seed + 1, seed * 977, &cpu_state);
         cuda_quantize(got, x, s.rows, s.k, qz, seed + 1, seed * 977, &gpu_state, want_float);

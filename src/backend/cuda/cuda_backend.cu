@@ -56,18 +56,12 @@ class CudaBackend final : public Backend {
   MatmulTelemetry matmul(const MatView& a, const MatView& b, double* c, size_t ldc, const MatmulPolicy& policy,
                          const MatmulContext& ctx) override {
     if (auto err = validate_policy(policy); !err.empty()) throw std::invalid_argument("matmul policy: " + err);
+    // prepare_operands_into's checks, layout and random streams, with the quantization on the device.
+    check_inner_dims(a, b);
     const size_t m = a.rows, k = a.cols, n = b.cols;
-    // As prepare_operands_into: the same checks and messages, the same canonical layout (A as M x K,
-    // B as N x K, read through strides) and the same random streams of the two operands.
-    if (b.rows != k)
-      throw std::invalid_argument("matmul: inner dimensions differ (A is " + std::to_string(m) + "x" +
-                                  std::to_string(k) + ", B is " + std::to_string(b.rows) + "x" + std::to_string(n) +
-                                  ")");
-    const StridedInput ak = a.transposed ? StridedInput{a.data, 1, a.ld} : StridedInput{a.data, a.ld, 1};
-    const StridedInput bk = b.transposed ? StridedInput{b.data, b.ld, 1} : StridedInput{b.data, 1, b.ld};
     const bool fast_wanted = !ctx.count_swamping && fast_policy_applies(policy);
-    prepare(a_, ak, m, k, policy.a, ctx.seed, ctx.stream ^ (uint64_t{7} << 56), ctx.delayed_a, fast_wanted);
-    prepare(b_, bk, n, k, policy.b, ctx.seed, ctx.stream ^ (uint64_t{8} << 56), ctx.delayed_b, fast_wanted);
+    prepare(a_, canonical_a(a), m, k, policy.a, ctx.seed, quantize_stream_a(ctx), ctx.delayed_a, fast_wanted);
+    prepare(b_, canonical_b(b), n, k, policy.b, ctx.seed, quantize_stream_b(ctx), ctx.delayed_b, fast_wanted);
     shape_.a.rows = m;
     shape_.b.rows = n;
     shape_.a.k = shape_.b.k = k;
@@ -77,19 +71,7 @@ class CudaBackend final : public Backend {
     shape_.b.blocks_per_row = b_.blocks_per_row;
     shape_.a.tensor_scale = a_.tensor_scale;
     shape_.b.tensor_scale = b_.tensor_scale;
-    const size_t ka = a_.block_k, kb = b_.block_k;
-    if (ka && kb) {
-      const size_t lo = std::min(ka, kb), hi = std::max(ka, kb);
-      if (hi % lo != 0)
-        throw std::invalid_argument("matmul: scale blocks of a (" + std::to_string(ka) + ") and b (" +
-                                    std::to_string(kb) + ") do not nest");
-      shape_.kblock = lo;
-    } else if (ka || kb) {
-      shape_.kblock = ka ? ka : kb;
-    } else {
-      shape_.kblock = policy.inner.promote_every > 0 ? static_cast<size_t>(policy.inner.promote_every)
-                                                     : std::max<size_t>(k, 1);
-    }
+    shape_.kblock = matmul_kblock(k, a_.block_k, b_.block_k, policy);
     MatmulTelemetry tel;
     tel.a = a_.stats;
     tel.b = b_.stats;

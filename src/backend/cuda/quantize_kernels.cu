@@ -14,6 +14,14 @@ unsigned grid_for(uint64_t n) {
   return static_cast<unsigned>(want < 65535 * 16 ? want : 65535 * 16);
 }
 
+// Launches a grid-stride kernel over n items (nothing for none) and reports a failed launch as `what`.
+template <typename... Params, typename... Args>
+void launch_over(uint64_t n, const char* what, cudaStream_t stream, void (*kernel)(Params...), Args... args) {
+  if (n == 0) return;
+  DRIFT_LAUNCH(kernel, grid_for(n), kThreads, 0, stream)(args...);
+  check(cudaGetLastError(), what);
+}
+
 __device__ unsigned long long warp_sum(unsigned long long v) {
   for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
   return v;
@@ -135,53 +143,34 @@ __global__ void kblock_scales_kernel(const double* s, uint64_t rows, uint64_t bp
 }  // namespace
 
 void launch_tensor_counts(const QuantizePlan& p, QuantCounts* counts, cudaStream_t stream) {
-  const uint64_t n = p.rows * p.k;
-  if (n == 0) return;
-  DRIFT_LAUNCH(tensor_counts_kernel, grid_for(n), kThreads, 0, stream)(p, counts);
-  check(cudaGetLastError(), "tensor counts kernel launch");
+  launch_over(p.rows * p.k, "tensor counts kernel launch", stream, tensor_counts_kernel, p, counts);
 }
 
 void launch_row_block_counts(const QuantizePlan& p, QuantCounts* counts, cudaStream_t stream) {
-  const uint64_t n = p.rows * p.blocks_per_row;
-  if (n == 0) return;
-  DRIFT_LAUNCH(row_block_counts_kernel, grid_for(n), kThreads, 0, stream)(p, counts);
-  check(cudaGetLastError(), "row block counts kernel launch");
+  launch_over(p.rows * p.blocks_per_row, "row block counts kernel launch", stream, row_block_counts_kernel, p, counts);
 }
 
 void launch_region_scales(const QuantizePlan& p, QuantCounts* counts, cudaStream_t stream) {
-  const uint64_t n = p.blocks_per_row ? region_count(p) : 0;
-  if (n == 0) return;
-  DRIFT_LAUNCH(region_scales_kernel, grid_for(n), kThreads, 0, stream)(p, counts);
-  check(cudaGetLastError(), "region scales kernel launch");
+  launch_over(p.blocks_per_row ? region_count(p) : 0, "region scales kernel launch", stream, region_scales_kernel, p,
+              counts);
 }
 
 void launch_quantize_elements(const QuantizePlan& p, QuantCounts* counts, cudaStream_t stream) {
-  const uint64_t n = p.rows * p.k;
-  if (n == 0) return;
-  DRIFT_LAUNCH(quantize_elements_kernel, grid_for(n), kThreads, 0, stream)(p, counts);
-  check(cudaGetLastError(), "quantize kernel launch");
+  launch_over(p.rows * p.k, "quantize kernel launch", stream, quantize_elements_kernel, p, counts);
 }
 
 void launch_hadamard(const HadamardPlan& p, cudaStream_t stream) {
-  const uint64_t n = p.rows * hadamard_groups_per_row(p);
-  if (n == 0) return;
-  DRIFT_LAUNCH(hadamard_kernel, grid_for(n), kThreads, 0, stream)(p);
-  check(cudaGetLastError(), "hadamard kernel launch");
+  launch_over(p.rows * hadamard_groups_per_row(p), "hadamard kernel launch", stream, hadamard_kernel, p);
 }
 
 void launch_widen(const float* in, double* out, uint64_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  DRIFT_LAUNCH(widen_kernel, grid_for(n), kThreads, 0, stream)(in, out, n);
-  check(cudaGetLastError(), "widen kernel launch");
+  launch_over(n, "widen kernel launch", stream, widen_kernel, in, out, n);
 }
 
 void launch_kblock_scales(const double* block_scale, uint64_t rows, uint64_t blocks_per_row, uint64_t block_k,
                           uint64_t nblocks, uint64_t kblock, float* out, cudaStream_t stream) {
-  const uint64_t n = rows * nblocks;
-  if (n == 0) return;
-  DRIFT_LAUNCH(kblock_scales_kernel, grid_for(n), kThreads, 0, stream)(block_scale, rows, blocks_per_row, block_k, nblocks,
-                                                             kblock, out);
-  check(cudaGetLastError(), "block scales kernel launch");
+  launch_over(rows * nblocks, "block scales kernel launch", stream, kblock_scales_kernel, block_scale, rows,
+              blocks_per_row, block_k, nblocks, kblock, out);
 }
 
 }  // namespace drift::cuda

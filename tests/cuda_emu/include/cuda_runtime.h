@@ -119,7 +119,7 @@ Launch<Params...> launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_
 
 // kernel<<<grid, block, shared, stream>>>(args...) as the sources spell it (backend/cuda/launch.h).
 #define DRIFT_LAUNCH(kernel, grid, block, shared, stream) \
-  ::drift_emu::launch(&kernel, dim3(grid), dim3(block), shared, stream, #kernel)
+  ::drift_emu::launch(kernel, dim3(grid), dim3(block), shared, stream, #kernel)
 
 inline void __syncthreads() { drift_emu::syncthreads(); }
 
