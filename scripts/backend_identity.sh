@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Training bit-identity between backends: mlp and attn under mxfp8_e4m3 and nvfp4 (the weight
-# gradient's activation operand stochastically rounded), each trained with backend cpu and backend
+# Training bit-identity between backends: mlp and attn under mxfp8_e4m3, nvfp4 and the H100 FP8
+# tensor-core model (h100_fp8_tensorcore: per-tensor fp8_e4m3 operands, inner sums fused as
+# h100_fp8_e4m3) (the weight gradient's activation operand stochastically rounded), each trained with backend cpu and backend
 # cuda from the same config and seed. metrics.jsonl (timing fields aside) and summary.json (timing
 # aside) must be byte-identical. Prints one line per model and preset; exits non-zero on any
 # difference or failed run.
@@ -14,6 +15,15 @@ jobs="${JOBS:-1}"
 mkdir -p "$work"
 strip_metrics() { sed 's/,"tokens_per_s".*//' "$1"; }
 strip_summary() { grep -Ev '"(wall_s|steps_per_s|tokens_per_s)"' "$1"; }
+variants="mxfp8_e4m3 nvfp4 h100_fp8_tensorcore"
+# The --set arguments that make the config's first matmul rule a variant.
+variant_sets() {
+  case "$1" in
+    h100_fp8_tensorcore)
+      echo "--set precision.matmul.0.preset=fp8_tensor_e4m3 --set precision.matmul.0.inner.fused=h100_fp8_e4m3" ;;
+    *) echo "--set precision.matmul.0.preset=$1" ;;
+  esac
+}
 
 runs=()
 for kind in mlp attn; do
@@ -28,15 +38,16 @@ for kind in mlp attn; do
   "precision": {"matmul": [{"preset": "mxfp8_e4m3"},
                            {"match": {"role": "grad_weight"}, "a": {"rounding": "sr"}}]} }
 JSON
-  for preset in mxfp8_e4m3 nvfp4; do
+  for preset in $variants; do
     for be in cpu cuda; do runs+=("$kind $preset $be"); done
   done
 done
 
 run_one() {
   local kind=$1 preset=$2 be=$3
+  # shellcheck disable=SC2046 # (variant_sets prints whole arguments without spaces in them)
   "$drift" train --config "$work/$kind.json" --quiet --out "$work/$kind-$preset-$be" --set "backend=$be" \
-    --set "precision.matmul.0.preset=$preset" > "$work/$kind-$preset-$be.log" 2>&1
+    $(variant_sets "$preset") > "$work/$kind-$preset-$be.log" 2>&1
 }
 running=0
 for r in "${runs[@]}"; do
@@ -48,7 +59,7 @@ wait
 
 failed=0
 for kind in mlp attn; do
-  for preset in mxfp8_e4m3 nvfp4; do
+  for preset in $variants; do
     a="$work/$kind-$preset-cpu" b="$work/$kind-$preset-cuda"
     label="train $kind $preset: cpu == cuda"
     if [ ! -s "$a/metrics.jsonl" ] || [ ! -s "$b/metrics.jsonl" ]; then

@@ -6,6 +6,7 @@
 // Where the double route declines it must say so (NaN, infinities, results it cannot round).
 #include <doctest/doctest.h>
 
+#include <cfenv>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -161,4 +162,68 @@ TEST_CASE("fused groups in double decline NaN, infinities and results they canno
   // A result below fp16's smallest normal 2^-14 (a subnormal result, 2^-15 + 2^-16): declined.
   const double tiny[1] = {std::ldexp(1.0, -8)};
   CHECK_FALSE(fused_detail::group_in_double(std::ldexp(1.0, -15), tiny, 1, tiny, 1, 1, fused_detail::Consecutive{}, m, &r));
+}
+
+namespace {
+
+// The device spelling of cut_to_integer (hostdevice.h), executed on the host: fma rounded toward
+// zero by the FPU's rounding mode (glibc's fma and fmaf honour it), the subtraction and copysign
+// as written there. volatile keeps the compiler from folding across the mode switches.
+double device_cut(double p, double scale) {
+  volatile double vp = p, vs = scale, big = 0x1p52;
+  std::fesetround(FE_TOWARDZERO);
+  const double u = std::fma(std::fabs(vp), vs, big);
+  std::fesetround(FE_TONEAREST);
+  volatile double vu = u;
+  return std::copysign(vu - big, p);
+}
+float device_cut(float p, float scale) {
+  volatile float vp = p, vs = scale, big = 0x1p23f;
+  std::fesetround(FE_TOWARDZERO);
+  const float u = std::fmaf(std::fabs(vp), vs, big);
+  std::fesetround(FE_TONEAREST);
+  volatile float vu = u;
+  return std::copysign(vu - big, p);
+}
+
+}  // namespace
+
+TEST_CASE("cut_to_integer: trunc(p * scale), and the device's fma-toward-zero spelling of it agrees") {
+  // Products of short significands (the fused kernels' terms) scaled by powers of two so that
+  // |p * scale| covers [2^-12, 2^22) (floats) and [2^-12, 2^51) (doubles), exact integers included
+  // (a product's low bits land anywhere around the binary point).
+  size_t checked = 0, wrong_host = 0, wrong_device = 0;
+  for (uint64_t i = 0; i < 200000; ++i) {
+    const uint32_t r = word(91, 2 * i), s = word(91, 2 * i + 1);
+    const float x = static_cast<float>(1 + (r & 0xfff)) * ((r >> 31) ? -1.0f : 1.0f);
+    const float y = static_cast<float>(1 + ((r >> 12) & 0xfff));
+    const float p = x * y;  // at most 24 significant bits: exact
+    // |p| * 2^e in [2^-12, 2^22)
+    const float scale = std::ldexp(1.0f, static_cast<int>(s % 34) - std::ilogb(p) - 12);
+    const float want = std::trunc(static_cast<float>(static_cast<double>(p) * scale));  // exact product
+    const float host = cut_to_integer(p, scale), dev = device_cut(p, scale);
+    wrong_host += std::memcmp(&want, &host, sizeof want) != 0;
+    wrong_device += std::memcmp(&want, &dev, sizeof want) != 0;
+    const double pd = static_cast<double>(p) * static_cast<double>(1 + (s >> 8 & 0xffffff));
+    // |pd| * scaled in [2^-12, 2^51)
+    const double scaled = std::ldexp(1.0, static_cast<int>(s % 63) - std::ilogb(pd) - 12);
+    const double want_d = std::trunc(pd * scaled);
+    const double host_d = cut_to_integer(pd, scaled), dev_d = device_cut(pd, scaled);
+    wrong_host += std::memcmp(&want_d, &host_d, sizeof want_d) != 0;
+    wrong_device += std::memcmp(&want_d, &dev_d, sizeof want_d) != 0;
+    checked += 2;
+  }
+  CHECK(wrong_host == 0);
+  CHECK(wrong_device == 0);
+  // Hand cases: the signs of zero follow p (trunc(-0.75) = -0), and the edges of the range.
+  CHECK(std::signbit(cut_to_integer(-3.0f, 0.25f)));
+  CHECK(cut_to_integer(-3.0f, 0.25f) == 0.0f);
+  CHECK(cut_to_integer(-3.0f, 0.5f) == -1.0f);
+  CHECK(cut_to_integer(4194303.0f, 1.0f) == 4194303.0f);        // 2^22 - 1
+  CHECK(cut_to_integer(8388607.0f, 0.5f) == 4194303.0f);        // (2^23 - 1) / 2
+  CHECK(device_cut(8388607.0f, 0.5f) == 4194303.0f);
+  CHECK(device_cut(-0x1.fffffep-1f, 1.0f) == 0.0f);
+  CHECK(std::signbit(device_cut(-0x1.fffffep-1f, 1.0f)));
+  CHECK(device_cut(0x1p51 - 0.25, 1.0) == 0x1p51 - 1);
+  CHECK(checked == 400000);
 }

@@ -349,14 +349,6 @@ bool fused_groups_exact_in_double(const FusedModel& m);
 
 namespace fused_detail {
 
-DRIFT_HD double truncate(double x) {
-#if defined(__CUDA_ARCH__)
-  return ::trunc(x);
-#else
-  return std::trunc(x);
-#endif
-}
-
 // The alignment exponent of a non-zero input value: its leading bit's, at least emin. Read from the
 // exponent field alone: a double subnormal (below any float) would read -1023 where lead_exp says
 // less, and both clamp to emin (> -1022).
@@ -365,37 +357,26 @@ DRIFT_HD int align_exp(double x, int emin) {
   return e < emin ? emin : e;
 }
 
-// group_at(c, ...) for fused_groups_exact_in_double models and inputs that fit in float, in the
-// operations of matmul_fused-inl.h: the alignment exponent E, q = max(E, min_align) - kept_bits,
-// every term trunc(x*y * 2^-q) (exact: x*y fits a double, the scaling is by a power of two) added
-// in double (exact), the sum times 2^q rounded once to out_man_bits fraction bits on its bits.
-template <class Pos>
-DRIFT_HD bool group_in_double(double c, const double* a, long sa, const double* b, long sb, int n, Pos pos,
-                              const FusedModel& m, double* result) {
-  if (is_nan(c) || is_inf(c)) return false;
-  // The floor stands for the exponents of zero terms (kZeroExp and below), which never win.
+// The alignment code of a group input: its alignment exponent, or kZeroExp for zero, so that a
+// product with a zero factor (the sum of two codes) stays below every group's starting exponent.
+DRIFT_HD int align_code(double x, int emin) { return x == 0 ? static_cast<int>(kZeroExp) : align_exp(x, emin); }
+
+// The alignment exponent a group starts from before its products: the model's lower clamp (or
+// kFloorExp, standing for zero terms, which never win), raised by a non-zero finite c.
+DRIFT_HD int group_start_exp(double c, const FusedModel& m) {
   int E = m.min_align_exp > static_cast<int>(kFloorExp) ? m.min_align_exp : static_cast<int>(kFloorExp);
   if (c != 0) {
     const int ec = align_exp(c, m.out.emin);
     if (ec > E) E = ec;
   }
-  for (int i = 0; i < n; ++i) {
-    const long p = pos(i);
-    const double x = a[p * sa], y = b[p * sb];
-    if (is_nan(x) || is_inf(x) || is_nan(y) || is_inf(y)) return false;
-    if (x == 0 || y == 0) continue;
-    const int e = align_exp(x, m.in_emin) + align_exp(y, m.in_emin);
-    if (e > E) E = e;
-  }
-  const int q = E - m.kept_bits;
-  const double scale = pow2(-q), unit = pow2(q);
-  // Starting from +0 turns a truncated -0 into +0 (an all-zero group gives +0, as group_at).
-  double sum = 0.0 + truncate(c * scale);
-  for (int i = 0; i < n; ++i) {
-    const long p = pos(i);
-    sum += truncate(a[p * sa] * b[p * sb] * scale);
-  }
-  const uint64_t val = bits_of(sum * unit);  // exact
+  return E;
+}
+
+// The end of a group in double: `sum` (an integer, exact) times 2^q rounded once to out_man_bits
+// fraction bits on its bits. false where only group_at is exact: a result below the output
+// format's smallest normal, or one that reaches its overflow threshold.
+DRIFT_HD bool round_cut_sum(double sum, int q, const FusedModel& m, double* result) {
+  const uint64_t val = bits_of(sum * pow2(q));  // exact
   const uint64_t sign = val & 0x8000000000000000ull, mag = val & 0x7fffffffffffffffull;
   const int shift = 52 - m.out_man_bits;
   const uint64_t low = (uint64_t{1} << shift) - 1;
@@ -404,6 +385,33 @@ DRIFT_HD bool group_in_double(double c, const double* a, long sa, const double* 
   if ((mag != 0 && mag < bits_of(pow2(m.out.emin))) || r >= overflow_enc || mag >= overflow_enc) return false;
   *result = double_of(sign | r);
   return true;
+}
+
+// group_at(c, ...) for fused_groups_exact_in_double models and inputs that fit in float, in the
+// operations of matmul_fused-inl.h: the alignment exponent E, q = max(E, min_align) - kept_bits,
+// every term cut_to_integer(x*y, 2^-q) (exact: x*y fits a double, the scaling is by a power of
+// two) added in double (exact), the sum times 2^q rounded once (round_cut_sum).
+template <class Pos>
+DRIFT_HD bool group_in_double(double c, const double* a, long sa, const double* b, long sb, int n, Pos pos,
+                              const FusedModel& m, double* result) {
+  if (is_nan(c) || is_inf(c)) return false;
+  int E = group_start_exp(c, m);
+  for (int i = 0; i < n; ++i) {
+    const long p = pos(i);
+    const double x = a[p * sa], y = b[p * sb];
+    if (is_nan(x) || is_inf(x) || is_nan(y) || is_inf(y)) return false;
+    const int e = align_code(x, m.in_emin) + align_code(y, m.in_emin);
+    if (e > E) E = e;
+  }
+  const int q = E - m.kept_bits;
+  const double scale = pow2(-q);
+  // Starting from +0 turns a cut -0 into +0 (an all-zero group gives +0, as group_at).
+  double sum = 0.0 + cut_to_integer(c, scale);
+  for (int i = 0; i < n; ++i) {
+    const long p = pos(i);
+    sum += cut_to_integer(a[p * sa] * b[p * sb], scale);
+  }
+  return round_cut_sum(sum, q, m, result);
 }
 
 // One group: in double arithmetic where `in_double` (the caller has checked
@@ -431,11 +439,12 @@ DRIFT_HD double fused_group(double c, const double* a, const double* b, int n, c
   return fused_group_strided(c, a, 1, b, 1, n, m);
 }
 
-// The chain of fused groups over k products: groups of m.terms (the last one shorter), each
-// group's result the next group's c. With m.interleave = r, blocks of 2 * m.terms products, each
-// split into its two groups by runs of r (a short last block as if padded with zeros).
-DRIFT_HD double fused_chain_strided(double c, const double* a, long sa, const double* b, long sb, int k,
-                                    const FusedModel& m, bool in_double = false) {
+// The groups of a chain over k products, in order: visit(s, n, pos) for each, the group's
+// products lying at s + pos(i), i < n. Groups of m.terms (the last one shorter); with
+// m.interleave = r, blocks of 2 * m.terms products, each split into its two groups by runs of r
+// (a short last block as if padded with zeros).
+template <class Visit>
+DRIFT_HD void for_each_chain_group(int k, const FusedModel& m, Visit&& visit) {
   if (m.interleave > 0) {
     const int r = m.interleave, block = 2 * m.terms;
     for (int s = 0; s < k; s += block) {
@@ -444,17 +453,21 @@ DRIFT_HD double fused_chain_strided(double c, const double* a, long sa, const do
         // Products of half h in [0, len): r of every 2r, the partial last run clamped to [0, r].
         int tail = len % (2 * r) - h * r;
         tail = tail < 0 ? 0 : (tail > r ? r : tail);
-        const int n = len / (2 * r) * r + tail;
-        c = fused_detail::group_of(in_double, c, a + s * sa, sa, b + s * sb, sb, n, fused_detail::Interleaved{r, h},
-                                   m);
+        visit(s, len / (2 * r) * r + tail, fused_detail::Interleaved{r, h});
       }
     }
-    return c;
+    return;
   }
-  for (int s = 0; s < k; s += m.terms) {
-    const int len = k - s < m.terms ? k - s : m.terms;
-    c = fused_detail::group_of(in_double, c, a + s * sa, sa, b + s * sb, sb, len, fused_detail::Consecutive{}, m);
-  }
+  for (int s = 0; s < k; s += m.terms) visit(s, k - s < m.terms ? k - s : m.terms, fused_detail::Consecutive{});
+}
+
+// The chain of fused groups over k products (for_each_chain_group), each group's result the next
+// group's c.
+DRIFT_HD double fused_chain_strided(double c, const double* a, long sa, const double* b, long sb, int k,
+                                    const FusedModel& m, bool in_double = false) {
+  for_each_chain_group(k, m, [&](int s, int n, auto pos) {
+    c = fused_detail::group_of(in_double, c, a + s * sa, sa, b + s * sb, sb, n, pos, m);
+  });
   return c;
 }
 

@@ -479,40 +479,23 @@ bool fused_groups_exact_in_double(const FusedModel& m) {
 
 namespace {
 
+int half_of(fused_detail::Consecutive) { return -1; }
+int half_of(fused_detail::Interleaved pos) { return pos.h; }
+
 // The groups of fused_dot over a block of `len` products, as fused_dot_strided and
-// fused_chain_strided form them.
+// fused_chain_strided (for_each_chain_group) form them.
 FusedPlan build_fused_plan(size_t len, const FusedModel& m) {
   FusedPlan plan;
   auto add_chain = [&](uint32_t s, uint32_t seg) {
-    if (m.interleave > 0) {
-      const uint32_t r = static_cast<uint32_t>(m.interleave), block = 2 * static_cast<uint32_t>(m.terms);
-      for (uint32_t b0 = s; b0 < s + seg; b0 += block) {
-        const uint32_t blen = std::min(block, s + seg - b0);
-        for (int h = 0; h < 2; ++h) {
-          int tail = static_cast<int>(blen % (2 * r)) - h * static_cast<int>(r);
-          tail = tail < 0 ? 0 : (tail > static_cast<int>(r) ? static_cast<int>(r) : tail);
-          const uint32_t n = blen / (2 * r) * r + static_cast<uint32_t>(tail);
-          FusedGroup g;
-          g.first = static_cast<uint32_t>(plan.index.size());
-          g.n = n;
-          g.start = b0;
-          g.half = h;
-          const fused_detail::Interleaved pos{static_cast<int>(r), h};
-          for (uint32_t i = 0; i < n; ++i) plan.index.push_back(b0 + static_cast<uint32_t>(pos(static_cast<int>(i))));
-          plan.groups.push_back(g);
-        }
-      }
-    } else {
-      const uint32_t terms = static_cast<uint32_t>(m.terms);
-      for (uint32_t g0 = s; g0 < s + seg; g0 += terms) {
-        FusedGroup g;
-        g.first = static_cast<uint32_t>(plan.index.size());
-        g.n = std::min(terms, s + seg - g0);
-        g.start = g0;
-        for (uint32_t i = 0; i < g.n; ++i) plan.index.push_back(g0 + i);
-        plan.groups.push_back(g);
-      }
-    }
+    for_each_chain_group(static_cast<int>(seg), m, [&](int g0, int n, auto pos) {
+      FusedGroup g;
+      g.first = static_cast<uint32_t>(plan.index.size());
+      g.n = static_cast<uint32_t>(n);
+      g.start = s + static_cast<uint32_t>(g0);
+      g.half = half_of(pos);
+      for (int i = 0; i < n; ++i) plan.index.push_back(g.start + static_cast<uint32_t>(pos(i)));
+      plan.groups.push_back(g);
+    });
     plan.chain_end.push_back(static_cast<uint32_t>(plan.groups.size()));
   };
   const uint32_t n = static_cast<uint32_t>(len);

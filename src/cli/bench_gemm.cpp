@@ -99,7 +99,7 @@ void run_bench_gemm_cuda(const BenchOptions& o, const std::vector<BenchShape>& s
     for (const auto& bp : policies) {
       const CudaGemmTiming t = time_cuda_matmul(av, bv, bp.policy, o.min_seconds);
       const double kernel = flops / t.kernel_s * 1e-9, call = flops / t.call_s * 1e-9;
-      const char* path = t.fast ? "fast" : "general";
+      const char* path = t.path;
       if (!o.json)
         std::printf("%-20s %-16s %12.1f %12.1f %14.1f %8.3f %s\n", bp.name.c_str(), shape, kernel, call, sgemm,
                     kernel / sgemm, path);

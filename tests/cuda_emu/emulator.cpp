@@ -67,6 +67,7 @@ struct Fiber {
   void* sp = nullptr;
   Wait wait = Wait::running;
   uint64_t shuffles = 0;  // shuffles this lane has entered: a warp's lanes must agree
+  bool vote = false;      // its predicate at the __syncthreads_or it waits at
   dim3 idx;
 };
 
@@ -79,6 +80,7 @@ struct Block {
   void (*thunk)(void*) = nullptr;
   void* body = nullptr;
   std::string error;  // first misuse seen in this launch
+  bool barrier_or = false;  // the last released barrier's OR of the votes (__syncthreads_or)
 };
 
 thread_local Block t_block;
@@ -205,7 +207,13 @@ bool run_block(Block& b, dim3 block) {
       b.error = "__syncthreads waits for threads that have exited";
       return false;
     }
-    for (Fiber& f : b.fibers) f.wait = Wait::running;
+    // Each thread reads the result as it resumes, before it can reach the next barrier.
+    b.barrier_or = false;
+    for (Fiber& f : b.fibers) {
+      b.barrier_or = b.barrier_or || f.vote;
+      f.vote = false;
+      f.wait = Wait::running;
+    }
   }
 }
 
@@ -248,6 +256,13 @@ cudaError_t check_copy(const void* dst, const void* src, size_t dst_span, size_t
 void set_schedule(Schedule s) { schedule() = s; }
 
 void syncthreads() { suspend(Wait::block_barrier); }
+
+bool syncthreads_or(bool predicate) {
+  Block& b = t_block;
+  b.fibers[b.current].vote = predicate;
+  suspend(Wait::block_barrier);
+  return b.barrier_or;
+}
 
 void shuffle_down(unsigned mask, const void* value, void* out, size_t bytes, unsigned delta) {
   Block& b = t_block;

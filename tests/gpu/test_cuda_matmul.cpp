@@ -7,9 +7,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
+#include <string>
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "arith/hostdevice.h"
 #include "arith/random.h"
 #include "arith/tc_presets.h"
 #include "backend/backend.h"
@@ -34,9 +37,10 @@ struct Shape {
   size_t m, k, n;
 };
 
-// Runs cpu and cuda on the same call and compares C and the telemetry. Returns cuda's fast_path.
-bool compare(Backend& gpu, const MatmulPolicy& p, const Shape& s, uint64_t seed, double scale, bool count) {
-  const auto a = values(s.m * s.k, seed, scale), b = values(s.k * s.n, seed + 1, scale);
+// Runs cpu and cuda on the same call (A m x k, B k x n, row-major) and compares C and the
+// telemetry. Returns cuda's fast_path.
+bool compare_on(Backend& gpu, const MatmulPolicy& p, const Shape& s, const std::vector<double>& a,
+                const std::vector<double>& b, uint64_t seed, bool count) {
   const MatView av{a.data(), s.m, s.k, s.k, false}, bv{b.data(), s.k, s.n, s.n, false};
   std::vector<double> c_cpu(s.m * s.n), c_gpu(s.m * s.n, 7.0);
   MatmulContext ctx;
@@ -58,6 +62,10 @@ bool compare(Backend& gpu, const MatmulPolicy& p, const Shape& s, uint64_t seed,
     CHECK(tg.outer_swamped == tc.outer_swamped);
   }
   return tg.fast_path;
+}
+
+bool compare(Backend& gpu, const MatmulPolicy& p, const Shape& s, uint64_t seed, double scale, bool count) {
+  return compare_on(gpu, p, s, values(s.m * s.k, seed, scale), values(s.k * s.n, seed + 1, scale), seed, count);
 }
 
 const Shape kShapes[] = {{1, 1, 1}, {3, 33, 5}, {129, 70, 131}, {200, 257, 64}, {17, 1000, 9}, {256, 96, 256}};
@@ -109,10 +117,68 @@ TEST_CASE("cuda equals cpu: tensor-core models in the tiled kernel (uneven tiles
            R"({"preset": "fp32", "a": {"format": "bf16"}, "b": {"format": "bf16"}, "inner": {"fused": "h100_bf16",
                "promote_every": 80}})"}) {
     const MatmulPolicy p = parse_matmul_policy(nlohmann::json::parse(json));
-    CAPTURE(json);
+    const std::string policy_json = json;
+    CAPTURE(policy_json);
     for (size_t si = 0; si < std::size(shapes); ++si) {
       CAPTURE(si);
       compare(*gpu, p, shapes[si], 30 + si, 8.0, true);
+    }
+  }
+}
+
+TEST_CASE("cuda equals cpu: the register-blocked tiled kernel's fallbacks") {
+  // fused_cut_tile_kernel (float route: the fp8 models keeping 13 bits; double route: the others)
+  // hands a K-tile holding an operand outside its exact range to fused_dot, and a group whose
+  // result it cannot round to group_of; zero groups below the float route's scales give +0.
+  auto gpu = make_backend("cuda");
+  auto policy = [](const std::string& json) { return parse_matmul_policy(nlohmann::json::parse(json)); };
+  const Shape s{70, 200, 66};
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  SUBCASE("fp32 operands: 8-bit significands except in some K-tiles (wide or far out of range)") {
+    // Products of 24-bit significands are not exact in float: those tiles must leave the float route.
+    auto narrow = [](double v) { return static_cast<double>(float_of(bits_of(static_cast<float>(v)) & 0xffff0000u)); };
+    auto a = values(s.m * s.k, 41, 4.0), b = values(s.k * s.n, 42, 4.0);
+    for (size_t i = 0; i < s.m; ++i)
+      for (size_t k = 0; k < s.k; ++k) {
+        double& x = a[i * s.k + k];
+        if (i < 40 && k >= 32 && k < 50) continue;       // full fp32 significands
+        if (i >= 64 && k >= 100 && k < 110) x *= 0x1p-70;  // below the float route's exponents
+        x = narrow(x);
+      }
+    for (double& y : b) y = narrow(y);
+    for (const char* model : {"h100_fp8_e4m3", "l40s_fp8_e4m3", "h200_fp8_e4m3"}) {
+      const std::string name = model;
+      CAPTURE(name);
+      compare_on(*gpu, policy(R"({"preset": "fp32", "inner": {"fused": ")" + name + R"("}})"), s, a, b, 43, true);
+    }
+  }
+  SUBCASE("NaN and infinities; fp16 results that overflow, and infinite running sums") {
+    auto a = values(s.m * s.k, 51, 512.0), b = values(s.k * s.n, 52, 512.0);
+    a[3 * s.k + 40] = inf;
+    a[65 * s.k + 150] = -inf;
+    b[7 * s.n + 2] = nan;
+    b[190 * s.n + 65] = inf;
+    for (const char* model : {"l40s_fp8_e4m3_out16", "h100_fp16_out16", "h100_fp8_e4m3_out16", "h100_fp8_e4m3"}) {
+      const std::string name = model;
+      CAPTURE(name);
+      compare_on(*gpu, policy(R"({"preset": "fp32", "a": {"format": "fp16"}, "b": {"format": "fp16"},
+          "inner": {"fused": ")" + name + R"("}})"), s, a, b, 53, true);
+    }
+  }
+  SUBCASE("whole K-tiles of zeros, zero rows and columns, tiny values") {
+    auto a = values(s.m * s.k, 61, 2.0), b = values(s.k * s.n, 62, 2.0);
+    for (size_t i = 0; i < s.m; ++i)
+      for (size_t k = 0; k < s.k; ++k)
+        if (k / 32 % 2 == 0 || i == 5) a[i * s.k + k] = (k & 1) ? -0.0 : 0.0;
+    for (size_t k = 0; k < s.k; ++k) {
+      b[k * s.n + 9] = 0.0;
+      b[k * s.n + 10] *= 0x1p-20;
+    }
+    for (const char* model : {"h100_fp8_e4m3", "h100_fp8_promote128", "l40s_fp8_e5m2", "a100_fp16"}) {
+      const std::string name = model;
+      CAPTURE(name);
+      compare_on(*gpu, policy(R"({"preset": "fp32", "a": {"format": "fp16"}, "b": {"format": "fp16"},
+          "inner": {"fused": ")" + name + R"("}})"), s, a, b, 63, true);
     }
   }
 }

@@ -8,8 +8,9 @@
 //     finite and swamping is not being counted; a non-finite value sends the call to the element kernel;
 //   * otherwise the element kernel: matmul_element per thread (every accumulator, order, product
 //     rounding, fused tensor-core model and stochastic rounding), counting adds and swamping as the
-//     reference does; for the fused tensor-core models with a sequential outer sum, its tiled form
-//     (fused_tile_kernel: the same arithmetic, the operands staged in shared memory).
+//     reference does; for the fused tensor-core models with a sequential outer sum, its tiled forms
+//     (fused_tile_kernels.cu: the same arithmetic, the operands staged in shared memory, for the
+//     models exact in float or double register-blocked over 4 x 4 outputs per thread).
 // Constructed with quantize_on_device = false, the operands are quantized on the CPU by the engine's
 // own quantizers and uploaded instead (the tests and `drift bench` compare the two; results identical).
 #include "backend/cuda/cuda_backend.h"
@@ -18,6 +19,7 @@
 
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/device_quantizer.h"
+#include "backend/cuda/fused_tile_kernels.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/native_fp8.h"
 #include "backend/cuda/quantize_kernels.h"
@@ -108,6 +110,17 @@ class CudaBackend final : public Backend {
     tel.outer_swamped += h[3];
   }
   bool last_fast() const { return last_fast_; }
+  // The kernel launch_fast / launch_general ran for the last call (CudaGemmTiming::path).
+  const char* last_path() const {
+    if (last_fast_) return "fast";
+    if (!cuda::fused_tile_k(plan_)) return "element";
+    switch (cuda::cut_arithmetic(plan_)) {
+      case cuda::CutArithmetic::in_float: return "tiled-float";
+      case cuda::CutArithmetic::in_double: return "tiled-double";
+      case cuda::CutArithmetic::none: break;
+    }
+    return "tiled";
+  }
 
  private:
   // One operand into device memory, quantized where this backend quantizes.
@@ -217,6 +230,7 @@ CudaGemmTiming time_cuda_matmul(const MatView& a, const MatView& b, const Matmul
   // Kernel alone: the operands of the last call stay quantized on the device; only the launches are
   // repeated (each waits for its result).
   t.fast = be.last_fast();
+  t.path = be.last_path();
   MatmulTelemetry tel;
   if (t.fast) {
     t.kernel_s = seconds_per_call([&] { be.launch_fast(); }, min_seconds);

@@ -23,7 +23,10 @@ std::unique_ptr<Backend> make_cuda_backend(bool native, bool fast_accum, bool qu
 struct CudaGemmTiming {
   double kernel_s = 0;   // the device matmul on device-resident quantized operands (no copies)
   double call_s = 0;     // the whole backend call: input copies, quantization, kernel, copy back
-  bool fast = false;     // the float fast kernel ran (else the general element kernel)
+  bool fast = false;     // the float fast kernel ran (else one of the general kernels)
+  // The kernel that ran: "fast", "tiled-float" / "tiled-double" (the register-blocked fused tile
+  // kernel in that arithmetic), "tiled" (the general fused tile kernel) or "element".
+  const char* path = "element";
 };
 CudaGemmTiming time_cuda_matmul(const MatView& a, const MatView& b, const MatmulPolicy& policy, double min_seconds,
                                 bool quantize_on_device = true);

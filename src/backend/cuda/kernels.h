@@ -13,15 +13,6 @@ namespace drift::cuda {
 // adds, outer swamped are added there; nullptr for no counting.
 void launch_element_kernel(const ElementPlan& plan, double* c, unsigned long long* counts, cudaStream_t stream);
 
-// The K-tile of the tiled fused kernel for this plan: a multiple of the model's group (and of its
-// promotion interval) up to 32; 0 where the kernel does not apply (no fused model, an outer order
-// other than sequential, groups or promotion intervals above 32).
-int fused_tile_k(const ElementPlan& plan);
-
-// The same as launch_element_kernel for a plan with fused_tile_k(plan) = kt > 0, tiled.
-void launch_fused_tile_kernel(const ElementPlan& plan, int kt, double* c, unsigned long long* counts,
-                              cudaStream_t stream);
-
 // c[i*n + j] = fast_output(plan, fast_element(plan, i, j)) by a tiled kernel (same operations in the
 // same order per element); *nonfinite (device int, zeroed by the caller) is set when any element's
 // value left the finite range, in which case c must be recomputed by the element kernel.

@@ -8,3 +8,11 @@
 #ifndef DRIFT_LAUNCH
 #define DRIFT_LAUNCH(kernel, grid, block, shared_bytes, stream) kernel<<<grid, block, shared_bytes, stream>>>
 #endif
+
+// A device function kept out of line. (The emulator cannot define __noinline__ itself: the C
+// library's headers spell GCC's attribute that way.)
+#if defined(DRIFT_CUDA_EMULATOR)
+#define DRIFT_NOINLINE __attribute__((noinline))
+#else
+#define DRIFT_NOINLINE __noinline__
+#endif

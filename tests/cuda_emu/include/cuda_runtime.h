@@ -79,6 +79,8 @@ void set_schedule(Schedule s);
 
 // Scheduler entry points (emulator.cpp).
 void syncthreads();
+// __syncthreads that also returns whether any thread's predicate was true.
+bool syncthreads_or(bool predicate);
 // Deposits this lane's `bytes`-byte value, waits for every lane of the warp, and returns lane
 // (own lane + delta)'s value in `out` (the own value past the warp's end).
 void shuffle_down(unsigned mask, const void* value, void* out, size_t bytes, unsigned delta);
@@ -122,6 +124,7 @@ Launch<Params...> launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_
   ::drift_emu::launch(kernel, dim3(grid), dim3(block), shared, stream, #kernel)
 
 inline void __syncthreads() { drift_emu::syncthreads(); }
+inline int __syncthreads_or(int predicate) { return drift_emu::syncthreads_or(predicate != 0) ? 1 : 0; }
 
 template <typename T>
 T __shfl_down_sync(unsigned mask, T value, unsigned delta) {

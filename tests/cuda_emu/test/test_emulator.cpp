@@ -54,6 +54,15 @@ __global__ void totals(unsigned long long* sum, int* max, int* min, int* bits) {
   atomicOr(bits, 1 << (t % 31));
 }
 
+// Round r: only thread `voter[r]` (or none, -1) votes true; every thread records what the barrier
+// returned. Back-to-back rounds check that one round's result is not the next round's.
+__global__ void vote_rounds(const int* voter, int rounds, int* out) {
+  for (int r = 0; r < rounds; ++r) {
+    const int any = __syncthreads_or(static_cast<int>(threadIdx.x) == voter[r]);
+    out[(blockIdx.x * rounds + r) * blockDim.x + threadIdx.x] = any;
+  }
+}
+
 __global__ void half_the_threads_sync(int* out) {
   if (threadIdx.x % 2 == 0) __syncthreads();
   out[threadIdx.x] = 1;
@@ -114,6 +123,26 @@ TEST_CASE("cuda emulator: __syncthreads orders shared-memory writes before reads
     for (unsigned t = 0; t < threads; ++t) wrong += out[b * threads + t] != 2 * in[b * threads + (t + 2) % threads];
   CHECK(wrong == 0);
   cudaFree(din);
+  cudaFree(dout);
+}
+
+TEST_CASE("cuda emulator: __syncthreads_or returns whether any thread of the block voted true") {
+  const unsigned blocks = 2, threads = 96;
+  const std::vector<int> voter = {-1, 0, 95, -1, 40, -1, -1, 63};
+  const int rounds = static_cast<int>(voter.size());
+  int* dvoter = device_alloc<int>(voter.size());
+  int* dout = device_alloc<int>(blocks * rounds * threads);
+  REQUIRE(cudaMemcpy(dvoter, voter.data(), voter.size() * sizeof(int), cudaMemcpyHostToDevice) == cudaSuccess);
+  DRIFT_LAUNCH(vote_rounds, blocks, threads, 0, nullptr)(dvoter, rounds, dout);
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+  std::vector<int> out(blocks * rounds * threads);
+  REQUIRE(cudaMemcpy(out.data(), dout, out.size() * sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess);
+  size_t wrong = 0;
+  for (unsigned b = 0; b < blocks; ++b)
+    for (int r = 0; r < rounds; ++r)
+      for (unsigned t = 0; t < threads; ++t) wrong += (out[(b * rounds + r) * threads + t] != 0) != (voter[r] >= 0);
+  CHECK(wrong == 0);
+  cudaFree(dvoter);
   cudaFree(dout);
 }
 

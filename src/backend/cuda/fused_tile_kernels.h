@@ -1,0 +1,26 @@
+// The tiled kernels for the fused tensor-core models (fused_tile_kernels.cu), launched from host code.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "backend/matmul_element.h"
+
+namespace drift::cuda {
+
+// The K-tile of the tiled fused kernels for this plan: a multiple of the model's group (and of its
+// promotion interval) up to 32; 0 where they do not apply (no fused model, an outer order other
+// than sequential, groups or promotion intervals above 32).
+int fused_tile_k(const ElementPlan& plan);
+
+// The arithmetic the register-blocked kernel computes a plan's groups in: float where the model's
+// cut terms, their sums and the products of the operand formats are exact in float, double where
+// fused_groups_exact_in_double holds (ElementPlan::fused_in_double), else none (the general tiled
+// kernel, group_at per group).
+enum class CutArithmetic { none, in_double, in_float };
+CutArithmetic cut_arithmetic(const ElementPlan& plan);
+
+// The same as launch_element_kernel (kernels.h) for a plan with fused_tile_k(plan) = kt > 0, tiled.
+void launch_fused_tile_kernel(const ElementPlan& plan, int kt, double* c, unsigned long long* counts,
+                              cudaStream_t stream);
+
+}  // namespace drift::cuda
