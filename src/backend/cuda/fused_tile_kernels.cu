@@ -46,10 +46,6 @@ __device__ DRIFT_NOINLINE double output_element(const ElementPlan& p, uint64_t i
   return element_output(p, i, j, outer);
 }
 
-__device__ DRIFT_NOINLINE double promote_element(double outer, double partial, const FusedModel& m) {
-  return fused_promote_add(outer, partial, m);
-}
-
 // fused_dot for output (i, j) over products [k0, k0 + len), read from global memory.
 __device__ DRIFT_NOINLINE double fused_dot_element(const ElementPlan& p, uint64_t i, uint64_t j, uint64_t k0, int len,
                                                  double acc) {
@@ -173,6 +169,22 @@ struct CutTile {
   int16_t eb[kMaxFusedK][kFT + 1];
 };
 
+// visit(r, q, a, b) for each of the thread's 16 outputs (r, q) with the tile's entries at product
+// kk of its rows (ty * 4 + r of A, tx * 4 + q of B): 8 shared-memory loads for 16 pairs.
+template <class V, class Visit>
+__device__ void for_thread_pairs(const V (&ta)[kMaxFusedK][kFT + 1], const V (&tb)[kMaxFusedK][kFT + 1], int kk,
+                                 int ty, int tx, Visit&& visit) {
+  V a[kFTM], b[kFTM];
+#pragma unroll
+  for (int r = 0; r < kFTM; ++r) a[r] = ta[kk][ty * kFTM + r];
+#pragma unroll
+  for (int q = 0; q < kFTM; ++q) b[q] = tb[kk][tx * kFTM + q];
+#pragma unroll
+  for (int r = 0; r < kFTM; ++r)
+#pragma unroll
+    for (int q = 0; q < kFTM; ++q) visit(r, q, a[r], b[q]);
+}
+
 // group_of for output (i, j) over the products k0 + pos(i), i < n, read from global memory.
 template <class Pos>
 __device__ DRIFT_NOINLINE double group_element(const ElementPlan& p, uint64_t i, uint64_t j, uint64_t k0, int n, Pos pos,
@@ -193,21 +205,10 @@ __device__ void cut_group(const CutTile<T>& t, int ty, int tx, int off, int n, P
   for (int r = 0; r < kFTM; ++r)
 #pragma unroll
     for (int q = 0; q < kFTM; ++q) qx[r][q] = group_start_exp(acc[r][q], m);
-  for (int i = 0; i < n; ++i) {
-    const int kk = off + static_cast<int>(pos(i));
-    int ea[kFTM], eb[kFTM];
-#pragma unroll
-    for (int r = 0; r < kFTM; ++r) ea[r] = t.ea[kk][ty * kFTM + r];
-#pragma unroll
-    for (int q = 0; q < kFTM; ++q) eb[q] = t.eb[kk][tx * kFTM + q];
-#pragma unroll
-    for (int r = 0; r < kFTM; ++r)
-#pragma unroll
-      for (int q = 0; q < kFTM; ++q) {
-        const int e = ea[r] + eb[q];
-        qx[r][q] = e > qx[r][q] ? e : qx[r][q];
-      }
-  }
+  for (int i = 0; i < n; ++i)
+    for_thread_pairs(t.ea, t.eb, off + static_cast<int>(pos(i)), ty, tx, [&](int r, int q, int ea, int eb) {
+      qx[r][q] = ea + eb > qx[r][q] ? ea + eb : qx[r][q];
+    });
   T scale[kFTM][kFTM], sum[kFTM][kFTM];
 #pragma unroll
   for (int r = 0; r < kFTM; ++r)
@@ -219,18 +220,10 @@ __device__ void cut_group(const CutTile<T>& t, int ty, int tx, int off, int n, P
       // gives a value discarded below.)
       sum[r][q] = T(0) + cut_to_integer(static_cast<T>(acc[r][q]), scale[r][q]);
     }
-  for (int i = 0; i < n; ++i) {
-    const int kk = off + static_cast<int>(pos(i));
-    T a[kFTM], b[kFTM];
-#pragma unroll
-    for (int r = 0; r < kFTM; ++r) a[r] = t.a[kk][ty * kFTM + r];
-#pragma unroll
-    for (int q = 0; q < kFTM; ++q) b[q] = t.b[kk][tx * kFTM + q];
-#pragma unroll
-    for (int r = 0; r < kFTM; ++r)
-#pragma unroll
-      for (int q = 0; q < kFTM; ++q) sum[r][q] += cut_to_integer(a[r] * b[q], scale[r][q]);
-  }
+  for (int i = 0; i < n; ++i)
+    for_thread_pairs(t.a, t.b, off + static_cast<int>(pos(i)), ty, tx, [&](int r, int q, T x, T y) {
+      sum[r][q] += cut_to_integer(x * y, scale[r][q]);
+    });
 #pragma unroll
   for (int r = 0; r < kFTM; ++r)
 #pragma unroll
@@ -266,7 +259,7 @@ __device__ void cut_tile(const CutTile<T>& t, int ty, int tx, int tl, const Elem
 #pragma unroll
     for (int r = 0; r < kFTM; ++r)
 #pragma unroll
-      for (int q = 0; q < kFTM; ++q) acc[r][q] = promote_element(acc[r][q], chain[r][q], m);
+      for (int q = 0; q < kFTM; ++q) acc[r][q] = fused_promote_add(acc[r][q], chain[r][q], m);
   }
 }
 
