@@ -400,7 +400,8 @@ DRIFT_HD bool group_in_double(double c, const double* a, long sa, const double* 
     const long p = pos(i);
     const double x = a[p * sa], y = b[p * sb];
     if (is_nan(x) || is_inf(x) || is_nan(y) || is_inf(y)) return false;
-    const int e = align_code(x, m.in_emin) + align_code(y, m.in_emin);
+    if (x == 0 || y == 0) continue;  // (as align_code's sum, which never wins)
+    const int e = align_exp(x, m.in_emin) + align_exp(y, m.in_emin);
     if (e > E) E = e;
   }
   const int q = E - m.kept_bits;

@@ -83,20 +83,20 @@ DRIFT_HD float f32_add(float a, float b) {
 // |p * scale| < 2^51 (2^22 for floats). On the device without a rounding instruction (a
 // conversion-rate one): an fma rounding toward zero adds |p| * scale exactly to 2^52 (2^23), where
 // the grid spacing is 1, so the sum's integer part is floor(|p| * scale); the sign is p's. On the
-// host the same value from the exact double product (exact whenever it is 1 or more; below 1 the
-// floor is 0 anyway).
+// host trunc of the double product (exact whenever it is 1 or more; below 1 the result is a zero
+// of p's sign either way).
 DRIFT_HD double cut_to_integer(double p, double scale) {
 #if defined(__CUDA_ARCH__)
   return copysign(__dsub_rn(__fma_rz(fabs(p), scale, 0x1p52), 0x1p52), p);
 #else
-  return std::copysign(std::floor(std::fabs(p * scale)), p);
+  return std::trunc(p * scale);
 #endif
 }
 DRIFT_HD float cut_to_integer(float p, float scale) {
 #if defined(__CUDA_ARCH__)
   return copysignf(__fsub_rn(__fmaf_rz(fabsf(p), scale, 0x1p23f), 0x1p23f), p);
 #else
-  return std::copysign(static_cast<float>(std::floor(std::fabs(static_cast<double>(p) * scale))), p);
+  return static_cast<float>(std::trunc(static_cast<double>(p) * scale));
 #endif
 }
 
