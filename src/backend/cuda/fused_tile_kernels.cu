@@ -2,8 +2,9 @@
 // 4 x 4 outputs per thread, the operands' K-tiles (kt products of 64 rows each) in shared memory.
 // Each output runs matmul_element's arithmetic for a fused inner sum and a sequential outer sum:
 // fused_dot over a K-block is the same value taken K-tile by K-tile, carrying its running sum from
-// one tile to the next, because every tile holds whole groups and whole promotion chunks
-// (fused_tile_k). Tiling only decides who loads what.
+// one tile to the next, because every tile holds whole groups and whole promotion chunks, or (the
+// register-blocked kernel, promotion intervals above 32) whole groups of one chunk, whose chain is
+// carried too (fused_tile_k). Tiling only decides who loads what.
 //
 // Two kernels share that frame:
 //   * fused_tile_kernel: fused_dot per output (group_at or group_in_double per group): any model;
@@ -12,8 +13,8 @@
 //     alignment code computed once per tile instead of once per product, and each term cut by
 //     cut_to_integer (an fma, not a conversion-rate rounding instruction). Tiles holding an operand
 //     outside the route's exact range (NaN, infinity, or wider than the route multiplies exactly)
-//     and groups whose result it cannot round (group_in_double's declines) go through fused_dot /
-//     group_of on the operands in global memory instead: the same value.
+//     and groups whose result it cannot round (group_in_double's declines) go through group_of
+//     on the operands in global memory instead: the same value.
 #include "backend/cuda/fused_tile_kernels.h"
 
 #include "backend/cuda/device_buffer.h"
@@ -46,12 +47,6 @@ __device__ DRIFT_NOINLINE double output_element(const ElementPlan& p, uint64_t i
   return element_output(p, i, j, outer);
 }
 
-// fused_dot for output (i, j) over products [k0, k0 + len), read from global memory.
-__device__ DRIFT_NOINLINE double fused_dot_element(const ElementPlan& p, uint64_t i, uint64_t j, uint64_t k0, int len,
-                                                 double acc) {
-  return fused_dot(acc, p.a + i * p.k + k0, p.b + j * p.k + k0, len, p.model, p.fused_in_double);
-}
-
 template <bool kCount>
 __device__ DRIFT_NOINLINE void close_block(const ElementPlan& p, uint64_t row0, uint64_t col0, int ty, int tx, uint64_t bi,
                             uint64_t len, const Tile& inner, Tile& outer, ElementCounts& local) {
@@ -80,18 +75,6 @@ __device__ DRIFT_NOINLINE void write_outputs(const ElementPlan& p, uint64_t row0
     atomicAdd(counts + 2, static_cast<unsigned long long>(local.outer_adds));
     atomicAdd(counts + 3, static_cast<unsigned long long>(local.outer_swamped));
   }
-}
-
-// fused_dot for the thread's outputs over products [k0, k0 + len) read from global memory.
-__device__ DRIFT_NOINLINE void fused_dot_global(const ElementPlan& p, uint64_t row0, uint64_t col0, int ty, int tx, uint64_t k0,
-                                 int len, Tile& acc) {
-#pragma unroll
-  for (int r = 0; r < kFTM; ++r)
-#pragma unroll
-    for (int q = 0; q < kFTM; ++q) {
-      const uint64_t i = row0 + ty * kFTM + r, j = col0 + tx * kFTM + q;
-      if (i < p.m && j < p.n) acc[r][q] = fused_dot_element(p, i, j, k0, len, acc[r][q]);
-    }
 }
 
 template <bool kCount>
@@ -187,14 +170,27 @@ __device__ void for_thread_pairs(const V (&ta)[kMaxFusedK][kFT + 1], const V (&t
 
 // group_of for output (i, j) over the products k0 + pos(i), i < n, read from global memory.
 template <class Pos>
-__device__ DRIFT_NOINLINE double group_element(const ElementPlan& p, uint64_t i, uint64_t j, uint64_t k0, int n, Pos pos,
-                                             double c) {
+__device__ DRIFT_NOINLINE double group_element(const ElementPlan& p, uint64_t i, uint64_t j, uint64_t k0, int n,
+                                               Pos pos, double c) {
   return fused_detail::group_of(p.fused_in_double, c, p.a + i * p.k + k0, 1, p.b + j * p.k + k0, 1, n, pos, p.model);
 }
 
+// The same group for each of the thread's outputs (a tile holding operands outside the route).
+template <class Pos>
+__device__ void group_from_global(const ElementPlan& p, uint64_t row0, uint64_t col0, int ty, int tx, uint64_t k0,
+                                  int n, Pos pos, Tile& acc) {
+#pragma unroll
+  for (int r = 0; r < kFTM; ++r)
+#pragma unroll
+    for (int q = 0; q < kFTM; ++q) {
+      const uint64_t i = row0 + ty * kFTM + r, j = col0 + tx * kFTM + q;
+      if (i < p.m && j < p.n) acc[r][q] = group_element(p, i, j, k0, n, pos, acc[r][q]);
+    }
+}
+
 // One group (products off + pos(i), i < n, of the tile) for the thread's 16 outputs, each acc the
-// group's c and then its result: group_in_double's arithmetic in T. `ga` and `gb` point at the
-// tile's first product in global memory, for the outputs group_in_double declines.
+// group's c and then its result: group_in_double's arithmetic in T. kg is the tile's first product
+// in global memory, for the outputs group_in_double declines.
 template <class T, class Pos>
 __device__ void cut_group(const CutTile<T>& t, int ty, int tx, int off, int n, Pos pos, const ElementPlan& p,
                           uint64_t row0, uint64_t col0, uint64_t kg, Tile& acc) {
@@ -240,26 +236,45 @@ __device__ void cut_group(const CutTile<T>& t, int ty, int tx, int off, int n, P
     }
 }
 
-// The products of one K-tile (tl of them, from global offset kg) for the thread's outputs, acc
-// carried on: fused_dot_strided's chunks and chains, each group by cut_group.
+// The products [t0, t0 + tl) of a K-block of len products (global offset kg = the block's start +
+// t0) for the thread's outputs: fused_dot_strided's promotion chunks and chains over the block,
+// taken tile by tile. acc is the running value (the outer promotion sum where the model promotes),
+// chain the current promotion chunk's chain, carried from tile to tile when a chunk spans several.
+// Every tile starts at a group boundary of its chunk (fused_tile_k), so for_each_chain_group over
+// a tile's part of a chunk forms the chunk's own groups. outside: the tile holds an operand the
+// route cannot multiply exactly; its groups are read from global memory instead.
 template <class T>
-__device__ void cut_tile(const CutTile<T>& t, int ty, int tx, int tl, const ElementPlan& p, uint64_t row0,
-                         uint64_t col0, uint64_t kg, Tile& acc) {
+__device__ void cut_tile(const CutTile<T>& t, bool outside, int ty, int tx, uint64_t t0, int tl, uint64_t len,
+                         const ElementPlan& p, uint64_t row0, uint64_t col0, uint64_t kg, Tile& acc, Tile& chain) {
   const FusedModel& m = p.model;
+  auto run_groups = [&](int s0, int seg, Tile& c) {
+    for_each_chain_group(seg, m, [&](int s, int n, auto pos) {
+      if (outside) group_from_global(p, row0, col0, ty, tx, kg + s0 + s, n, pos, c);
+      else cut_group(t, ty, tx, s0 + s, n, pos, p, row0, col0, kg, c);
+    });
+  };
   if (m.promote_every <= 0) {
-    for_each_chain_group(tl, m, [&](int s, int n, auto pos) { cut_group(t, ty, tx, s, n, pos, p, row0, col0, kg, acc); });
+    run_groups(0, tl, acc);
     return;
   }
-  for (int s0 = 0; s0 < tl; s0 += m.promote_every) {
-    const int len = tl - s0 < m.promote_every ? tl - s0 : m.promote_every;
-    Tile chain = {};
-    for_each_chain_group(len, m, [&](int s, int n, auto pos) {
-      cut_group(t, ty, tx, s0 + s, n, pos, p, row0, col0, kg, chain);
-    });
+  const uint64_t every = static_cast<uint64_t>(m.promote_every);
+  for (int s0 = 0; s0 < tl;) {
+    const uint64_t at = (t0 + s0) % every;  // where the tile's part starts in its chunk
+    if (at == 0) {
 #pragma unroll
-    for (int r = 0; r < kFTM; ++r)
+      for (int r = 0; r < kFTM; ++r)
 #pragma unroll
-      for (int q = 0; q < kFTM; ++q) acc[r][q] = fused_promote_add(acc[r][q], chain[r][q], m);
+        for (int q = 0; q < kFTM; ++q) chain[r][q] = 0.0;
+    }
+    const int seg = every - at < static_cast<uint64_t>(tl - s0) ? static_cast<int>(every - at) : tl - s0;
+    run_groups(s0, seg, chain);
+    s0 += seg;
+    if (at + seg == every || t0 + s0 == len) {  // the chunk is complete
+#pragma unroll
+      for (int r = 0; r < kFTM; ++r)
+#pragma unroll
+        for (int q = 0; q < kFTM; ++q) acc[r][q] = fused_promote_add(acc[r][q], chain[r][q], m);
+    }
   }
 }
 
@@ -273,7 +288,7 @@ __global__ void __launch_bounds__(kFTThreads)
   Tile outer = {};
   for (uint64_t bi = 0; bi < p.nblocks; ++bi) {
     const uint64_t k0 = bi * p.kblock, len = p.k - k0 < p.kblock ? p.k - k0 : p.kblock;
-    Tile inner = {};
+    Tile inner = {}, chain = {};
     for (uint64_t t0 = 0; t0 < len; t0 += kt) {
       const int tl = len - t0 < static_cast<uint64_t>(kt) ? static_cast<int>(len - t0) : kt;
       bool outside = false;  // an operand this route cannot multiply exactly
@@ -288,8 +303,8 @@ __global__ void __launch_bounds__(kFTThreads)
         t.ea[kk][r] = static_cast<int16_t>(fused_detail::align_code(x, p.model.in_emin));
         t.eb[kk][r] = static_cast<int16_t>(fused_detail::align_code(y, p.model.in_emin));
       }
-      if (__syncthreads_or(outside)) fused_dot_global(p, row0, col0, ty, tx, k0 + t0, tl, inner);
-      else cut_tile(t, ty, tx, tl, p, row0, col0, k0 + t0, inner);
+      outside = __syncthreads_or(outside);
+      cut_tile(t, outside, ty, tx, t0, tl, len, p, row0, col0, k0 + t0, inner, chain);
       __syncthreads();
     }
     close_block<kCount>(p, row0, col0, ty, tx, bi, len, inner, outer, local);
@@ -311,10 +326,14 @@ int fused_tile_k(const ElementPlan& p) {
   if (!p.fused || p.outer.order != SumOrder::sequential || p.outer_order) return 0;
   const FusedModel& m = p.model;
   const int group = m.interleave > 0 ? 2 * m.terms : m.terms;
-  if (group <= 0 || group > kMaxFusedK || (m.promote_every > 0 && m.promote_every % group != 0)) return 0;
-  const int step = m.promote_every > 0 ? m.promote_every : group;  // a multiple of group
-  if (step > kMaxFusedK) return 0;
-  return kMaxFusedK / step * step;
+  const int every = m.promote_every;
+  if (group <= 0 || group > kMaxFusedK || (every > 0 && every % group != 0)) return 0;
+  if (every <= 0) return kMaxFusedK / group * group;
+  if (every <= kMaxFusedK) return kMaxFusedK / every * every;  // whole chunks per tile
+  // Chunks of several tiles: only the register-blocked kernel carries a chain from tile to tile.
+  if (cut_arithmetic(p) == CutArithmetic::none) return 0;
+  for (int kt = kMaxFusedK / group * group;; kt -= group)  // (group itself divides every)
+    if (every % kt == 0) return kt;
 }
 
 CutArithmetic cut_arithmetic(const ElementPlan& p) {

@@ -7,9 +7,10 @@
 
 namespace drift::cuda {
 
-// The K-tile of the tiled fused kernels for this plan: a multiple of the model's group (and of its
-// promotion interval) up to 32; 0 where they do not apply (no fused model, an outer order other
-// than sequential, groups or promotion intervals above 32).
+// The K-tile of the tiled fused kernels for this plan: a multiple of the model's group up to 32
+// that is a multiple of its promotion interval or divides it; 0 where they do not apply (no fused
+// model, an outer order other than sequential, groups above 32, a promotion interval that is not
+// a multiple of the group, or one above 32 for a model of neither CutArithmetic).
 int fused_tile_k(const ElementPlan& plan);
 
 // The arithmetic the register-blocked kernel computes a plan's groups in: float where the model's
