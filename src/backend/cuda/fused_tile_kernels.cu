@@ -36,7 +36,7 @@ using Tile = double[kFTM][kFTM];
 // as matmul_element does.
 template <bool kCount>
 __device__ DRIFT_NOINLINE double close_element(const ElementPlan& p, uint64_t i, uint64_t j, uint64_t bi,
-                                             uint64_t len, double inner, double outer, ElementCounts* local) {
+                                               uint64_t len, double inner, double outer, ElementCounts* local) {
   const uint64_t base = element_base(p, i, j);
   if (kCount) local->inner_adds += len;
   const double term = block_term_of(p, i, j, bi, inner, base);
@@ -48,8 +48,9 @@ __device__ DRIFT_NOINLINE double output_element(const ElementPlan& p, uint64_t i
 }
 
 template <bool kCount>
-__device__ DRIFT_NOINLINE void close_block(const ElementPlan& p, uint64_t row0, uint64_t col0, int ty, int tx, uint64_t bi,
-                            uint64_t len, const Tile& inner, Tile& outer, ElementCounts& local) {
+__device__ DRIFT_NOINLINE void close_block(const ElementPlan& p, uint64_t row0, uint64_t col0, int ty, int tx,
+                                           uint64_t bi, uint64_t len, const Tile& inner, Tile& outer,
+                                           ElementCounts& local) {
 #pragma unroll
   for (int r = 0; r < kFTM; ++r)
 #pragma unroll
@@ -61,8 +62,8 @@ __device__ DRIFT_NOINLINE void close_block(const ElementPlan& p, uint64_t row0, 
 
 template <bool kCount>
 __device__ DRIFT_NOINLINE void write_outputs(const ElementPlan& p, uint64_t row0, uint64_t col0, int ty, int tx,
-                              const Tile& outer, double* c, const ElementCounts& local,
-                              unsigned long long* counts) {
+                                             const Tile& outer, double* c, const ElementCounts& local,
+                                             unsigned long long* counts) {
 #pragma unroll
   for (int r = 0; r < kFTM; ++r)
 #pragma unroll
