@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Training bit-identity between backends: mlp and attn under mxfp8_e4m3, nvfp4 and the H100 FP8
 # tensor-core model (h100_fp8_tensorcore: per-tensor fp8_e4m3 operands, inner sums fused as
-# h100_fp8_e4m3) (the weight gradient's activation operand stochastically rounded), each trained with backend cpu and backend
-# cuda from the same config and seed. metrics.jsonl (timing fields aside) and summary.json (timing
+# h100_fp8_e4m3), the weight gradient's activation operand stochastically rounded, each trained
+# with backend cpu and backend cuda from the same config and seed. metrics.jsonl (timing fields aside) and summary.json (timing
 # aside) must be byte-identical. Prints one line per model and preset; exits non-zero on any
 # difference or failed run.
 # Usage: scripts/backend_identity.sh DRIFT WORKDIR MLP_STEPS ATTN_STEPS

@@ -2,8 +2,9 @@
 # The CUDA backend on a real GPU, in one run (under 8 minutes on one H200):
 #   1. build with DRIFT_CUDA=ON (build-gpu/, all cores)
 #   2. the GPU test suite (drift_gpu_tests) and the host proof of the kernel bodies
-#   3. training bit-identity (scripts/backend_identity.sh): mlp and attn under mxfp8_e4m3 and
-#      nvfp4, 200 steps, backend cpu vs cuda, metrics.jsonl and summary.json compared byte for
+#   3. training bit-identity (scripts/backend_identity.sh): mlp and attn under mxfp8_e4m3,
+#      nvfp4 and the H100 FP8 tensor-core model, 200 steps, backend cpu vs cuda, metrics.jsonl
+#      and summary.json compared byte for
 #      byte (timing fields aside)
 #   4. native FP8: cuBLASLt FP8 GEMM (fast accumulation off and on) vs the simulator's h100_fp8_e4m3
 #      model, bit agreement reported (scripts/bit_agreement.py)
