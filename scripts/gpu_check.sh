@@ -115,7 +115,7 @@ PY
 
   echo "== 5. bench gemm --backend cuda ($shape)"
   if "$drift" bench gemm --backend cuda --shapes "$shape" --min-seconds 0.5 \
-       --policies fp32 mxfp8_e4m3 fp8_e4m3-fp32acc h100_fp8 > "$work/bench.txt" 2>&1; then
+       --policies fp32 mxfp8_e4m3 fp8_e4m3-fp32acc h100_fp8 h100_fp8_promote128 > "$work/bench.txt" 2>&1; then
     cat "$work/bench.txt"
     while read -r policy sh kernel call sgemm ratio path; do
       [ "$policy" = policy ] && continue
