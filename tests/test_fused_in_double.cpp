@@ -167,22 +167,16 @@ TEST_CASE("fused groups in double decline NaN, infinities and results they canno
 namespace {
 
 // The device spelling of cut_to_integer (hostdevice.h), executed on the host: fma rounded toward
-// zero by the FPU's rounding mode (glibc's fma and fmaf honour it), the subtraction and copysign
-// as written there. volatile keeps the compiler from folding across the mode switches.
-double device_cut(double p, double scale) {
-  volatile double vp = p, vs = scale, big = 0x1p52;
+// zero by the FPU's rounding mode (glibc's fma and fmaf honour it), the subtraction of the offset
+// (2^52 for doubles, 2^23 for floats) and copysign as written there. volatile keeps the compiler
+// from folding across the mode switches.
+template <class T>
+T device_cut(T p, T scale) {
+  volatile T vp = p, vs = scale, big = static_cast<T>(sizeof(T) == 8 ? 0x1p52 : 0x1p23);
   std::fesetround(FE_TOWARDZERO);
-  const double u = std::fma(std::fabs(vp), vs, big);
+  const T u = std::fma(std::fabs(vp), vs, big);
   std::fesetround(FE_TONEAREST);
-  volatile double vu = u;
-  return std::copysign(vu - big, p);
-}
-float device_cut(float p, float scale) {
-  volatile float vp = p, vs = scale, big = 0x1p23f;
-  std::fesetround(FE_TOWARDZERO);
-  const float u = std::fmaf(std::fabs(vp), vs, big);
-  std::fesetround(FE_TONEAREST);
-  volatile float vu = u;
+  volatile T vu = u;
   return std::copysign(vu - big, p);
 }
 

@@ -89,6 +89,7 @@ class CudaBackend final : public Backend {
   bool launch_fast() {
     check(cudaMemset(flag_.get(), 0, sizeof(int)), "cudaMemset");
     cuda::launch_fast_kernel(fast_plan_, dc_.get(), flag_.get(), nullptr);
+    last_path_ = "fast";
     int nonfinite = 0;
     flag_.download(&nonfinite, 1);  // synchronises; reports kernel faults
     return nonfinite == 0;
@@ -98,10 +99,12 @@ class CudaBackend final : public Backend {
   void launch_general(MatmulTelemetry& tel) {
     counts_.resize(4);
     check(cudaMemset(counts_.get(), 0, 4 * sizeof(unsigned long long)), "cudaMemset");
-    if (const int kt = cuda::fused_tile_k(plan_))
-      cuda::launch_fused_tile_kernel(plan_, kt, dc_.get(), counts_.get(), nullptr);
-    else
+    if (const int kt = cuda::fused_tile_k(plan_)) {
+      last_path_ = cuda::launch_fused_tile_kernel(plan_, kt, dc_.get(), counts_.get(), nullptr);
+    } else {
       cuda::launch_element_kernel(plan_, dc_.get(), counts_.get(), nullptr);
+      last_path_ = "element";
+    }
     unsigned long long h[4] = {0, 0, 0, 0};
     counts_.download(h, 4);  // synchronises; reports kernel faults
     tel.inner_adds += h[0];
@@ -110,17 +113,8 @@ class CudaBackend final : public Backend {
     tel.outer_swamped += h[3];
   }
   bool last_fast() const { return last_fast_; }
-  // The kernel launch_fast / launch_general ran for the last call (CudaGemmTiming::path).
-  const char* last_path() const {
-    if (last_fast_) return "fast";
-    if (!cuda::fused_tile_k(plan_)) return "element";
-    switch (cuda::cut_arithmetic(plan_)) {
-      case cuda::CutArithmetic::in_float: return "tiled-float";
-      case cuda::CutArithmetic::in_double: return "tiled-double";
-      case cuda::CutArithmetic::none: break;
-    }
-    return "tiled";
-  }
+  // The kernel the last launch_fast / launch_general ran (CudaGemmTiming::path).
+  const char* last_path() const { return last_path_; }
 
  private:
   // One operand into device memory, quantized where this backend quantizes.
@@ -189,6 +183,7 @@ class CudaBackend final : public Backend {
 
   bool on_device_;
   bool last_fast_ = false;
+  const char* last_path_ = "element";
   cuda::DeviceQuantizer quantizer_;
   QuantizedOperand host_q_;           // the CPU quantizer's output (quantize_on_device off)
   cuda::DeviceOperand a_, b_;

@@ -78,41 +78,73 @@ __device__ DRIFT_NOINLINE void write_outputs(const ElementPlan& p, uint64_t row0
   }
 }
 
-template <bool kCount>
-__global__ void __launch_bounds__(kFTThreads)
-    fused_tile_kernel(ElementPlan p, int kt, double* c, unsigned long long* counts) {
-  __shared__ double As[kFT][kMaxFusedK + 1];  // (+1: rows of B read together fall in different banks)
-  __shared__ double Bs[kFT][kMaxFusedK + 1];
-  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
-  const uint64_t row0 = static_cast<uint64_t>(blockIdx.y) * kFT, col0 = static_cast<uint64_t>(blockIdx.x) * kFT;
+// A thread's place: its index in the block, its 4 x 4 outputs (rows row0 + 4 ty + r, columns
+// col0 + 4 tx + q).
+struct TileThread {
+  int tid, tx, ty;
+  uint64_t row0, col0;
+};
+
+// The frame both kernels share: the K-blocks in order, each block's K-tiles in order
+// (sum_tile(th, k0, t0, tl, len, inner) adds products [k0 + t0, k0 + t0 + tl) of a block of len
+// into the thread's inner sums, staging included), each block closed into the outer sums, the
+// outputs written.
+template <bool kCount, class SumTile>
+__device__ void tile_frame(const ElementPlan& p, int kt, double* c, unsigned long long* counts, SumTile&& sum_tile) {
+  const int tid = threadIdx.x;
+  const TileThread th{tid, tid % 16, tid / 16, static_cast<uint64_t>(blockIdx.y) * kFT,
+                      static_cast<uint64_t>(blockIdx.x) * kFT};
   ElementCounts local;
   Tile outer = {};
   for (uint64_t bi = 0; bi < p.nblocks; ++bi) {
     const uint64_t k0 = bi * p.kblock, len = p.k - k0 < p.kblock ? p.k - k0 : p.kblock;
     Tile inner = {};
-    for (uint64_t t0 = 0; t0 < len; t0 += kt) {
-      const int tl = len - t0 < static_cast<uint64_t>(kt) ? static_cast<int>(len - t0) : kt;
-      for (int e = tid; e < kFT * kt; e += kFTThreads) {
-        const int r = e / kt, kk = e % kt;
-        const uint64_t ra = row0 + r, rb = col0 + r, kg = k0 + t0 + kk;
-        As[r][kk] = (ra < p.m && kk < tl) ? p.a[ra * p.k + kg] : 0.0;
-        Bs[r][kk] = (rb < p.n && kk < tl) ? p.b[rb * p.k + kg] : 0.0;
-      }
-      __syncthreads();
-      // (Not unrolled: each call inlines the whole fused model; the sums live in local memory.)
-#pragma unroll 1
-      for (int r = 0; r < kFTM; ++r)
-#pragma unroll 1
-        for (int q = 0; q < kFTM; ++q)
-          inner[r][q] = fused_dot(inner[r][q], As[ty * kFTM + r], Bs[tx * kFTM + q], tl, p.model, p.fused_in_double);
-      __syncthreads();
-    }
-    close_block<kCount>(p, row0, col0, ty, tx, bi, len, inner, outer, local);
+    for (uint64_t t0 = 0; t0 < len; t0 += kt)
+      sum_tile(th, k0, t0, len - t0 < static_cast<uint64_t>(kt) ? static_cast<int>(len - t0) : kt, len, inner);
+    close_block<kCount>(p, th.row0, th.col0, th.ty, th.tx, bi, len, inner, outer, local);
   }
-  write_outputs<kCount>(p, row0, col0, ty, tx, outer, c, local, counts);
+  write_outputs<kCount>(p, th.row0, th.col0, th.ty, th.tx, outer, c, local, counts);
+}
+
+template <bool kCount>
+__global__ void __launch_bounds__(kFTThreads)
+    fused_tile_kernel(ElementPlan p, int kt, double* c, unsigned long long* counts) {
+  __shared__ double As[kFT][kMaxFusedK + 1];  // (+1: rows of B read together fall in different banks)
+  __shared__ double Bs[kFT][kMaxFusedK + 1];
+  tile_frame<kCount>(p, kt, c, counts, [&](const TileThread& th, uint64_t k0, uint64_t t0, int tl, uint64_t, Tile& inner) {
+    for (int e = th.tid; e < kFT * kt; e += kFTThreads) {
+      const int r = e / kt, kk = e % kt;
+      const uint64_t ra = th.row0 + r, rb = th.col0 + r, kg = k0 + t0 + kk;
+      As[r][kk] = (ra < p.m && kk < tl) ? p.a[ra * p.k + kg] : 0.0;
+      Bs[r][kk] = (rb < p.n && kk < tl) ? p.b[rb * p.k + kg] : 0.0;
+    }
+    __syncthreads();
+    // (Not unrolled: each call inlines the whole fused model; the sums live in local memory.)
+#pragma unroll 1
+    for (int r = 0; r < kFTM; ++r)
+#pragma unroll 1
+      for (int q = 0; q < kFTM; ++q)
+        inner[r][q] = fused_dot(inner[r][q], As[th.ty * kFTM + r], Bs[th.tx * kFTM + q], tl, p.model, p.fused_in_double);
+    __syncthreads();
+  });
 }
 
 // ---- The register-blocked kernel --------------------------------------------------------------
+
+// The arithmetic it computes a plan's groups in: float where the model's cut terms, their sums and
+// the products of the operand formats are exact in float, double where fused_groups_exact_in_double
+// holds (ElementPlan::fused_in_double), else none (fused_tile_kernel).
+enum class CutArithmetic { none, in_double, in_float };
+
+CutArithmetic cut_arithmetic(const ElementPlan& p) {
+  if (!p.fused || !p.fused_in_double) return CutArithmetic::none;
+  // In float: each cut term below 2^(kept_bits + 2) <= 2^22 (cut_to_integer's range) and a group's
+  // terms + 1 of them adding exactly (below 2^24); the operands are checked tile by tile.
+  const int kept = p.model.kept_bits;
+  if (kept + 2 <= 22 && (static_cast<double>(p.model.terms) + 1) * pow2(kept + 2) <= 0x1p24)
+    return CutArithmetic::in_float;
+  return CutArithmetic::in_double;
+}
 
 template <class T>
 struct CutRoute;
@@ -283,39 +315,31 @@ template <class T, bool kCount>
 __global__ void __launch_bounds__(kFTThreads)
     fused_cut_tile_kernel(ElementPlan p, int kt, double* c, unsigned long long* counts) {
   __shared__ CutTile<T> t;
-  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
-  const uint64_t row0 = static_cast<uint64_t>(blockIdx.y) * kFT, col0 = static_cast<uint64_t>(blockIdx.x) * kFT;
-  ElementCounts local;
-  Tile outer = {};
-  for (uint64_t bi = 0; bi < p.nblocks; ++bi) {
-    const uint64_t k0 = bi * p.kblock, len = p.k - k0 < p.kblock ? p.k - k0 : p.kblock;
-    Tile inner = {}, chain = {};
-    for (uint64_t t0 = 0; t0 < len; t0 += kt) {
-      const int tl = len - t0 < static_cast<uint64_t>(kt) ? static_cast<int>(len - t0) : kt;
-      bool outside = false;  // an operand this route cannot multiply exactly
-      for (int e = tid; e < kFT * kt; e += kFTThreads) {
-        const int r = e / kt, kk = e % kt;
-        const uint64_t ra = row0 + r, rb = col0 + r, kg = k0 + t0 + kk;
-        const double x = (ra < p.m && kk < tl) ? p.a[ra * p.k + kg] : 0.0;
-        const double y = (rb < p.n && kk < tl) ? p.b[rb * p.k + kg] : 0.0;
-        outside = outside || !CutRoute<T>::operand_ok(x) || !CutRoute<T>::operand_ok(y);
-        t.a[kk][r] = static_cast<T>(x);
-        t.b[kk][r] = static_cast<T>(y);
-        t.ea[kk][r] = static_cast<int16_t>(fused_detail::align_code(x, p.model.in_emin));
-        t.eb[kk][r] = static_cast<int16_t>(fused_detail::align_code(y, p.model.in_emin));
-      }
-      outside = __syncthreads_or(outside);
-      cut_tile(t, outside, ty, tx, t0, tl, len, p, row0, col0, k0 + t0, inner, chain);
-      __syncthreads();
+  Tile chain;  // (cut_tile resets it where each promotion chunk starts, the start of every K-block included)
+  tile_frame<kCount>(p, kt, c, counts, [&](const TileThread& th, uint64_t k0, uint64_t t0, int tl, uint64_t len,
+                                           Tile& inner) {
+    bool outside = false;  // an operand this route cannot multiply exactly
+    for (int e = th.tid; e < kFT * kt; e += kFTThreads) {
+      const int r = e / kt, kk = e % kt;
+      const uint64_t ra = th.row0 + r, rb = th.col0 + r, kg = k0 + t0 + kk;
+      const double x = (ra < p.m && kk < tl) ? p.a[ra * p.k + kg] : 0.0;
+      const double y = (rb < p.n && kk < tl) ? p.b[rb * p.k + kg] : 0.0;
+      outside = outside || !CutRoute<T>::operand_ok(x) || !CutRoute<T>::operand_ok(y);
+      t.a[kk][r] = static_cast<T>(x);
+      t.b[kk][r] = static_cast<T>(y);
+      t.ea[kk][r] = static_cast<int16_t>(fused_detail::align_code(x, p.model.in_emin));
+      t.eb[kk][r] = static_cast<int16_t>(fused_detail::align_code(y, p.model.in_emin));
     }
-    close_block<kCount>(p, row0, col0, ty, tx, bi, len, inner, outer, local);
-  }
-  write_outputs<kCount>(p, row0, col0, ty, tx, outer, c, local, counts);
+    outside = __syncthreads_or(outside);
+    cut_tile(t, outside, th.ty, th.tx, t0, tl, len, p, th.row0, th.col0, k0 + t0, inner, chain);
+    __syncthreads();
+  });
 }
 
 template <class Kernel>
 void launch_tiles(Kernel kernel, const ElementPlan& plan, int kt, double* c, unsigned long long* counts,
                   cudaStream_t stream) {
+  if (plan.m == 0 || plan.n == 0) return;
   const dim3 grid(static_cast<unsigned>((plan.n + kFT - 1) / kFT), static_cast<unsigned>((plan.m + kFT - 1) / kFT));
   DRIFT_LAUNCH(kernel, grid, kFTThreads, 0, stream)(plan, kt, c, counts);
   check(cudaGetLastError(), "fused tile kernel launch");
@@ -337,33 +361,23 @@ int fused_tile_k(const ElementPlan& p) {
     if (every % kt == 0) return kt;
 }
 
-CutArithmetic cut_arithmetic(const ElementPlan& p) {
-  if (!p.fused || !p.fused_in_double) return CutArithmetic::none;
-  // In float: each cut term below 2^(kept_bits + 2) <= 2^22 (cut_to_integer's range) and a group's
-  // terms + 1 of them adding exactly (below 2^24); the operands are checked tile by tile.
-  const int kept = p.model.kept_bits;
-  if (kept + 2 <= 22 && (static_cast<double>(p.model.terms) + 1) * pow2(kept + 2) <= 0x1p24)
-    return CutArithmetic::in_float;
-  return CutArithmetic::in_double;
-}
-
-void launch_fused_tile_kernel(const ElementPlan& plan, int kt, double* c, unsigned long long* counts,
-                              cudaStream_t stream) {
-  if (plan.m == 0 || plan.n == 0) return;
+const char* launch_fused_tile_kernel(const ElementPlan& plan, int kt, double* c, unsigned long long* counts,
+                                     cudaStream_t stream) {
   switch (cut_arithmetic(plan)) {
     case CutArithmetic::in_float:
       if (counts) launch_tiles(fused_cut_tile_kernel<float, true>, plan, kt, c, counts, stream);
       else launch_tiles(fused_cut_tile_kernel<float, false>, plan, kt, c, nullptr, stream);
-      return;
+      return "tiled-float";
     case CutArithmetic::in_double:
       if (counts) launch_tiles(fused_cut_tile_kernel<double, true>, plan, kt, c, counts, stream);
       else launch_tiles(fused_cut_tile_kernel<double, false>, plan, kt, c, nullptr, stream);
-      return;
+      return "tiled-double";
     case CutArithmetic::none:
-      if (counts) launch_tiles(fused_tile_kernel<true>, plan, kt, c, counts, stream);
-      else launch_tiles(fused_tile_kernel<false>, plan, kt, c, nullptr, stream);
-      return;
+      break;
   }
+  if (counts) launch_tiles(fused_tile_kernel<true>, plan, kt, c, counts, stream);
+  else launch_tiles(fused_tile_kernel<false>, plan, kt, c, nullptr, stream);
+  return "tiled";
 }
 
 }  // namespace drift::cuda
