@@ -3,15 +3,20 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "arith/catalogue.h"
 #include "io/npy.h"
+#include "policy/matmul_json.h"
 #include "policy/site_rules.h"
+#include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/data.h"
 #include "train/optimizer.h"
@@ -71,8 +76,7 @@ TEST_CASE("config: defaults, errors name the JSON path, the resolved config read
       "train": {"lr": 0.01, "optimizer": "sgd"}, "precision": {"matmul": "bf16"}, "output": {"name": "x"}})"));
   CHECK(c.run_dir() == "runs/x/seed5");
   CHECK(c.precision.matmul == json::parse(R"([{"preset": "bf16"}])"));
-  json resolved = json::parse(resolved_config_json(c).dump());
-  resolved.erase("version");
+  json resolved = json::parse(resolved_config_json(c).dump());  // with its "version": itself a config
   const RunConfig again = parse_run_config(resolved);
   CHECK(json::parse(resolved_config_json(again).dump()) == json::parse(resolved_config_json(c).dump()));
 }
@@ -244,4 +248,252 @@ TEST_CASE("trainer: a tiny run learns, a blown-up one is recorded as diverged wi
   CHECK(!s2.reason.empty());
   const json sj2 = json::parse(std::ifstream((t.dir / "bad" / "summary.json").string()));
   CHECK(sj2["divergence_step"] == s2.divergence_step);
+}
+
+namespace {
+
+std::string error_message(const json& j) {
+  try {
+    parse_run_config(j);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p.string(), std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// A metrics.jsonl without its timing fields (they come last on every line, from "tokens_per_s").
+std::string no_timing(const std::string& text) {
+  std::string out, line;
+  std::istringstream in(text);
+  while (std::getline(in, line)) out += line.substr(0, line.find(",\"tokens_per_s\"")) + "\n";
+  return out;
+}
+
+// The resolved rules of `c` at every step and in every probe, on a tiny MLP's sites: the config error's path.
+std::string rules_error_path(const json& j) {
+  try {
+    check_run_rules(parse_run_config(j));
+  } catch (const ConfigError& e) {
+    return e.path;
+  }
+  return "(no error)";
+}
+
+RunConfig tiny_run(const TempDir& t, const std::string& out) {
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "abcabcabd ";
+  RunConfig c = parse_run_config(json::object());
+  c.data.path = t.write("t.txt", text);
+  c.model.context = 4;
+  c.model.embed = 4;
+  c.model.hidden = 16;
+  c.train.steps = 30;
+  c.train.batch = 8;
+  c.train.eval_every = 10;
+  c.train.eval_batches = 2;
+  c.output.dir = (t.dir / out).string();
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("config: AdamW betas lie in [0, 1); \"version\" is accepted when this build reads it") {
+  CHECK(error_path(json{{"train", {{"beta1", 1}}}}) == "train.beta1");
+  CHECK(error_path(json{{"train", {{"beta2", 1.0}}}}) == "train.beta2");
+  CHECK(error_message(json{{"train", {{"beta2", 1}}}}).find("[0, 1)") != std::string::npos);
+  CHECK(error_path(json{{"train", {{"beta1", 0}, {"beta2", 0.999999}}}}) == "(no error)");
+  CHECK(error_path(json{{"train", {{"momentum", 1}}}}) == "(no error)");  // (SGD: no bias correction)
+
+  CHECK(error_path(json{{"version", DRIFT_VERSION}}) == "(no error)");
+  CHECK(error_path(json{{"version", "0.1.0"}}) == "(no error)");     // an older (or the same) patch level
+  CHECK(error_path(json{{"version", "99.0.0"}}) == "version");        // a release this build does not know
+  CHECK(error_message(json{{"version", "99.0.0"}}).find("99.0.0") != std::string::npos);
+  CHECK(error_path(json{{"version", "0.1.999"}}) == "version");      // a newer patch level
+  CHECK(error_path(json{{"version", 1}}) == "version");
+  CHECK(error_path(json{{"version", "one"}}) == "version");
+  CHECK(error_path(json{{"versions", "0.1.0"}}) == "versions");
+
+  // The config a run writes reads back, unchanged, as a config (version included).
+  const RunConfig c = parse_run_config(json::parse(R"({"seed": 3, "train": {"beta2": 0.99}, "precision":
+      {"matmul": "mxfp8_e4m3", "schedule": [{"step": 5, "matmul": [{"preset": "bf16"}]}]}, "diagnostics": {"probes": ["bf16"]}})"));
+  const json written = json::parse(resolved_config_json(c).dump());
+  CHECK(written.contains("version"));
+  CHECK(json::parse(resolved_config_json(parse_run_config(written)).dump()) == written);
+
+  // A config path that is a directory: a ConfigError naming it.
+  TempDir t;
+  try {
+    load_config_file(t.dir.string());
+    FAIL("expected a ConfigError");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()).find(t.dir.string()) != std::string::npos);
+    CHECK(std::string(e.what()).find("is a directory") != std::string::npos);
+  }
+}
+
+TEST_CASE("rules: the operands' scale blocks must nest, checked at config time at every step and probe") {
+  MatmulSites s;
+  s.add_linear("hidden0");
+  auto path_of = [&](const char* rules) {
+    try {
+      resolve_sites(json::parse(rules), "precision.matmul", s);
+    } catch (const ConfigError& e) {
+      CHECK(std::string(e.what()).find("do not nest") != std::string::npos);
+      return e.path;
+    }
+    return std::string("(no error)");
+  };
+  // mxfp8_e4m3: blocks of 32 on both operands. 32 and 7 do not nest; 32 and 16 (or 64) do.
+  CHECK(path_of(R"([{"preset": "mxfp8_e4m3", "b": {"scaling": {"kind": "block", "block": 7}}}])") ==
+        "precision.matmul[0].b.scaling.block");
+  // (The error names both blocks; it is reported at b's, whichever side the JSON changed.)
+  CHECK(path_of(R"([{"preset": "mxfp8_e4m3", "a": {"scaling": {"block": 48}}}])") == "precision.matmul[0].b.scaling.block");
+  CHECK(path_of(R"([{"preset": "mxfp8_e4m3"}, {"match": {"class": "weight"}, "operand": {"scaling": {"block": 5}}}])") ==
+        "precision.matmul[1].operand.scaling.block");
+  CHECK(path_of(R"([{"preset": "mxfp8_e4m3", "b": {"scaling": {"kind": "block", "block": 16}}}])") == "(no error)");
+  CHECK(path_of(R"([{"preset": "mxfp8_e4m3", "a": {"scaling": {"block": 64}}}])") == "(no error)");
+  // A block-scaled operand against a tensor-scaled one: nothing to nest.
+  CHECK(path_of(R"([{"preset": "mxfp8_e4m3", "b": {"scaling": {"kind": "tensor"}}}])") == "(no error)");
+  // The same policy through drift matmul's parser.
+  CHECK_THROWS_AS(parse_matmul_policy(json::parse(R"({"preset": "mxfp8_e4m3", "b": {"scaling": {"block": 7}}})")),
+                  ConfigError);
+
+  // Through a whole config: precision.matmul, a schedule entry (in force only from step 40) and a
+  // diagnostics probe are all resolved before a run starts.
+  const json bad = json::parse(R"([{"preset": "mxfp8_e4m3", "b": {"scaling": {"kind": "block", "block": 7}}}])");
+  CHECK(rules_error_path(json{{"precision", {{"matmul", bad}}}}) == "precision.matmul[0].b.scaling.block");
+  CHECK(rules_error_path(json{{"precision", {{"schedule", json::array({{{"step", 40}, {"matmul", bad}}})}}}}) ==
+        "precision.schedule[0].matmul[0].b.scaling.block");
+  CHECK(rules_error_path(json{{"diagnostics", {{"probes", json::array({bad})}}}}) ==
+        "diagnostics.probes[0][0].b.scaling.block");
+  CHECK(rules_error_path(json{{"precision", {{"matmul", "mxfp8_e4m3"}}}, {"diagnostics", {{"probes", {"bf16"}}}}}) ==
+        "(no error)");
+  // prepare_run (drift train) refuses it before anything is written.
+  TempDir t;
+  RunConfig c = tiny_run(t, "run");
+  c.precision.schedule = json::array({{{"step", 20}, {"matmul", bad}}});
+  CHECK_THROWS_AS(prepare_run(c), ConfigError);
+  CHECK_FALSE(fs::exists(t.dir / "run"));
+}
+
+TEST_CASE("trainer: a new run clears the previous run's files; --resume before any checkpoint starts at step 0") {
+  TempDir t;
+  RunConfig c = tiny_run(t, "run");
+  c.train.checkpoint_every = 10;
+  c.train.keep_checkpoints = true;
+  c.diagnostics.every = 10;
+  {
+    PreparedRun r = prepare_run(c);
+    train(r, TrainOptions{}, {});
+  }
+  const fs::path dir = t.dir / "run";
+  for (const char* f : {"config.json", "metrics.jsonl", "summary.json", "checkpoint.bin", "checkpoint-10.bin",
+                        "checkpoint-20.bin", "diag.jsonl"})
+    CHECK_MESSAGE(fs::exists(dir / f), f);
+  fs::create_directories(dir / "init");
+  t.write("run/.summary.json.tmp.abc123", "x");
+  t.write("run/notes.txt", "mine");
+  t.write("run/checkpoint-old.bin", "not a step");
+  // What a new run removes: the run's own files only (sorted), and never the `keep` file.
+  std::vector<std::string> owned = previous_run_files(dir.string());
+  for (auto& p : owned) p = fs::path(p).filename().string();
+  CHECK(owned == std::vector<std::string>{".summary.json.tmp.abc123", "checkpoint-10.bin", "checkpoint-20.bin",
+                                          "checkpoint.bin", "config.json", "diag.jsonl", "init", "metrics.jsonl",
+                                          "summary.json"});
+  CHECK(previous_run_files(dir.string(), (dir / "checkpoint-10.bin").string()).size() == owned.size() - 1);
+  CHECK(previous_run_files((t.dir / "none").string()).empty());
+  // A folder that no drift run wrote (its config.json is not a run's: no "version") is left alone.
+  t.write("proj/config.json", "{\"seed\": 1}");
+  t.write("proj/summary.json", "{}");
+  fs::create_directories(t.dir / "proj" / "init");
+  CHECK(previous_run_files((t.dir / "proj").string()).empty());
+
+  // A new run that stops at once (a stop request before the first step ends): nothing of the old run
+  // is left, so it cannot pass for finished.
+  c.train.checkpoint_every = 0;
+  c.train.keep_checkpoints = false;
+  c.diagnostics.every = 0;
+  c.train.lr = 0.02;
+  std::atomic<bool> stop{true};
+  {
+    PreparedRun r = prepare_run(c);
+    TrainOptions o;
+    o.stop_requested = &stop;
+    const RunSummary s = train(r, o, {});
+    CHECK(s.interrupted);
+  }
+  for (const char* f : {"summary.json", "checkpoint-10.bin", "checkpoint-20.bin", "diag.jsonl", "init",
+                        ".summary.json.tmp.abc123"})
+    CHECK_MESSAGE(!fs::exists(dir / f), f);
+  CHECK(fs::exists(dir / "notes.txt"));
+  CHECK(fs::exists(dir / "checkpoint-old.bin"));
+  CHECK(slurp(dir / "config.json").find("0.02") != std::string::npos);
+
+  // An uninterrupted run of this config, for the bytes.
+  RunConfig whole = c;
+  whole.output.dir = (t.dir / "whole").string();
+  {
+    PreparedRun r = prepare_run(whole);
+    train(r, TrainOptions{}, {});
+  }
+  // A run killed before its first checkpoint: config.json and part of metrics.jsonl, no checkpoint.
+  const fs::path killed = t.dir / "killed";
+  fs::create_directories(killed);
+  fs::copy_file(t.dir / "whole" / "config.json", killed / "config.json");
+  const std::string m = slurp(t.dir / "whole" / "metrics.jsonl");
+  t.write("killed/metrics.jsonl", m.substr(0, m.size() / 3));
+  RunConfig again = c;
+  again.output.dir = killed.string();
+  std::string told;
+  {
+    PreparedRun r = prepare_run(again);
+    TrainOptions o;
+    o.resume = true;
+    o.notice = [&](const std::string& msg) { told = msg; };
+    const RunSummary s = train(r, o, {});
+    CHECK(s.steps_completed == 30);
+  }
+  CHECK(told.find("step 0") != std::string::npos);
+  CHECK(no_timing(slurp(killed / "metrics.jsonl")) == no_timing(m));
+  json a = json::parse(slurp(t.dir / "whole" / "summary.json")), b = json::parse(slurp(killed / "summary.json"));
+  for (const char* k : {"wall_s", "steps_per_s", "tokens_per_s"}) {
+    a.erase(k);
+    b.erase(k);
+  }
+  CHECK(a == b);
+  CHECK(slurp(t.dir / "whole" / "checkpoint.bin") == slurp(killed / "checkpoint.bin"));
+
+  // Another config's config.json, or none at all: --resume refuses, writing nothing.
+  auto resume_error = [](const RunConfig& rc) -> std::string {
+    PreparedRun r = prepare_run(rc);
+    TrainOptions o;
+    o.resume = true;
+    try {
+      train(r, o, {});
+    } catch (const CheckpointError& e) {
+      return e.what();
+    }
+    return "(no CheckpointError)";
+  };
+  const fs::path other = t.dir / "other";
+  fs::create_directories(other);
+  fs::copy_file(t.dir / "whole" / "config.json", other / "config.json");
+  RunConfig changed = c;
+  changed.train.lr = 0.05;
+  changed.output.dir = other.string();
+  CHECK(resume_error(changed).find("train.lr") != std::string::npos);
+  CHECK_FALSE(fs::exists(other / "metrics.jsonl"));
+  const fs::path empty = t.dir / "empty";
+  fs::create_directories(empty);
+  RunConfig none = c;
+  none.output.dir = empty.string();
+  CHECK(resume_error(none).find("checkpoint.bin") != std::string::npos);
+  CHECK(fs::is_empty(empty));
 }

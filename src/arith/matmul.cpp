@@ -63,6 +63,26 @@ std::string validate_quantizer(const Quantizer& q, const char* name) {
   return "";
 }
 
+// The K-extent of an operand's scale blocks (QuantizedOperand::block_k): the block for the per-block
+// kinds, 0 for one scale per tensor or none.
+size_t scale_block_k(const Quantizer& q) {
+  const ScaleKind k = q.scaling.kind;
+  const bool blocked = k == ScaleKind::block || k == ScaleKind::tile || k == ScaleKind::nvfp4;
+  return blocked && q.scaling.block > 0 ? static_cast<size_t>(q.scaling.block) : 0;
+}
+
+// Each K-block of the sum must lie inside one scale block of each operand: the smaller scale block
+// divides the larger.
+bool scale_blocks_nest(size_t a_block_k, size_t b_block_k) {
+  if (!a_block_k || !b_block_k) return true;
+  return std::max(a_block_k, b_block_k) % std::min(a_block_k, b_block_k) == 0;
+}
+
+std::string nesting_error(size_t a_block_k, size_t b_block_k) {
+  return "scale blocks of a (" + std::to_string(a_block_k) + ") and b (" + std::to_string(b_block_k) +
+         ") do not nest (the smaller scale block must divide the larger)";
+}
+
 }  // namespace
 
 std::string validate_policy(const MatmulPolicy& p) {
@@ -76,6 +96,8 @@ std::string validate_policy(const MatmulPolicy& p) {
            " operands are not exact in double: set a product format (e.g. fp64)";
   if (p.a.scaling.hadamard != p.b.scaling.hadamard || p.a.scaling.hadamard_seed != p.b.scaling.hadamard_seed)
     return "a and b must use the same Hadamard transform (size and seed), or it does not cancel in the product";
+  if (!scale_blocks_nest(scale_block_k(p.a), scale_block_k(p.b)))
+    return "b.scaling.block: " + nesting_error(scale_block_k(p.a), scale_block_k(p.b));
   return "";
 }
 
@@ -110,13 +132,8 @@ void prepare_operands_impl(PreparedOperands& ops, const MatViewOf<T>& a, const M
 
 size_t matmul_kblock(size_t k, size_t a_block_k, size_t b_block_k, const MatmulPolicy& policy) {
   const size_t ka = a_block_k, kb = b_block_k;
-  if (ka && kb) {
-    const size_t lo = std::min(ka, kb), hi = std::max(ka, kb);
-    if (hi % lo != 0)
-      throw std::invalid_argument("matmul: scale blocks of a (" + std::to_string(ka) + ") and b (" +
-                                  std::to_string(kb) + ") do not nest");
-    return lo;
-  }
+  if (!scale_blocks_nest(ka, kb)) throw std::invalid_argument("matmul: " + nesting_error(ka, kb));
+  if (ka && kb) return std::min(ka, kb);
   if (ka || kb) return ka ? ka : kb;
   return policy.inner.promote_every > 0 ? static_cast<size_t>(policy.inner.promote_every) : std::max<size_t>(k, 1);
 }

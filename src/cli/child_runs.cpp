@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "train/config.h"
 
 namespace drift::cli {
 
@@ -98,6 +99,8 @@ std::optional<nlohmann::json> read_summary(const std::string& dir) {
 void preflight(std::vector<ChildJob>& jobs) {
   for (auto& j : jobs) {
     const nlohmann::ordered_json planned = planned_config(j.run);  // ConfigError -> exit 2
+    // ... and its diagnostics probes resolve at the model's sites, as drift train checks first.
+    check_run_rules(parse_run_config(nlohmann::json::parse(planned.dump())));
     const fs::path dir(j.run.dir);
     const bool finished = fs::exists(dir / "summary.json");
     if (!finished && !fs::exists(dir / "checkpoint.bin")) continue;

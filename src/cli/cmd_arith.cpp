@@ -1,8 +1,11 @@
 // drift arith: one correctly rounded operation per input line, for scripts and for checking the
 // rounding core against independent implementations (scripts/oracle.py, TestFloat vectors).
+#include <cfenv>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -43,16 +46,46 @@ int operand_count(const std::string& op) {
   return 2;
 }
 
-// One operand token: a hex bit pattern of `f` (or a decimal number, rounded to f with rne).
+// strtod under one rounding direction (glibc's strtod honours the current mode); the mode is restored.
+double strtod_directed(const char* s, int mode) {
+  const int saved = std::fegetround();
+  std::fesetround(mode);
+  const double v = std::strtod(s, nullptr);
+  std::fesetround(saved);
+  return v;
+}
+
+// A decimal number rounded once, to nearest even, to `f`. Rounding it to double first and then to
+// f would round twice: wrong where the double lands exactly on a midpoint of f that the decimal is
+// not on. So: d = strtod (rne). If the decimal is exactly d (the upward and downward parses agree),
+// d is the value. Otherwise the decimal lies strictly between d and the adjacent double on the side
+// where the other directed parse differs; no value of f and no midpoint of two (they are doubles:
+// f has fewer significand bits than double) lies strictly inside that interval, so the decimal
+// rounds as d nudged toward that side by less than any gap there: round_to_sum(d, +-tiny), the
+// engine's rounding of an exact two-term sum (the nudge only acts through its sticky bit). For fp64
+// itself d is already the correctly rounded value, and the nudge leaves it.
+double round_decimal(const std::string& tok, const Format& f) {
+  const double d = std::strtod(tok.c_str(), nullptr);
+  RoundSpec nearest;
+  nearest.overflow = Overflow::ieee;
+  const double up = strtod_directed(tok.c_str(), FE_UPWARD), down = strtod_directed(tok.c_str(), FE_DOWNWARD);
+  // (Below 2^-1000 the nudge would not be small against d's ulp; no catalogue format below fp64 has
+  // values or midpoints there, and for fp64 d is already right.)
+  if (up == down || !std::isfinite(d) || std::fabs(d) < 0x1p-1000) return round_to(d, f, nearest);
+  // The exact value is above d when the upward parse is, below it when the downward one is.
+  const bool above = up != d;
+  const double tiny = std::numeric_limits<double>::denorm_min();
+  return round_to_sum(d, above ? tiny : -tiny, f, nearest);
+}
+
+// One operand token: a hex bit pattern of `f` (or a decimal number, correctly rounded to f with rne).
 double parse_operand(const std::string& tok, const Format& f, bool decimal, size_t line) {
   const std::string where = "line " + std::to_string(line) + ": operand '" + tok + "'";
   if (decimal) {
     char* end = nullptr;
-    const double v = std::strtod(tok.c_str(), &end);
+    (void)std::strtod(tok.c_str(), &end);
     if (end == tok.c_str() || *end != '\0') throw InputError(where + " is not a decimal number");
-    RoundSpec nearest;
-    nearest.overflow = Overflow::ieee;
-    return round_to(v, f, nearest);
+    return round_decimal(tok, f);
   }
   std::string hex = tok;
   if (hex.size() > 2 && hex[0] == '0' && (hex[1] == 'x' || hex[1] == 'X')) hex = hex.substr(2);
@@ -159,8 +192,9 @@ void add_arith_command(CLI::App& app) {
   cmd->add_option("--sr-bits", o->sr_bits, "Stochastic rounding: random bits added to the discarded bits (1..32)")
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the counter-based generator (line i uses element i of stream 0)")
+      ->check(non_negative_seed())
       ->capture_default_str();
-  cmd->add_flag("--decimal", o->decimal, "Operands are decimal numbers (each first rounded to its format with rne)");
+  cmd->add_flag("--decimal", o->decimal, "Operands are decimal numbers (each first correctly rounded to its format with rne)");
   cmd->add_option("--print", o->print, "hex (bit pattern of the result format) | decimal")->capture_default_str();
   cmd->callback([o] { run_arith(*o); });
 }

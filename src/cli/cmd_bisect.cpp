@@ -295,7 +295,7 @@ void add_bisect_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bisect", "Find which precision decision makes a run diverge: repeat, fp32 "
                                            "baseline, then full precision restored one tensor class and one layer at a time");
   cmd->add_option("--config", o->config, "The diverging run's config (docs/config.md)")->required();
-  cmd->add_option("--seed", o->seed, "The diverging seed")->required();
+  cmd->add_option("--seed", o->seed, "The diverging seed")->required()->check(non_negative_seed());
   cmd->add_option("--set", o->sets, "Override a key: path=value, as for drift train, repeatable");
   cmd->add_option("--out", o->out, "Directory for the runs and bisect.json (default runs/bisect/<config>-seed<S>)");
   cmd->add_option("-j,--jobs", o->jobs, "Runs at a time")->capture_default_str();

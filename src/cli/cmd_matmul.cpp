@@ -164,7 +164,8 @@ void add_matmul_command(CLI::App& app) {
       ->required();
   cmd->add_option("--out", o->out, "Where C goes: .npy, else a text matrix (written atomically)")->required();
   cmd->add_option("--out-dtype", o->out_dtype, "f8 (float64) | f4 (float32)")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed of stochastic rounding and permuted orders")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of stochastic rounding and permuted orders")
+      ->check(non_negative_seed())->capture_default_str();
   cmd->add_flag("--reference", o->reference, "Always take the literal reference path (never the fast path)");
   cmd->add_option("--backend", o->backend,
                   "Where it runs: cpu | cuda (same bits on a GPU) | cuda-native, cuda-native-fastacc (the GPU's "

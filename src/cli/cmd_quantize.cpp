@@ -94,7 +94,8 @@ void add_quantize_command(CLI::App& app) {
                   "along columns of a 2-D array")
       ->capture_default_str();
   cmd->add_option("--out-dtype", o->out_dtype, "f8 (float64) | f4 (float32)")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed of stochastic rounding")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of stochastic rounding")
+      ->check(non_negative_seed())->capture_default_str();
   cmd->callback([o] { run_quantize(*o); });
 }
 

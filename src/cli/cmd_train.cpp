@@ -38,7 +38,8 @@ struct ConfigOptions {
 void add_config_options(CLI::App* cmd, ConfigOptions& o) {
   cmd->add_option("--config", o.config, "Run config (JSON; keys and defaults: docs/config.md)")->required();
   cmd->add_option("--set", o.sets, "Override a key: path=value (value parsed as JSON, else a string), repeatable");
-  cmd->add_option("--seed", o.seed, "Shortcut for --set seed=N");
+  cmd->add_option("--seed", o.seed, "Shortcut for --set seed=N")
+      ->check(non_negative_seed());
   cmd->add_option("--out", o.out, "Shortcut for --set output.dir=DIR (the run directory)");
 }
 
@@ -122,10 +123,6 @@ void run_train(const TrainCmdOptions& o) {
                  c.model.teacher_seed);
   spdlog::info("{} steps of batch {}, {} lr {}; run directory {}", c.train.steps, c.train.batch, c.train.optimizer,
                c.train.lr, c.run_dir());
-  if (o.dump_init) {
-    dump_init(run, c.run_dir());
-    spdlog::info("initial weights and batches written to {}/init/", c.run_dir());
-  }
   const bool tty = !o.quiet && isatty(STDERR_FILENO);
   auto progress = [&](const Progress& p) {
     if (o.quiet) return;
@@ -146,6 +143,13 @@ void run_train(const TrainCmdOptions& o) {
   topts.resume_from = o.resume_from;
   topts.reference = o.reference;
   topts.stop_requested = &g_stop_requested;
+  // After every check, and after a new run's directory lost the previous run's files.
+  if (o.dump_init)
+    topts.before_write = [&] {
+      dump_init(run, c.run_dir());
+      spdlog::info("initial weights and batches written to {}/init/", c.run_dir());
+    };
+  topts.notice = [](const std::string& m) { std::fprintf(stderr, "drift: %s\n", m.c_str()); };
   install_stop_handler();
   RunSummary s;
   try {
@@ -204,6 +208,8 @@ void run_explain(const ExplainOptions& o) {
   } catch (const std::invalid_argument& e) {
     throw InputError(std::string("model: ") + e.what());
   }
+  // The rules must hold at every step and in every probe, as drift train checks before it starts.
+  check_run_rules(cfg, model->sites, model->elementwise);
   resolve_sites_at_step(cfg.precision, o.step, model->sites, model->elementwise);
   const auto& sites = model->sites.sites();
   if (o.json) {

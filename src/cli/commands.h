@@ -24,6 +24,18 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitBadInput = 2;
 
+// The check of every --seed option: an integer >= 0, as the config's "seed" (CLI11 would otherwise
+// read "-1" into an unsigned seed as 2^64-1). A parse error: exit 2, "--seed: expected ...".
+inline CLI::Validator non_negative_seed() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        const size_t i = s.find_first_not_of(" \t");
+        if (i != std::string::npos && s[i] == '-') return "expected an integer >= 0, got " + s;
+        return "";
+      },
+      "SEED>=0", "non-negative seed");
+}
+
 // Thrown by commands for bad user input; main prints the message and exits 2.
 struct InputError : std::runtime_error {
   using std::runtime_error::runtime_error;

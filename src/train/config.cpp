@@ -1,9 +1,12 @@
 #include "train/config.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <limits>
+#include <memory>
+#include <stdexcept>
 #include <sstream>
 
 #include "arith/cast_span.h"
@@ -53,16 +56,16 @@ std::string num(double x) {
   return o.str();
 }
 
-// lo/hi inclusive unless open_lo (x > lo).
+// lo/hi inclusive unless open_lo (x > lo) / open_hi (x < hi).
 void get_double(const json& j, const std::string& path, const char* key, double* out, double lo, double hi,
-                bool open_lo = false) {
+                bool open_lo = false, bool open_hi = false) {
   if (!j.contains(key)) return;
   const json& v = j[key];
   const std::string p = join(path, key);
-  const std::string range = std::string(open_lo ? "(" : "[") + num(lo) + ", " + num(hi) + "]";
+  const std::string range = std::string(open_lo ? "(" : "[") + num(lo) + ", " + num(hi) + (open_hi ? ")" : "]");
   if (!v.is_number()) throw ConfigError(p, "expected a number in " + range);
   const double x = v.get<double>();
-  if (!std::isfinite(x) || (open_lo ? x <= lo : x < lo) || x > hi)
+  if (!std::isfinite(x) || (open_lo ? x <= lo : x < lo) || (open_hi ? x >= hi : x > hi))
     throw ConfigError(p, "expected a number in " + range + ", got " + num(x));
   *out = x;
 }
@@ -165,9 +168,45 @@ std::string RunConfig::run_dir() const {
   return "runs/" + output.name + "/seed" + std::to_string(seed);
 }
 
+namespace {
+
+// "version": the drift version that wrote the config (a run's config.json records it). Accepted
+// when this build reads that version's configs: the same major.minor release and a patch level not
+// newer than this build's (the numbers of DRIFT_VERSION).
+void check_config_version(const json& j) {
+  if (!j.contains("version")) return;
+  const json& v = j["version"];
+  auto parse = [](const std::string& s, int out[3]) {
+    size_t pos = 0;
+    for (int i = 0; i < 3; ++i) {
+      size_t end = pos;
+      while (end < s.size() && s[end] >= '0' && s[end] <= '9') ++end;
+      if (end == pos || end - pos > 6) return false;
+      out[i] = std::stoi(s.substr(pos, end - pos));
+      if (i < 2 && (end >= s.size() || s[end] != '.')) return false;
+      pos = end + 1;
+      if (i == 2 && end != s.size()) return false;
+    }
+    return true;
+  };
+  const std::string self = DRIFT_VERSION;
+  int want[3], mine[3];
+  if (!v.is_string() || !parse(v.get<std::string>(), want))
+    throw ConfigError("version", "expected a drift version string \"MAJOR.MINOR.PATCH\" (this build: " + self + ")");
+  if (!parse(self, mine)) return;  // (a build without a numeric version reads any)
+  const bool readable = want[0] == mine[0] && want[1] == mine[1] && want[2] <= mine[2];
+  if (!readable)
+    throw ConfigError("version", "config of drift " + v.get<std::string>() + ", which this build (drift " + self +
+                                     ") does not understand; use drift " + std::to_string(want[0]) + "." +
+                                     std::to_string(want[1]) + ".x or remove the key");
+}
+
+}  // namespace
+
 RunConfig parse_run_config(const json& j) {
   RunConfig c;
-  check_keys(j, "", {"seed", "backend", "model", "data", "train", "precision", "divergence", "diagnostics", "output"});
+  check_keys(j, "", {"version", "seed", "backend", "model", "data", "train", "precision", "divergence", "diagnostics", "output"});
+  check_config_version(j);
   if (j.contains("seed")) {
     if (!non_negative_int(j["seed"])) throw ConfigError("seed", "expected an integer >= 0");
     c.seed = j["seed"].get<uint64_t>();
@@ -223,8 +262,9 @@ RunConfig parse_run_config(const json& j) {
     get_double(t, p, "lr", &tc.lr, 0, 1e3, true);
     get_string(t, p, "optimizer", &tc.optimizer, {"adamw", "sgd"});
     get_double(t, p, "momentum", &tc.momentum, 0, 1);
-    get_double(t, p, "beta1", &tc.beta1, 0, 1);
-    get_double(t, p, "beta2", &tc.beta2, 0, 1);
+    // AdamW's bias correction divides by 1 - beta^t: a beta of 1 is not a moment estimate.
+    get_double(t, p, "beta1", &tc.beta1, 0, 1, false, true);
+    get_double(t, p, "beta2", &tc.beta2, 0, 1, false, true);
     get_double(t, p, "eps", &tc.eps, 0, 1, true);
     get_double(t, p, "weight_decay", &tc.weight_decay, 0, 1e3);
     get_double(t, p, "grad_clip", &tc.grad_clip, 0, 1e30);
@@ -376,12 +416,18 @@ nlohmann::ordered_json resolved_config_json(const RunConfig& c) {
 }
 
 json load_config_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError("", "config file '" + path + "' is a directory (expected a JSON file, e.g. " +
+                              (std::filesystem::path(path) / "config.json").string() + ")");
   std::ifstream f(path);
   if (!f) throw ConfigError("", "cannot read config file '" + path + "'");
   try {
     return json::parse(f);
   } catch (const json::parse_error& e) {
     throw ConfigError("", "config file '" + path + "' is not valid JSON: " + e.what());
+  } catch (const std::ios_base::failure& e) {
+    throw ConfigError("", "cannot read config file '" + path + "': " + e.what());
   }
 }
 
@@ -430,6 +476,30 @@ void resolve_sites_at_step(const PrecisionConfig& p, uint64_t step, MatmulSites&
       for (const json& r : e["elementwise"]) rules.push_back(r);
   }
   resolve_elementwise(rules, "precision.elementwise", elementwise);
+}
+
+void check_run_rules(const RunConfig& c, const MatmulSites& sites, const ElementwiseSites& elementwise) {
+  MatmulSites s = sites;
+  ElementwiseSites e = elementwise;
+  resolve_sites_at_step(c.precision, 0, s, e);
+  for (const json& entry : c.precision.schedule)
+    resolve_sites_at_step(c.precision, entry["step"].get<uint64_t>(), s, e);
+  for (const auto& probe : parse_probes(c.diagnostics.probes, "diagnostics.probes")) {
+    MatmulSites ps = sites;
+    resolve_sites(probe.rules, probe.path, ps);
+  }
+}
+
+void check_run_rules(const RunConfig& c) {
+  ModelConfig m = c.model;
+  if (m.vocab == 0) m.vocab = 256;
+  std::unique_ptr<LmModel<float>> model;
+  try {
+    model = make_model<float>(m, c.seed);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError("model", e.what());
+  }
+  check_run_rules(c, model->sites, model->elementwise);
 }
 
 void resolve_sites_at_step(const PrecisionConfig& p, uint64_t step, MatmulSites& sites) {

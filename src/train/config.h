@@ -111,5 +111,13 @@ void resolve_sites_at_step(const PrecisionConfig& p, uint64_t step, MatmulSites&
 // The same, and the elementwise quantizers: precision.elementwise, then the "elementwise" rules of
 // every schedule entry in force.
 void resolve_sites_at_step(const PrecisionConfig& p, uint64_t step, MatmulSites& sites, ElementwiseSites& elementwise);
+// Checks that every precision rule of `c` resolves at every site of the model: precision.matmul and
+// precision.elementwise at step 0 and at each schedule entry's step, and each diagnostics probe's
+// rules. Works on copies (`sites` and `elementwise` are left as they are). Run before anything is
+// written, so that a rule that cannot hold (e.g. scale blocks that do not nest) is a config error,
+// not a failure mid-run. Throws ConfigError.
+void check_run_rules(const RunConfig& c, const MatmulSites& sites, const ElementwiseSites& elementwise);
+// The same on the sites of a model built from c.model (they do not depend on the vocabulary).
+void check_run_rules(const RunConfig& c);
 
 }  // namespace drift

@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -31,6 +32,8 @@ PreparedRun prepare_run(const RunConfig& cfg) {
   r.model = make_model<float>(r.cfg.model, cfg.seed);
   r.model->sites.seed = cfg.seed;
   resolve_sites_at_step(r.cfg.precision, 0, r.model->sites, r.model->elementwise);
+  // The rules at every later step and the diagnostics probes must hold too: errors now, not mid-run.
+  check_run_rules(r.cfg, r.model->sites, r.model->elementwise);
   // The initial weights are held in the master format from the start (rounded to nearest).
   MasterConfig init_rounding = cfg.precision.master;
   init_rounding.rounding = "rne";
@@ -46,6 +49,50 @@ PreparedRun prepare_run(const RunConfig& cfg) {
   r.model->sites.backend = r.backend.get();
   r.model->sites.count_swamping = cfg.diagnostics.swamping;
   return r;
+}
+
+std::vector<std::string> previous_run_files(const std::string& run_dir, const std::string& keep) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::is_directory(run_dir, ec)) return out;
+  // Only a directory a drift run wrote (its config.json, written first, carries "version") holds a
+  // previous run: elsewhere (say --out pointing at a project folder) nothing is touched.
+  {
+    std::ifstream f(fs::path(run_dir) / "config.json");
+    if (!f) return out;
+    const nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("version")) return out;
+  }
+  static const char* const kOwned[] = {"config.json", "metrics.jsonl", "summary.json", "checkpoint.bin",
+                                       "diag.jsonl",  "init",          ".init.partial"};
+  auto owned = [](const std::string& name) {
+    for (const char* f : kOwned)
+      if (name == f) return true;
+    // checkpoint-<step>.bin (keep_checkpoints)
+    if (name.size() > 15 && name.rfind("checkpoint-", 0) == 0 && name.compare(name.size() - 4, 4, ".bin") == 0 &&
+        name.substr(11, name.size() - 15).find_first_not_of("0123456789") == std::string::npos)
+      return true;
+    // io::write_file_atomic's temporary files: .<name>.tmp.XXXXXX
+    if (name.size() > 1 && name[0] == '.') {
+      const size_t t = name.find(".tmp.");
+      if (t != std::string::npos && t > 1) {
+        const std::string base = name.substr(1, t - 1);
+        for (const char* f : kOwned)
+          if (base == f) return true;
+        if (base.rfind("checkpoint-", 0) == 0) return true;
+      }
+    }
+    return false;
+  };
+  for (const auto& e : fs::directory_iterator(run_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!owned(name)) continue;
+    if (!keep.empty() && fs::equivalent(e.path(), keep, ec)) continue;
+    out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 namespace {
@@ -268,7 +315,33 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
   st.loss_z = RollingZ(c.divergence.window);
   st.grad_z = RollingZ(c.divergence.window);
   std::string kept_metrics;
-  if (opts.resume) {
+  bool resume = opts.resume;
+  if (resume && !fs::exists(ckpt_path)) {
+    // Killed before its first checkpoint: the run directory's config.json (written before the first
+    // step) must be this config's; the run then starts over from step 0.
+    const fs::path cfg_path = dir / "config.json";
+    std::ifstream f(cfg_path);
+    if (!f)
+      throw CheckpointError(ckpt_path + ": no checkpoint, and no config.json in " + sum.run_dir +
+                            ": nothing to resume (start the run without --resume)");
+    ojson existing;
+    try {
+      existing = ojson::parse(f);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw CheckpointError(cfg_path.string() + ": not valid JSON (" + e.what() + "); cannot resume");
+    }
+    if (existing.is_object())
+      for (const char* k : {"version", "output", "diagnostics", "backend"}) existing.erase(k);
+    const std::string key = first_difference(existing, ojson::parse(config_identity(c)));
+    if (!key.empty())
+      throw CheckpointError(cfg_path.string() + ": written by a run with a different config (first difference: " +
+                            key + "); --resume continues the same run");
+    resume = false;
+    if (opts.notice)
+      opts.notice(ckpt_path + " does not exist yet (the run stopped before its first checkpoint): "
+                              "--resume starts the run from step 0");
+  }
+  if (resume) {
     restore_checkpoint(ckpt_path, true, c, m, opt, div, st);
     kept_metrics = metrics_before(metrics_path, st.next_step);
   } else if (!opts.resume_from.empty()) {
@@ -278,8 +351,17 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
   // Deep diagnostics (diag/diagnostics.h): built now, so that a probe that fails to resolve is an error before any write.
   Diagnostics diag(c.diagnostics.every, parse_probes(c.diagnostics.probes, "diagnostics.probes"), c.model, c.seed);
   const std::string diag_path = (dir / "diag.jsonl").string();
-  const std::string kept_diag = opts.resume && fs::exists(diag_path) ? metrics_before(diag_path, st.next_step) : "";
+  const std::string kept_diag = resume && fs::exists(diag_path) ? metrics_before(diag_path, st.next_step) : "";
 
+  // A new run: nothing of a previous run in this directory may outlive it (an interrupted or failed
+  // rerun must not look finished), so the previous run's files go before anything is written.
+  if (!resume)
+    for (const auto& p : previous_run_files(sum.run_dir, opts.resume_from)) {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+      if (ec) throw io::IoError(p + ": cannot remove the previous run's file (" + ec.message() + ")");
+    }
+  if (opts.before_write) opts.before_write();
   fs::create_directories(dir);
   io::write_file_atomic((dir / "config.json").string(), resolved_config_json(c).dump(2) + "\n");
   io::write_file_atomic(metrics_path, kept_metrics);

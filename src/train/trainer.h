@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "model/model.h"
@@ -58,6 +59,9 @@ struct TrainOptions {
   // Continue the run in cfg.run_dir() from its checkpoint.bin: the resolved config must be the
   // checkpoint's (output aside); metrics.jsonl is cut back to the checkpoint's step and continues,
   // byte for byte as an uninterrupted run would have written it (timing fields aside).
+  // When the directory holds a config.json of this config but no checkpoint yet (the run was
+  // killed before its first checkpoint), the run starts from step 0, which gives the bytes an
+  // uninterrupted run writes; `notice` is told so. Without either file it is a CheckpointError.
   bool resume = false;
   // Start this (new) run from another run's checkpoint: weights, optimizer state, step counter and
   // the divergence record carry over; the policy and the schedule may differ, the model may not.
@@ -66,7 +70,20 @@ struct TrainOptions {
   std::string reference;
   // Set (by a signal handler) to stop after the current step with a checkpoint.
   const std::atomic<bool>* stop_requested = nullptr;
+  // Called once everything has been checked and a new run's directory has been cleared of the
+  // previous run's files, before the run writes anything (e.g. --dump-init's init/).
+  std::function<void()> before_write;
+  // Told about decisions the caller may want to report (e.g. a --resume that starts afresh).
+  std::function<void(const std::string&)> notice;
 };
+
+// The files and folders of a run directory that a run writes (config.json, metrics.jsonl,
+// summary.json, checkpoint.bin, checkpoint-<step>.bin, diag.jsonl, init/, and their temporary
+// files); a new (not resumed) run removes the previous run's before it writes its own, so that
+// nothing of an older run can pass for this one's. Only a directory whose config.json a drift run
+// wrote counts (else nothing is listed). Other files are left alone; `keep` (e.g. the
+// checkpoint a --resume-from reads, when it lies in this directory) is never removed.
+std::vector<std::string> previous_run_files(const std::string& run_dir, const std::string& keep = "");
 
 // Trains, writing the run directory. `progress` (may be empty) is called at every logged step.
 // Throws ConfigError, io::IoError or CheckpointError before anything is written for bad input.
