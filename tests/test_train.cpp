@@ -209,8 +209,10 @@ TEST_CASE("optimizers: hand-derived AdamW and SGD-momentum updates") {
   }
 }
 
-TEST_CASE("trainer: a tiny run learns, a blown-up one is recorded as diverged with its step and reason") {
-  TempDir t;
+namespace {
+
+// A small MLP on a periodic text ("abcabcabd "), writing to t.dir/out.
+RunConfig tiny_run(const TempDir& t, const std::string& out) {
   std::string text;
   for (int i = 0; i < 200; ++i) text += "abcabcabd ";
   RunConfig c = parse_run_config(json::object());
@@ -218,13 +220,24 @@ TEST_CASE("trainer: a tiny run learns, a blown-up one is recorded as diverged wi
   c.model.context = 4;
   c.model.embed = 4;
   c.model.hidden = 16;
+  c.train.steps = 30;
+  c.train.batch = 8;
+  c.train.eval_every = 10;
+  c.train.eval_batches = 2;
+  c.output.dir = (t.dir / out).string();
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("trainer: a tiny run learns, a blown-up one is recorded as diverged with its step and reason") {
+  TempDir t;
+  RunConfig c = tiny_run(t, "ok");
   c.train.steps = 60;
   c.train.batch = 16;
   c.train.lr = 0.03;
   c.train.warmup = 0;
   c.train.eval_every = 30;
-  c.train.eval_batches = 2;
-  c.output.dir = (t.dir / "ok").string();
   PreparedRun r = prepare_run(c);
   const RunSummary s = train(r, TrainOptions{}, {});
   CHECK_FALSE(s.diverged);
@@ -284,22 +297,6 @@ std::string rules_error_path(const json& j) {
     return e.path;
   }
   return "(no error)";
-}
-
-RunConfig tiny_run(const TempDir& t, const std::string& out) {
-  std::string text;
-  for (int i = 0; i < 200; ++i) text += "abcabcabd ";
-  RunConfig c = parse_run_config(json::object());
-  c.data.path = t.write("t.txt", text);
-  c.model.context = 4;
-  c.model.embed = 4;
-  c.model.hidden = 16;
-  c.train.steps = 30;
-  c.train.batch = 8;
-  c.train.eval_every = 10;
-  c.train.eval_batches = 2;
-  c.output.dir = (t.dir / out).string();
-  return c;
 }
 
 }  // namespace

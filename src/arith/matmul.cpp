@@ -96,8 +96,8 @@ std::string validate_policy(const MatmulPolicy& p) {
            " operands are not exact in double: set a product format (e.g. fp64)";
   if (p.a.scaling.hadamard != p.b.scaling.hadamard || p.a.scaling.hadamard_seed != p.b.scaling.hadamard_seed)
     return "a and b must use the same Hadamard transform (size and seed), or it does not cancel in the product";
-  if (!scale_blocks_nest(scale_block_k(p.a), scale_block_k(p.b)))
-    return "b.scaling.block: " + nesting_error(scale_block_k(p.a), scale_block_k(p.b));
+  if (const size_t ka = scale_block_k(p.a), kb = scale_block_k(p.b); !scale_blocks_nest(ka, kb))
+    return "b.scaling.block: " + nesting_error(ka, kb);
   return "";
 }
 

@@ -64,8 +64,8 @@ double strtod_directed(const char* s, int mode) {
 // rounds as d nudged toward that side by less than any gap there: round_to_sum(d, +-tiny), the
 // engine's rounding of an exact two-term sum (the nudge only acts through its sticky bit). For fp64
 // itself d is already the correctly rounded value, and the nudge leaves it.
-double round_decimal(const std::string& tok, const Format& f) {
-  const double d = std::strtod(tok.c_str(), nullptr);
+// `d` is strtod's (round-to-nearest) parse of `tok`.
+double round_decimal(const std::string& tok, double d, const Format& f) {
   RoundSpec nearest;
   nearest.overflow = Overflow::ieee;
   const double up = strtod_directed(tok.c_str(), FE_UPWARD), down = strtod_directed(tok.c_str(), FE_DOWNWARD);
@@ -83,9 +83,9 @@ double parse_operand(const std::string& tok, const Format& f, bool decimal, size
   const std::string where = "line " + std::to_string(line) + ": operand '" + tok + "'";
   if (decimal) {
     char* end = nullptr;
-    (void)std::strtod(tok.c_str(), &end);
+    const double d = std::strtod(tok.c_str(), &end);
     if (end == tok.c_str() || *end != '\0') throw InputError(where + " is not a decimal number");
-    return round_decimal(tok, f);
+    return round_decimal(tok, d, f);
   }
   std::string hex = tok;
   if (hex.size() > 2 && hex[0] == '0' && (hex[1] == 'x' || hex[1] == 'X')) hex = hex.substr(2);

@@ -160,15 +160,16 @@ struct LoopState {
   }
 };
 
-// The resolved config as compared between a checkpoint and a resuming run: output and version aside.
-std::string config_identity(const RunConfig& c) {
-  ojson j = resolved_config_json(c);
-  j.erase("version");
-  j.erase("output");
-  j.erase("diagnostics");
-  j.erase("backend");  // every backend gives the same bits  // measurements only: a run may be resumed with diagnostics switched on or off
-  return j.dump();
+// A resolved config as compared between a checkpoint (or a run directory's config.json) and a
+// resuming run: without the keys that do not change the run's bits (version, output; diagnostics,
+// measurements only, may be switched on or off; every backend gives the same bits).
+ojson identity_of(ojson j) {
+  if (j.is_object())
+    for (const char* k : {"version", "output", "diagnostics", "backend"}) j.erase(k);
+  return j;
 }
+
+std::string config_identity(const RunConfig& c) { return identity_of(resolved_config_json(c)).dump(); }
 
 // The first key path where two JSON documents differ ("" when equal).
 std::string first_difference(const ojson& a, const ojson& b, const std::string& path = "") {
@@ -293,6 +294,26 @@ std::string metrics_before(const std::string& path, uint64_t next_step) {
   return kept;
 }
 
+// --resume of a run killed before its first checkpoint: its directory's config.json (written
+// before the first step) must be this config's, and the run then starts over from step 0 (which
+// writes the bytes an uninterrupted run writes). Throws CheckpointError when it is missing or differs.
+void check_restart_config(const std::filesystem::path& cfg_path, const std::string& ckpt_path, const RunConfig& c) {
+  std::ifstream f(cfg_path);
+  if (!f)
+    throw CheckpointError(ckpt_path + ": no checkpoint, and no config.json in " + cfg_path.parent_path().string() +
+                          ": nothing to resume (start the run without --resume)");
+  ojson existing;
+  try {
+    existing = ojson::parse(f);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw CheckpointError(cfg_path.string() + ": not valid JSON (" + e.what() + "); cannot resume");
+  }
+  const std::string key = first_difference(identity_of(existing), identity_of(resolved_config_json(c)));
+  if (!key.empty())
+    throw CheckpointError(cfg_path.string() + ": written by a run with a different config (first difference: " +
+                          key + "); --resume continues the same run");
+}
+
 }  // namespace
 
 RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function<void(const Progress&)>& progress) {
@@ -317,25 +338,7 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
   std::string kept_metrics;
   bool resume = opts.resume;
   if (resume && !fs::exists(ckpt_path)) {
-    // Killed before its first checkpoint: the run directory's config.json (written before the first
-    // step) must be this config's; the run then starts over from step 0.
-    const fs::path cfg_path = dir / "config.json";
-    std::ifstream f(cfg_path);
-    if (!f)
-      throw CheckpointError(ckpt_path + ": no checkpoint, and no config.json in " + sum.run_dir +
-                            ": nothing to resume (start the run without --resume)");
-    ojson existing;
-    try {
-      existing = ojson::parse(f);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw CheckpointError(cfg_path.string() + ": not valid JSON (" + e.what() + "); cannot resume");
-    }
-    if (existing.is_object())
-      for (const char* k : {"version", "output", "diagnostics", "backend"}) existing.erase(k);
-    const std::string key = first_difference(existing, ojson::parse(config_identity(c)));
-    if (!key.empty())
-      throw CheckpointError(cfg_path.string() + ": written by a run with a different config (first difference: " +
-                            key + "); --resume continues the same run");
+    check_restart_config(dir / "config.json", ckpt_path, c);
     resume = false;
     if (opts.notice)
       opts.notice(ckpt_path + " does not exist yet (the run stopped before its first checkpoint): "
