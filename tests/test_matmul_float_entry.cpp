@@ -23,6 +23,7 @@
 #include "backend/cpu_backend.h"
 #include "model/sites.h"
 #include "quant_check.h"
+#include "staged_cpu_backend.h"
 
 using namespace drift;
 using namespace drift::testing;
@@ -430,10 +431,11 @@ TEST_CASE("hand-derived: the scale-exponent histogram keeps counts over the expo
   CHECK(e.count(2) == 2);
 }
 
-TEST_CASE("matmul sites: the float entry == the double staging route (layouts, accumulate, telemetry)") {
-  // A backend sends MatmulSites through double staging (the backend interface takes doubles);
-  // without one, float operands go through the float entry. Both must write the same floats.
+TEST_CASE("matmul sites: the CPU backend's float entry == double staging (layouts, accumulate, telemetry)") {
+  // The CPU backend's float entry (every training matmul) against double staging through the
+  // engine's double entry (the CUDA backend's route): both must write the same floats.
   CpuBackend cpu;
+  test::StagedCpuBackend staged;
   struct Call {
     size_t m, k, n;
     bool ta, tb, tc, acc;
@@ -451,7 +453,8 @@ TEST_CASE("matmul sites: the float entry == the double staging route (layouts, a
       s->seed = 12;
       s->begin_step(3);
     }
-    via_double.backend = &cpu;
+    via_float.backend = &cpu;
+    via_double.backend = &staged;
     for (size_t ci = 0; ci < std::size(calls); ++ci) {
       CAPTURE(ci);
       const Call& c = calls[ci];

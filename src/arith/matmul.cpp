@@ -170,6 +170,14 @@ MatmulTelemetry matmul(const MatView& a, const MatView& b, double* c, size_t ldc
   return tel;
 }
 
+MatView widened_copy(const MatViewF& v, std::vector<double>& storage) {
+  const size_t sr = v.transposed ? v.cols : v.rows, sc = v.transposed ? v.rows : v.cols;  // stored shape
+  storage.resize(sr * sc);
+  for (size_t r = 0; r < sr; ++r)
+    for (size_t j = 0; j < sc; ++j) storage[r * sc + j] = v.data[r * v.ld + j];
+  return MatView{storage.data(), v.rows, v.cols, sc, v.transposed};
+}
+
 MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ldc, const MatmulPolicy& policy,
                        const MatmulContext& ctx) {
   const size_t m = a.rows, n = b.cols;
@@ -182,14 +190,7 @@ MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ld
     // Diagnostic passes measure against the double inputs and C: run the double entry on exact
     // double copies (rare calls; speed does not matter here).
     static thread_local std::vector<double> wa, wb;
-    auto widen_view = [](const MatViewF& v, std::vector<double>& w) {
-      const size_t sr = v.transposed ? v.cols : v.rows, sc = v.transposed ? v.rows : v.cols;  // stored shape
-      w.resize(sr * sc);
-      for (size_t r = 0; r < sr; ++r)
-        for (size_t j = 0; j < sc; ++j) w[r * sc + j] = v.data[r * v.ld + j];
-      return MatView{w.data(), v.rows, v.cols, sc, v.transposed};
-    };
-    const MatView da = widen_view(a, wa), db = widen_view(b, wb);
+    const MatView da = widened_copy(a, wa), db = widened_copy(b, wb);
     wide_c.resize(m * n);
     MatmulTelemetry tel = matmul(da, db, wide_c.data(), n, policy, ctx);
     narrow_c(wide_c.data());

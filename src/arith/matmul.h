@@ -81,6 +81,9 @@ struct MatViewOf {
 using MatView = MatViewOf<double>;
 using MatViewF = MatViewOf<float>;
 
+// An exact double copy of a float view (its stored rows, densely), in `storage`, as the same matrix.
+MatView widened_copy(const MatViewF& v, std::vector<double>& storage);
+
 // Randomness and state for one call: stochastic rounding keys, delayed-scaling histories.
 struct MatmulContext {
   uint64_t seed = 0;

@@ -1,3 +1,4 @@
+// The backend factory (compiled once per CUDA backend it is linked with: CMakeLists.txt).
 #include "backend/backend.h"
 
 #include "backend/cpu_backend.h"

@@ -14,6 +14,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "arith/matmul.h"
 
@@ -35,7 +36,26 @@ class Backend {
   // policy, std::invalid_argument for the engine's own input errors.
   virtual MatmulTelemetry matmul(const MatView& a, const MatView& b, double* c, size_t ldc,
                                  const MatmulPolicy& policy, const MatmulContext& ctx) = 0;
+  // The same for float operands read where they lie (a model's tensors) and float C, as the
+  // engine's float entry: every element of C is (float) of what the double entry writes, and the
+  // telemetry is the same. This is the entry every training matmul takes.
+  virtual MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ldc,
+                                 const MatmulPolicy& policy, const MatmulContext& ctx) = 0;
 };
+
+// The float entry for a backend whose engine takes doubles (CUDA): the operands copied exactly into
+// double staging, the double entry run, C narrowed to float. Its buffers are reused call to call.
+class DoubleStaging {
+ public:
+  MatmulTelemetry matmul(Backend& double_entry, const MatViewF& a, const MatViewF& b, float* c, size_t ldc,
+                         const MatmulPolicy& policy, const MatmulContext& ctx);
+
+ private:
+  std::vector<double> a_, b_, c_;
+};
+
+// The CPU engine behind the backend interface, for callers given no backend (tests, tools). Stateless.
+Backend& cpu_backend();
 
 // The backend names drift accepts, for messages.
 const char* backend_names();

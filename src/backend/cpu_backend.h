@@ -14,6 +14,12 @@ class CpuBackend final : public Backend {
                          const MatmulContext& ctx) override {
     return drift::matmul(a, b, c, ldc, policy, ctx);
   }
+  // The engine's float entry: operands quantized from the floats in place (or read in place when
+  // their quantizer is the identity), no double copy on the fast path.
+  MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ldc, const MatmulPolicy& policy,
+                         const MatmulContext& ctx) override {
+    return drift::matmul(a, b, c, ldc, policy, ctx);
+  }
 };
 
 }  // namespace drift

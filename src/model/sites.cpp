@@ -111,31 +111,40 @@ void MatmulSites::matmul(size_t site, size_t m, size_t k, size_t n, const T* a, 
                          size_t ldb, bool tb, T* c, size_t ldc, bool tc, bool accumulate) {
   const MatmulContext ctx = context(site);
   const MatmulPolicy& policy = sites_[site].policy;
+  Backend& engine = backend ? *backend : cpu_backend();
   // The product goes straight into c when it is a plain row-major write; else into a scratch C
-  // that is then added or written transposed. Either way each element of c is written once.
+  // (m x n) that is then added or written transposed. Either way each element of c is written once.
   const bool direct = !tc && !accumulate;
+  std::vector<T>& scratch = scratch_c<T>();
   T* out = c;
   size_t ldo = ldc;
-  auto write_back = [&](const auto* w) {  // w: m x n, row stride n
-    if (direct) return;
-    // Each element of c is written once (v = T(w), exact when the output format fits in T; then
-    // c + v when accumulating), so the loop order changes no bit: rows stream when c is row-major,
-    // and a transposed c is written in square tiles that keep both sides in cache.
-    if (!tc) {
-      for (size_t i = 0; i < m; ++i) {
-        T* dst = c + i * ldc;
-        const auto* src = w + i * n;
-        if (accumulate)
-          for (size_t j = 0; j < n; ++j) dst[j] = static_cast<T>(dst[j] + static_cast<T>(src[j]));
-        else
-          for (size_t j = 0; j < n; ++j) dst[j] = static_cast<T>(src[j]);
-      }
-      return;
+  if (!direct) {
+    scratch.resize(m * n);
+    out = scratch.data();
+    ldo = n;
+  }
+  const MatViewOf<T> va{a, m, k, lda, ta}, vb{b, k, n, ldb, tb};
+  record(site, engine.matmul(va, vb, out, ldo, policy, ctx));
+  capture(site, out, ldo, m, n);
+  if (direct) return;
+  const T* w = scratch.data();
+  // Each element of c is written once (c + w when accumulating: one add in T), so the loop order
+  // changes no bit: rows stream when c is row-major, and a transposed c is written in square tiles
+  // that keep both sides in cache.
+  if (!tc) {
+    for (size_t i = 0; i < m; ++i) {
+      T* dst = c + i * ldc;
+      const T* src = w + i * n;
+      if (accumulate)
+        for (size_t j = 0; j < n; ++j) dst[j] = dst[j] + src[j];
+      else
+        std::copy(src, src + n, dst);
     }
-    if constexpr (std::is_same_v<T, float> && std::is_same_v<std::decay_t<decltype(*w)>, float>) {
-      transpose_floats(w, m, n, n, c, ldc, accumulate);  // the same adds, in 4 x 4 vector blocks
-      return;
-    }
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    transpose_floats(w, m, n, n, c, ldc, accumulate);  // the same adds, in 4 x 4 vector blocks
+  } else {
     constexpr size_t kTile = 16;
     for (size_t j0 = 0; j0 < n; j0 += kTile)
       for (size_t i0 = 0; i0 < m; i0 += kTile) {
@@ -143,57 +152,12 @@ void MatmulSites::matmul(size_t site, size_t m, size_t k, size_t n, const T* a, 
         for (size_t j = j0; j < j1; ++j) {
           T* dst = c + j * ldc;
           if (accumulate)
-            for (size_t i = i0; i < i1; ++i) dst[i] = static_cast<T>(dst[i] + static_cast<T>(w[i * n + j]));
+            for (size_t i = i0; i < i1; ++i) dst[i] = dst[i] + w[i * n + j];
           else
-            for (size_t i = i0; i < i1; ++i) dst[i] = static_cast<T>(w[i * n + j]);
+            for (size_t i = i0; i < i1; ++i) dst[i] = w[i * n + j];
         }
       }
-  };
-  if constexpr (std::is_same_v<T, float>) {
-    if (!backend) {
-      // The float entry: the engine reads the model's tensors in place and returns float C, each
-      // element (float) of the double C, as the double route below gives.
-      const MatViewF va{a, m, k, lda, ta}, vb{b, k, n, ldb, tb};
-      if (!direct) {
-        wcf_.resize(m * n);
-        out = wcf_.data();
-        ldo = n;
-      }
-      record(site, drift::matmul(va, vb, out, ldo, policy, ctx));
-      capture(site, out, ldo, m, n);
-      write_back(wcf_.data());
-      return;
-    }
   }
-  // Double operands (the gradient checks), or a backend, whose interface takes doubles: float
-  // operands are copied (exactly) into double staging.
-  MatView va, vb;
-  va.rows = m, va.cols = k, va.transposed = ta;
-  vb.rows = k, vb.cols = n, vb.transposed = tb;
-  const size_t ar = ta ? k : m, ac = ta ? m : k;  // stored shapes
-  const size_t br = tb ? n : k, bc = tb ? k : n;
-  if constexpr (std::is_same_v<T, double>) {
-    va.data = a, va.ld = lda;
-    vb.data = b, vb.ld = ldb;
-  } else {
-    wa_.resize(ar * ac);
-    for (size_t r = 0; r < ar; ++r)
-      for (size_t j = 0; j < ac; ++j) wa_[r * ac + j] = a[r * lda + j];
-    wb_.resize(br * bc);
-    for (size_t r = 0; r < br; ++r)
-      for (size_t j = 0; j < bc; ++j) wb_[r * bc + j] = b[r * ldb + j];
-    va.data = wa_.data(), va.ld = ac;
-    vb.data = wb_.data(), vb.ld = bc;
-  }
-  wc_.resize(m * n);
-  record(site, backend ? backend->matmul(va, vb, wc_.data(), n, policy, ctx)
-                       : drift::matmul(va, vb, wc_.data(), n, policy, ctx));
-  capture(site, wc_.data(), n, m, n);
-  if (direct) {
-    for (size_t i = 0; i < m; ++i)
-      for (size_t j = 0; j < n; ++j) c[i * ldc + j] = static_cast<T>(wc_[i * n + j]);
-  }
-  write_back(wc_.data());
 }
 
 template void MatmulSites::matmul<float>(size_t, size_t, size_t, size_t, const float*, size_t, bool, const float*,

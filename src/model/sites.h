@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "arith/matmul.h"
@@ -70,8 +71,8 @@ class MatmulSites {
   // Count rounded adds and swamped adds (an addend lost entirely) in every call (MatmulTelemetry);
   // off, the fast kernels skip the counting.
   bool count_swamping = false;
-  // Where the matmuls run (not owned); nullptr: the CPU engine directly. Every backend gives the
-  // same bits (backend/backend.h), so this changes speed, never results.
+  // Where the matmuls run (not owned); nullptr: the CPU engine (backend/cpu_backend.h). Every
+  // backend gives the same bits (backend/backend.h), so this changes speed, never results.
   Backend* backend = nullptr;
 
   // C (M x N) = A (M x K) * B (K x N) at `site`. Operands are stored row-major with leading
@@ -86,8 +87,16 @@ class MatmulSites {
   std::vector<MatmulSite> sites_;
   std::vector<uint64_t> step_calls_;
   uint64_t step_ = 0;
-  std::vector<double> wa_, wb_, wc_;  // double staging (double models, backends)
-  std::vector<float> wcf_;            // float C before a transposed or accumulating write-back
+  // C before a transposed or accumulating write-back, per element type.
+  std::vector<float> scratch_f_;
+  std::vector<double> scratch_d_;
+  template <typename T>
+  std::vector<T>& scratch_c() {
+    if constexpr (std::is_same_v<T, float>)
+      return scratch_f_;
+    else
+      return scratch_d_;
+  }
   MatmulContext context(size_t site);  // the call's random keys and state; counts the call in the step
   void record(size_t site, const MatmulTelemetry& t);
   template <typename V>

@@ -85,6 +85,12 @@ class CudaBackend final : public Backend {
     return tel;
   }
 
+  // The float entry: this backend's engine takes doubles (staged exactly, C narrowed to float).
+  MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ldc, const MatmulPolicy& policy,
+                         const MatmulContext& ctx) override {
+    return staging_.matmul(*this, a, b, c, ldc, policy, ctx);
+  }
+
   // The device side of the two paths, split from the quantization so that bench can time kernels alone.
   bool launch_fast() {
     check(cudaMemset(flag_.get(), 0, sizeof(int)), "cudaMemset");
@@ -189,6 +195,7 @@ class CudaBackend final : public Backend {
   cuda::DeviceOperand a_, b_;
   PreparedOperands shape_;            // the operands' shapes and scales only (no values): what the plans read
   std::vector<double> host_c_;
+  DoubleStaging staging_;
   ElementPlan plan_;
   ElementPlanStorage orders_;
   FastPlan fast_plan_;

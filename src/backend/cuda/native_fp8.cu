@@ -52,6 +52,12 @@ class NativeFp8Backend final : public Backend {
     return "";
   }
 
+  // The float entry: this backend's engine takes doubles (staged exactly, C narrowed to float).
+  MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ldc, const MatmulPolicy& policy,
+                         const MatmulContext& ctx) override {
+    return staging_.matmul(*this, a, b, c, ldc, policy, ctx);
+  }
+
   MatmulTelemetry matmul(const MatView& a, const MatView& b, double* c, size_t ldc, const MatmulPolicy& policy,
                          const MatmulContext& ctx) override {
     if (auto e = unsupported_reason(policy); !e.empty()) throw BackendError("backend cuda-native: " + e);
@@ -141,6 +147,7 @@ class NativeFp8Backend final : public Backend {
   bool fast_accum_;
   cublasLtHandle_t lt_ = nullptr;
   PreparedOperands ops_;
+  DoubleStaging staging_;
   DeviceBuffer<uint8_t> da_, db_, workspace_;
   DeviceBuffer<float> dscale_a_, dscale_b_, dd_;
 };
