@@ -848,6 +848,8 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
       const uint32_t rnd = out_sr ? random_u32(ctx.seed, ctx.stream ^ (kMatmulStreamOut << 56), i * n + j) : 0;
       c[i * ldc + j] = static_cast<CT>(out_is_identity && !outer_scalar ? y : round_to(y, of, policy.out_round, rnd));
     }
+  static constexpr const char* kRouteOf[] = {"fast.fp32", "fast.narrow_rne", "fast.narrow_rtz", "fast.fused"};
+  tel.route = kRouteOf[static_cast<size_t>(op.inner)];
   tel.swamping_counted = ctx.count_swamping;
   tel.inner_swamped += op.inner_swamped;
   tel.outer_swamped += op.outer_swamped + outer_scalar_swamped;

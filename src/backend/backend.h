@@ -36,6 +36,8 @@ class Backend {
   // policy, std::invalid_argument for the engine's own input errors.
   virtual MatmulTelemetry matmul(const MatView& a, const MatView& b, double* c, size_t ldc,
                                  const MatmulPolicy& policy, const MatmulContext& ctx) = 0;
+  // The telemetry's `route` names the kernel that ran ("reference" and "fast.*" on the CPU; the
+  // CUDA backend's kernel names on a GPU): how C was computed, never what it is.
   // The same for float operands read where they lie (a model's tensors) and float C, as the
   // engine's float entry: every element of C is (float) of what the double entry writes, and the
   // telemetry is the same. This is the entry every training matmul takes.

@@ -21,6 +21,7 @@
 // rows about unit norm, so the targets have about unit variance: predicting 0 scores about 1.
 // Inputs: x[i] = normal_draw(seed, stream, draw * B * input_dim + i), i over the batch row-major;
 // the trainer's train and validation streams (train/data.h) keep the held-out batches apart.
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -37,39 +38,50 @@ using model_init::init_param;
 
 constexpr uint64_t kTeacherStream = 0x7eac0000;  // + teacher tensor index
 
-// y (N, OC) = x (N, C) · wᵀ, w (OC, C); sequential sums in double.
-void dense(double* y, const double* x, const double* w, size_t n, size_t c, size_t oc) {
-  for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j < oc; ++j) {
-      double s = 0;
-      for (size_t k = 0; k < c; ++k) s += x[i * c + k] * w[j * c + k];
-      y[i * oc + j] = s;
+// y (N, OC) = x (N, C) · wt, wt (C, OC) (the teacher's weight stored transposed); every y[i][j] is
+// the sequential double sum 0 + x[i][0] wt[0][j] + x[i][1] wt[1][j] + ..., each product and add
+// rounded on its own (no fma: -ffp-contract=off). Running k outside j keeps that order per element
+// while the j loop vectorises across outputs: the teacher is the proxy's data generator and, in
+// plain double, costs as much as the student.
+void dense(double* y, const double* x, const double* wt, size_t n, size_t c, size_t oc) {
+  for (size_t i = 0; i < n; ++i) {
+    double* yi = y + i * oc;
+    std::fill(yi, yi + oc, 0.0);
+    for (size_t k = 0; k < c; ++k) {
+      const double xk = x[i * c + k];
+      const double* wk = wt + k * oc;
+      for (size_t j = 0; j < oc; ++j) yi[j] += xk * wk[j];
     }
+  }
 }
 
 struct Teacher {
   size_t din = 0, d = 0, f = 0, o = 0, layers = 0;
   bool gelu = false;
-  std::vector<double> w_in, w_out;
+  std::vector<double> w_in, w_out;  // transposed: (fan_in, out)
   std::vector<std::vector<double>> w1, w2;
 
   explicit Teacher(const ModelConfig& c)
       : din(c.input_dim), d(c.d_model), f(c.mlp_mult * c.d_model), o(c.output_dim), layers(c.layers),
         gelu(c.activation == "gelu") {
     uint64_t index = 0;
-    auto draw = [&](size_t n, size_t fan_in) {
-      std::vector<double> w(n);
+    // A weight (out x fan_in), element i of its draws at row-major position i, kept transposed
+    // (fan_in x out) for dense().
+    auto draw = [&](size_t out, size_t fan_in) {
+      std::vector<double> wt(out * fan_in);
       const double sd = 1.0 / std::sqrt(static_cast<double>(fan_in));
-      for (size_t i = 0; i < n; ++i) w[i] = sd * normal_draw(c.teacher_seed, kTeacherStream + index, i);
+      for (size_t r = 0; r < out; ++r)
+        for (size_t k = 0; k < fan_in; ++k)
+          wt[k * out + r] = sd * normal_draw(c.teacher_seed, kTeacherStream + index, r * fan_in + k);
       ++index;
-      return w;
+      return wt;
     };
-    w_in = draw(d * din, din);
+    w_in = draw(d, din);
     for (size_t l = 0; l < layers; ++l) {
-      w1.push_back(draw(f * d, d));
-      w2.push_back(draw(d * f, f));
+      w1.push_back(draw(f, d));
+      w2.push_back(draw(d, f));
     }
-    w_out = draw(o * d, d);
+    w_out = draw(o, d);
   }
 
   // y (B, o) from x (B, din).

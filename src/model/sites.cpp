@@ -1,6 +1,7 @@
 #include "model/sites.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <type_traits>
 
@@ -100,6 +101,12 @@ void MatmulSites::capture(size_t id, const V* c, size_t ldc, size_t m, size_t n)
 
 void MatmulSites::record(size_t id, const MatmulTelemetry& t) {
   MatmulSite& s = sites_[id];
+  auto route = std::find_if(s.routes.begin(), s.routes.end(),
+                            [&](const auto& r) { return std::strcmp(r.first, t.route) == 0; });
+  if (route == s.routes.end())
+    s.routes.emplace_back(t.route, 1);
+  else
+    ++route->second;
   if (s.calls++ == 0)
     s.tel = t;
   else

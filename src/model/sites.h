@@ -34,6 +34,9 @@ struct MatmulSite {
   MatmulTelemetry tel;         // merged over the calls since reset_telemetry()
   uint64_t calls = 0;          // calls since reset_telemetry()
   DelayedState delayed_a, delayed_b;
+  // Calls per route (MatmulTelemetry::route) since the sites were made: which kernel computed this
+  // site's products, for the run's summary and the benchmark (never reset by reset_telemetry()).
+  std::vector<std::pair<const char*, uint64_t>> routes;
   // With MatmulSites::capture_forward (diagnostics): the products of this forward site's calls,
   // C row by row, one call after another, since the last clear_captured().
   std::vector<double> captured;

@@ -89,4 +89,15 @@ void RollingZ::restore(BlobReader& r) {
   v_.assign(v.begin(), v.end());
 }
 
+ojson route_metrics(const MatmulSites& sites) {
+  ojson j = ojson::object();
+  for (const auto& s : sites.sites()) {
+    if (s.routes.empty()) continue;
+    ojson r = ojson::object();
+    for (const auto& [route, calls] : s.routes) r[route] = calls;
+    j[s.name()] = std::move(r);
+  }
+  return j;
+}
+
 }  // namespace drift

@@ -23,6 +23,10 @@ nlohmann::ordered_json site_metrics(const MatmulSites& sites, bool swamping = fa
 // counts summed over every operand of that class (amax: the largest).
 nlohmann::ordered_json class_metrics(const MatmulSites& sites);
 
+// Per site, the calls of each route (MatmulSite::routes): {"hidden0.forward": {"fast.fp32": 2000}}.
+// How the products were computed (it differs between CPUs and backends), never what they are.
+nlohmann::ordered_json route_metrics(const MatmulSites& sites);
+
 // The largest per-tensor gradient norm and the tensor it belongs to (a tail statistic beside the
 // global norm; train/grad_norms.h computes both).
 struct TensorNormMax {

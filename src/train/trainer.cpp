@@ -538,7 +538,8 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
              {"best_val_loss", num(sum.best_val_loss)},
              {"wall_s", sum.wall_s},
              {"steps_per_s", sum.steps_per_s},
-             {"tokens_per_s", sum.tokens_per_s}};
+             {"tokens_per_s", sum.tokens_per_s},
+             {"routes", route_metrics(m.sites)}};  // with the timing: how it ran, not what it computed
   io::write_file_atomic((dir / "summary.json").string(), s.dump(2) + "\n");
   return sum;
 }

@@ -4,7 +4,8 @@
 //   metrics.jsonl   one line per logged step; "tokens_per_s" and "elapsed_s" are the only timing
 //                   fields (drop them and the file is byte-identical for the same config and seed)
 //   diag.jsonl      with diagnostics.every > 0: deep diagnostics (diag/diagnostics.h), no timing fields
-//   summary.json    written atomically at the end (not when interrupted: the run is not finished)
+//   summary.json    written atomically at the end (not when interrupted: the run is not finished);
+//                   its timing fields and "routes" (the kernel each site's calls took) come last
 //   checkpoint.bin  every train.checkpoint_every steps and at exit, including Ctrl-C (train/checkpoint.h)
 #pragma once
 

@@ -17,12 +17,13 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # A line without the field is kept whole, so a moved field fails a comparison rather than hiding it.
 no_timing() { sed 's/,"tokens_per_s".*//' "$1"; }
 
-# Whether two summary.json files agree apart from their timing fields (wall_s, steps_per_s, tokens_per_s).
+# Whether two summary.json files agree apart from their timing fields (wall_s, steps_per_s, tokens_per_s)
+# and the routes (which kernels ran: they differ between backends and after a resume).
 same_summary() {
   python3 - "$1" "$2" <<'PY'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
-for k in ("wall_s", "steps_per_s", "tokens_per_s"):
+for k in ("wall_s", "steps_per_s", "tokens_per_s", "routes"):
     a.pop(k); b.pop(k)
 assert a == b, (a, b)
 PY

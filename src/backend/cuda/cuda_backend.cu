@@ -78,6 +78,7 @@ class CudaBackend final : public Backend {
     tel.a = a_.stats;
     tel.b = b_.stats;
     last_fast_ = run(policy, ctx, tel, fast_wanted);
+    tel.route = last_path_;
     host_c_.resize(m * n);
     dc_.download(host_c_.data(), m * n);
     for (size_t i = 0; i < m; ++i)
