@@ -1,121 +1,229 @@
-// drift bench train: milliseconds per training step (forward + backward + gradient norms + AdamW
-// update, every matmul through the engine) of the two bench models under the fp32 passthrough and
-// full MXFP8 emulation, on the shipped corpus. Given the JSON of
-// `scripts/reference_pytorch.py --bench --json` (PyTorch float32, the same models and batch sizes),
-// it prints drift's speed as a ratio to it beside the issue's targets.
+// drift bench train: the speed of `drift train` itself. Each bench model trains under the fp32
+// passthrough and full MXFP8 emulation through the same function `drift train` runs (prepare_run,
+// then train(): telemetry and a metrics line every train.log_every steps, as a user's run writes
+// them), and two figures are taken:
+//   per step    wall and process-CPU time between two logged steps well after the start, divided
+//               by the steps between them (start-up, evaluation and the final checkpoint excluded),
+//               split into forward, backward, optimizer update and the rest (norms, bookkeeping,
+//               telemetry and metrics lines);
+//   end to end  the whole `drift train` command (this binary, as a child process) for a fixed number
+//               of steps with the config's defaults: start-up, evaluation, metrics, summary, as
+//               tokens (predictions) per second.
+// Given the JSON of `scripts/reference_pytorch.py --bench --json` (PyTorch float32, the same models
+// and batch sizes), it prints drift's per-step speed as a ratio to PyTorch's beside the targets.
+// Each row also lists the route (matmul implementation) of every site, so a test can check that
+// the benchmark and `drift train` compute the same way.
 #include <omp.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
 #include "io/npy.h"
-#include "model/model.h"
-#include "policy/site_rules.h"
-#include "train/data.h"
 #include "train/config.h"
-#include "train/optimizer.h"
-#include "train/train_step.h"
+#include "train/telemetry.h"
+#include "train/trainer.h"
 
 namespace drift::cli {
 namespace {
 
+namespace fs = std::filesystem;
+using ojson = nlohmann::ordered_json;
+
+// A bench model: its config's "model" section, batch size, and the steps of the end-to-end run.
 struct BenchModel {
   const char* name;
-  ModelConfig cfg;
+  const char* model_json;
   size_t batch;
+  size_t e2e_steps;
 };
 
-// The sizes of issue 5's speed targets.
-std::vector<BenchModel> bench_models() {
-  ModelConfig mlp;
-  mlp.kind = "mlp", mlp.context = 16, mlp.embed = 32, mlp.hidden = 512, mlp.hidden_layers = 1;
-  ModelConfig attn;
-  attn.kind = "attn", attn.context = 64, attn.d_model = 128, attn.heads = 4, attn.layers = 2, attn.mlp_mult = 4;
-  attn.activation = "tanh";
-  return {{"mlp", mlp, 64}, {"attn", attn, 16}};
-}
+// mlp and attn at the sizes of the shipped language-model configs; proxy at the shipped
+// configs/proxy_*.json size and at a study size (issue 16: width 256, depth 4, batch 512).
+const BenchModel kModels[] = {
+    {"mlp", R"({"kind": "mlp", "context": 16, "embed": 32, "hidden": 512, "hidden_layers": 1})", 64, 300},
+    {"attn",
+     R"({"kind": "attn", "context": 64, "d_model": 128, "heads": 4, "layers": 2, "mlp_mult": 4, "activation": "tanh"})",
+     16, 30},
+    {"proxy",
+     R"({"kind": "proxy", "input_dim": 32, "output_dim": 8, "d_model": 64, "layers": 4, "mlp_mult": 4,
+         "activation": "gelu", "teacher_seed": 0})",
+     64, 300},
+    {"proxy_study",
+     R"({"kind": "proxy", "input_dim": 32, "output_dim": 8, "d_model": 256, "layers": 4, "mlp_mult": 4,
+         "activation": "gelu", "teacher_seed": 0})",
+     512, 20},
+};
 
-// Each policy as the precision.matmul rules a training config would hold; the PyTorch figures are
-// compared with these, and each has its target speed ratio (drift speed / PyTorch fp32 speed).
+// Each policy as the precision.matmul rules a training config holds, with its target speed ratio
+// (drift's steps per second / PyTorch float32's, issue 16).
 struct BenchPolicy {
   const char* name;
   const char* rules;
   double target;
 };
 const BenchPolicy kPolicies[] = {
-    {"fp32", "[]", 1.0},                                 // at least as fast as PyTorch fp32
-    {"mxfp8_e4m3", R"([{"preset": "mxfp8_e4m3"}])", 0.5},  // within 2x of PyTorch fp32
+    {"fp32", R"([{"preset": "fp32"}])", 2.0},
+    {"mxfp8_e4m3", R"([{"preset": "mxfp8_e4m3"}])", 1.0},
 };
 
 struct Options {
-  size_t steps = 0;  // 0: as many as fit in min_seconds (at least 5)
+  size_t steps = 0;  // timed steps (0: as many as fit in min_seconds, at least 5)
   double min_seconds = 2.0;
   int threads = 1;
   std::string data = "data/austen";
   std::string pytorch;  // JSON rows of reference_pytorch.py --bench --json
   std::vector<std::string> models, policies;
+  bool end_to_end = true;
+  size_t e2e_steps = 0;  // 0: each model's own
   bool json = false;
 };
 
-struct Timing {
-  size_t steps = 0;
-  double forward_s = 0, backward_s = 0, update_s = 0;  // wall-clock totals over the timed steps
-  double cpu_s = 0;  // CPU time of the whole process (every thread) over the timed steps
-  double total_s() const { return forward_s + backward_s + update_s; }
-};
-
-// CPU seconds used by this process, all threads together. On a shared machine this moves less with
-// other people's load than wall time does (with one thread it is the time the step really took).
+// CPU seconds of this process (every thread), and of its finished children.
 double process_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
+double children_cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_CHILDREN, &ru);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return s(ru.ru_utime) + s(ru.ru_stime);
+}
 
-// Times training steps of one model under one policy: the training loop's step (train/train_step.h,
-// as src/train/trainer.cpp runs it) without the logging: begin, forward, backward, gradient norms,
-// clipped optimizer update.
-Timing time_training(const BenchModel& bm, const BenchPolicy& bp, const Corpus& corpus, const Options& o) {
-  RunConfig rc;
-  rc.seed = 0;
-  rc.model = bm.cfg;
-  rc.model.vocab = corpus.tok.vocab();
-  rc.train.steps = 1u << 30;  // the schedule stays in warmup/early cosine: the lr value does not change the work
-  rc.train.batch = bm.batch;
-  auto model = make_model<float>(rc.model, rc.seed);
-  model->sites.seed = rc.seed;
-  resolve_sites(nlohmann::json::parse(bp.rules), std::string("bench.") + bp.name, model->sites);
-  Optimizer opt(rc.train, rc.precision, model->table);
-  TrainStep train_step(rc, *model, corpus);
+// The config a user would write for this model and policy (every other key at its default).
+nlohmann::json bench_config(const BenchModel& bm, const BenchPolicy& bp, const Options& o, size_t steps,
+                            const std::string& out) {
+  nlohmann::json c = {{"seed", 0},
+                      {"model", nlohmann::json::parse(bm.model_json)},
+                      {"train", {{"steps", steps}, {"batch", bm.batch}}},
+                      {"precision", {{"matmul", nlohmann::json::parse(bp.rules)}}},
+                      {"output", {{"dir", out}}}};
+  if (c["model"]["kind"] != "proxy") c["data"] = {{"path", o.data}};
+  return c;
+}
+
+// A scratch directory for the runs, removed on every exit path.
+struct ScratchDir {
+  fs::path path;
+  ScratchDir() {
+    std::string tmpl = (fs::temp_directory_path() / "drift-bench-train.XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw InputError("cannot create a scratch directory under " + fs::temp_directory_path().string());
+    path = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+struct StepTiming {
+  size_t steps = 0;                      // timed steps
+  double wall_s = 0, cpu_s = 0;          // over the timed steps
+  PhaseTimes phases;                     // forward, backward, update over the timed steps
+  ojson routes;                          // per site, the calls of each route (whole run)
+  size_t tokens_per_step = 0;
+};
+
+// Times the training loop of `drift train` between logged steps: the first mark is the first logged
+// step after a warm-up (scratch buffers grown, pages faulted in), the last the first logged step
+// at which enough steps and seconds have passed; train() then stops as after Ctrl-C.
+StepTiming time_training(const BenchModel& bm, const BenchPolicy& bp, const Options& o, const fs::path& scratch) {
+  constexpr size_t kHuge = 100000000;  // steps (the most a config allows): the schedule stays in warm-up/early cosine
+  nlohmann::json j = bench_config(bm, bp, o, kHuge, (scratch / "steps").string());
+  j["train"]["eval_every"] = kHuge;  // no evaluation inside the timed steps
+  const RunConfig cfg = parse_run_config(j);
+  PreparedRun run = prepare_run(cfg);
+  const size_t warmup = std::max<size_t>(2, cfg.train.log_every);
   using clock = std::chrono::steady_clock;
-  Timing t;
-  uint64_t step = 0;
-  auto one_step = [&](bool timed) {
+  std::atomic<bool> stop{false};
+  PhaseTimes phases;
+  struct Mark {
+    uint64_t step = 0;
+    clock::time_point wall;
+    double cpu = 0;
     PhaseTimes phases;
-    train_step.begin(step, 1.0);
-    train_step.gradients(step, false, &phases);
-    const auto t0 = clock::now();
-    const GradNorms norms = gradient_norms(model->table, model->grads.data());
-    train_step.update(opt, norms.global, learning_rate(rc.train, step), step);
-    const double update_s = std::chrono::duration<double>(clock::now() - t0).count();
-    ++step;
-    if (!timed) return;
-    t.forward_s += phases.forward_s, t.backward_s += phases.backward_s, t.update_s += update_s;
-    ++t.steps;
   };
-  for (int i = 0; i < 2; ++i) one_step(false);  // warm-up: scratch buffers grow, pages fault in
-  const double c0 = process_cpu_seconds();
-  while (o.steps ? t.steps < o.steps : (t.steps < 5 || t.total_s() < o.min_seconds)) one_step(true);
-  t.cpu_s = process_cpu_seconds() - c0;
+  std::optional<Mark> first;
+  Mark last;
+  auto on_log = [&](const Progress& p) {
+    const Mark now{p.step, clock::now(), process_cpu_seconds(), phases};
+    if (p.step < warmup) return;
+    if (!first) {
+      first = now;
+      return;
+    }
+    last = now;
+    const size_t done = now.step - first->step;
+    const double elapsed = std::chrono::duration<double>(now.wall - first->wall).count();
+    if (o.steps ? done >= o.steps : (done >= 5 && elapsed >= o.min_seconds)) stop = true;
+  };
+  TrainOptions opts;
+  opts.stop_requested = &stop;
+  opts.phase_times = &phases;
+  train(run, opts, on_log);
+  if (!first || last.step <= first->step) throw InputError("bench train: " + std::string(bm.name) + " stopped early");
+  StepTiming t;
+  t.steps = last.step - first->step;
+  t.wall_s = std::chrono::duration<double>(last.wall - first->wall).count();
+  t.cpu_s = last.cpu - first->cpu;
+  t.phases.forward_s = last.phases.forward_s - first->phases.forward_s;
+  t.phases.backward_s = last.phases.backward_s - first->phases.backward_s;
+  t.phases.update_s = last.phases.update_s - first->phases.update_s;
+  t.routes = route_metrics(run.model->sites);
+  t.tokens_per_step = run.model->predictions(cfg.train.batch);
   return t;
+}
+
+struct EndToEnd {
+  size_t steps = 0;
+  double wall_s = 0, cpu_s = 0;
+};
+
+// The whole `drift train --config C --out D --quiet` command, this binary as a child process.
+EndToEnd time_command(const BenchModel& bm, const BenchPolicy& bp, const Options& o, const fs::path& scratch) {
+  EndToEnd e;
+  e.steps = o.e2e_steps ? o.e2e_steps : bm.e2e_steps;
+  const fs::path dir = scratch / "e2e", cfg_path = scratch / "e2e.json";
+  {
+    std::ofstream f(cfg_path);
+    f << bench_config(bm, bp, o, e.steps, dir.string()).dump(2) << "\n";
+    if (!f) throw InputError("cannot write " + cfg_path.string());
+  }
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  const double cpu0 = children_cpu_seconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = fork();
+  if (pid < 0) throw InputError("bench train: cannot start a child process");
+  if (pid == 0) {
+    const std::string threads = std::to_string(o.threads);
+    setenv("OMP_NUM_THREADS", threads.c_str(), 1);
+    execl(self.c_str(), self.c_str(), "train", "--config", cfg_path.c_str(), "--quiet", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  e.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  e.cpu_s = children_cpu_seconds() - cpu0;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw InputError("bench train: `drift train --config " + cfg_path.string() + "` failed (" + bm.name + ", " +
+                     bp.name + ")");
+  return e;
 }
 
 bool selected(const std::vector<std::string>& wanted, const std::string& name) {
@@ -153,57 +261,66 @@ std::vector<TorchFigures> read_pytorch(const std::string& path) {
   return out;
 }
 
+void print_header(bool with_torch, bool e2e) {
+  std::printf("%-11s %-10s %5s %8s %8s %7s %7s %7s %7s %8s", "model", "policy", "steps", "ms/step", "cpu ms",
+              "fwd", "bwd", "upd", "other", "tok/s");
+  if (e2e) std::printf(" %9s", "e2e tok/s");
+  if (with_torch) std::printf(" %8s %8s %8s %8s %6s %s", "torch ms", "torch cpu", "vs torch", "(cpu)", "target", "met");
+  std::printf("\n");
+}
+
 void run_bench_train(const Options& o) {
   if (o.threads < 1) throw InputError("--threads: expected an integer >= 1");
   omp_set_num_threads(o.threads);
   std::vector<TorchFigures> pytorch;
   if (!o.pytorch.empty()) pytorch = read_pytorch(o.pytorch);
-  std::vector<BenchModel> models;
-  for (const auto& m : bench_models())
-    if (selected(o.models, m.name)) models.push_back(m);
-  std::vector<BenchPolicy> policies;
-  for (const auto& p : kPolicies)
-    if (selected(o.policies, p.name)) policies.push_back(p);
-  // One corpus for every model, loaded (and checked) before any output.
-  DataConfig dc;
-  dc.path = o.data;
-  size_t max_context = 0;
-  for (const auto& m : models) max_context = std::max(max_context, m.cfg.context);
-  Corpus corpus;
-  try {
-    corpus = load_corpus(dc, max_context);
-  } catch (const io::IoError& e) {
-    throw InputError(std::string("--data: ") + e.what());
-  }
+  // The corpus is checked before any output (prepare_run would name it only at the first text model).
+  if (std::error_code ec; !fs::exists(o.data, ec)) throw InputError("--data: " + o.data + ": no such file or directory");
+  ScratchDir scratch;
 
-  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  ojson rows = ojson::array();
   if (!o.json) {
-    std::printf("drift training steps, %d thread(s); corpus %s\n", o.threads, o.data.c_str());
-    std::printf("%-6s %-12s %6s %9s %9s %8s %8s %8s %9s", "model", "policy", "steps", "ms/step", "steps/s", "fwd ms",
-                "bwd ms", "upd ms", "cpu ms");
-    if (!pytorch.empty()) std::printf(" %9s %9s %9s %9s %7s %s", "torch ms", "torch cpu", "vs torch", "(cpu)", "target", "met");
-    std::printf("\n");
+    std::printf("drift train's own loop, %d thread(s); corpus %s; ms per step between logged steps "
+                "(log_every 10), CPU ms of the process; e2e: the whole command\n",
+                o.threads, o.data.c_str());
+    print_header(!pytorch.empty(), o.end_to_end);
   }
-  for (const auto& bm : models) {
+  for (const auto& bm : kModels) {
+    if (!selected(o.models, bm.name)) continue;
     const TorchFigures* torch = nullptr;
     for (const auto& f : pytorch)
       if (f.model == bm.name) torch = &f;
-    for (const auto& bp : policies) {
-      const Timing t = time_training(bm, bp, corpus, o);
+    for (const auto& bp : kPolicies) {
+      if (!selected(o.policies, bp.name)) continue;
+      const StepTiming t = time_training(bm, bp, o, scratch.path);
       const double n = static_cast<double>(t.steps);
-      const double ms = t.total_s() / n * 1e3, cpu_ms = t.cpu_s / n * 1e3;
-      // speed ratios: > 1 means drift takes fewer milliseconds per step than PyTorch
+      const double ms = t.wall_s / n * 1e3, cpu_ms = t.cpu_s / n * 1e3;
+      const double fwd = t.phases.forward_s / n * 1e3, bwd = t.phases.backward_s / n * 1e3,
+                   upd = t.phases.update_s / n * 1e3, other = std::max(0.0, ms - fwd - bwd - upd);
+      const double tokens_s = static_cast<double>(t.tokens_per_step) / (ms * 1e-3);
+      ojson row = {{"model", bm.name},
+                   {"policy", bp.name},
+                   {"threads", o.threads},
+                   {"steps", t.steps},
+                   {"ms_per_step", ms},
+                   {"steps_per_s", 1e3 / ms},
+                   {"cpu_ms_per_step", cpu_ms},
+                   {"forward_ms", fwd},
+                   {"backward_ms", bwd},
+                   {"update_ms", upd},
+                   {"other_ms", other},
+                   {"tokens_per_step", t.tokens_per_step},
+                   {"tokens_per_s", tokens_s}};
+      EndToEnd e;
+      if (o.end_to_end) {
+        e = time_command(bm, bp, o, scratch.path);
+        const double tokens = static_cast<double>(e.steps * t.tokens_per_step);
+        row["e2e_steps"] = e.steps;
+        row["e2e_wall_s"] = e.wall_s;
+        row["e2e_cpu_s"] = e.cpu_s;
+        row["e2e_tokens_per_s"] = tokens / e.wall_s;
+      }
       const double ratio = torch ? torch->ms / ms : 0, cpu_ratio = torch ? torch->cpu_ms / cpu_ms : 0;
-      nlohmann::ordered_json row = {{"model", bm.name},
-                                    {"policy", bp.name},
-                                    {"threads", o.threads},
-                                    {"steps", t.steps},
-                                    {"ms_per_step", ms},
-                                    {"steps_per_s", 1e3 / ms},
-                                    {"forward_ms", t.forward_s / n * 1e3},
-                                    {"backward_ms", t.backward_s / n * 1e3},
-                                    {"update_ms", t.update_s / n * 1e3},
-                                    {"cpu_ms_per_step", cpu_ms}};
       if (torch) {
         row["pytorch_ms_per_step"] = torch->ms;
         row["pytorch_cpu_ms_per_step"] = torch->cpu_ms;
@@ -212,15 +329,18 @@ void run_bench_train(const Options& o) {
         row["target"] = bp.target;
         row["target_met"] = ratio >= bp.target;
       }
+      row["routes"] = t.routes;
+      row["config"] = bench_config(bm, bp, o, o.e2e_steps ? o.e2e_steps : bm.e2e_steps, "runs/bench");
       rows.push_back(row);
       if (o.json) continue;
-      std::printf("%-6s %-12s %6zu %9.3f %9.2f %8.3f %8.3f %8.3f %9.3f", bm.name, bp.name, t.steps, ms, 1e3 / ms,
-                  t.forward_s / n * 1e3, t.backward_s / n * 1e3, t.update_s / n * 1e3, cpu_ms);
+      std::printf("%-11s %-10s %5zu %8.3f %8.3f %7.3f %7.3f %7.3f %7.3f %8.0f", bm.name, bp.name, t.steps, ms, cpu_ms,
+                  fwd, bwd, upd, other, tokens_s);
+      if (o.end_to_end) std::printf(" %9.0f", row["e2e_tokens_per_s"].get<double>());
       if (torch)
-        std::printf(" %9.3f %9.3f %8.2fx %8.2fx %6.2fx %s", torch->ms, torch->cpu_ms, ratio, cpu_ratio, bp.target,
+        std::printf(" %8.3f %8.3f %7.2fx %7.2fx %5.2fx %s", torch->ms, torch->cpu_ms, ratio, cpu_ratio, bp.target,
                     ratio >= bp.target ? "yes" : "NO");
       else if (!pytorch.empty())
-        std::printf(" %10s", "(no row)");
+        std::printf(" %9s", "(no row)");
       std::printf("\n");
       std::fflush(stdout);
     }
@@ -234,20 +354,25 @@ void add_bench_train_command(CLI::App& bench) {
   auto o = std::make_shared<Options>();
   auto* cmd = bench.add_subcommand(
       "train",
-      "ms per training step (forward, backward, update) of the mlp (context 16, embed 32, hidden 512, batch 64) and "
-      "attn (context 64, d_model 128, 4 heads, 2 layers, batch 16) models under fp32 and mxfp8_e4m3");
+      "The speed of `drift train` itself: ms per step of its training loop (with its telemetry and metrics lines) "
+      "and tokens/s of the whole command, for the mlp, attn, proxy and proxy_study models under fp32 and mxfp8_e4m3");
   cmd->add_option("--steps", o->steps, "Timed steps per model and policy (default: as many as fit in --min-seconds, at least 5)");
   cmd->add_option("--min-seconds", o->min_seconds, "Minimum timed seconds per measurement when --steps is not given")
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "OpenMP threads (give PyTorch the same: reference_pytorch.py --threads)")
       ->capture_default_str();
-  cmd->add_option("--data", o->data, "Corpus the batches are drawn from")->capture_default_str();
-  cmd->add_option("--models", o->models, "Models to time (default both)")->check(CLI::IsMember({"mlp", "attn"}));
+  cmd->add_option("--data", o->data, "Corpus the text models' batches are drawn from")->capture_default_str();
+  cmd->add_option("--models", o->models, "Models to time (default all)")
+      ->check(CLI::IsMember({"mlp", "attn", "proxy", "proxy_study"}));
   cmd->add_option("--policies", o->policies, "Policies to time (default both)")
       ->check(CLI::IsMember({"fp32", "mxfp8_e4m3"}));
+  cmd->add_option("--e2e-steps", o->e2e_steps,
+                  "Steps of the end-to-end `drift train` run (default per model: mlp 300, attn 30, proxy 300, "
+                  "proxy_study 20)");
+  cmd->add_flag("!--no-e2e", o->end_to_end, "Skip the end-to-end `drift train` command");
   cmd->add_option("--pytorch", o->pytorch,
                   "JSON from `scripts/reference_pytorch.py --bench --json`: adds PyTorch's ms/step, drift's speed as a "
-                  "ratio to it and the targets (fp32 >= 1x, mxfp8 >= 0.5x)");
+                  "ratio to it and the targets (fp32 >= 2x, mxfp8 >= 1x)");
   cmd->add_flag("--json", o->json, "Print JSON rows instead of a table");
   cmd->callback([o] { run_bench_train(*o); });
 }

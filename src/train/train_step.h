@@ -22,9 +22,10 @@
 namespace drift {
 
 // Wall-clock seconds spent in forward and backward passes, added to by TrainStep::gradients (the
-// reduction and unscaling of simulated data parallelism count as backward).
+// reduction and unscaling of simulated data parallelism count as backward), and in the optimizer
+// update (the training loop adds it when asked: TrainOptions::phase_times).
 struct PhaseTimes {
-  double forward_s = 0, backward_s = 0;
+  double forward_s = 0, backward_s = 0, update_s = 0;
 };
 
 // The clipping factor of the optimizer update: train.grad_clip / gnorm when clipping applies, else 1.

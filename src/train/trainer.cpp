@@ -399,7 +399,7 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
     }
     train_step.begin(step, st.scaler.scale);
     diag.begin_step(step, m.sites, m.elementwise);  // deep diagnostics: snapshot of the sites as the step starts (when due)
-    st.loss = train_step.gradients(step, st.scaler.active(ls));
+    st.loss = train_step.gradients(step, st.scaler.active(ls), opts.phase_times);
     // ---- deep diagnostics (diag/diagnostics.h): reads the run's weights, batch and gradient
     // (unscaled, unclipped) and works on copies; nothing of the run changes. ----
     if (diag.due(step)) {
@@ -421,7 +421,9 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
     st.grad_z.push(gnorm);
     const bool stop = diverged_now && c.divergence.stop;
     if (!stop) {
+      const auto t_update = clock::now();
       if (apply) train_step.update(opt, gnorm, lr, step);
+      if (opts.phase_times) opts.phase_times->update_s += std::chrono::duration<double>(clock::now() - t_update).count();
       st.steps_completed = step + 1;
     }
     st.next_step = step + 1;

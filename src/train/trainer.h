@@ -19,6 +19,7 @@
 #include "model/model.h"
 #include "train/config.h"
 #include "train/data.h"
+#include "train/train_step.h"
 
 namespace drift {
 
@@ -76,6 +77,9 @@ struct TrainOptions {
   std::function<void()> before_write;
   // Told about decisions the caller may want to report (e.g. a --resume that starts afresh).
   std::function<void(const std::string&)> notice;
+  // When set, every step's forward, backward and optimizer-update wall time is added to it
+  // (drift bench train times the loop users run through this and `progress`).
+  PhaseTimes* phase_times = nullptr;
 };
 
 // The files and folders of a run directory that a run writes (config.json, metrics.jsonl,

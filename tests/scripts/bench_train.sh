@@ -1,33 +1,67 @@
 #!/usr/bin/env bash
-# drift bench train runs every model x policy and joins PyTorch's figures correctly (no timing is
-# asserted: speed is a benchmark's business, never a test's).
+# drift bench train times `drift train`'s own loop and command: every model x policy row is there,
+# its figures add up, PyTorch's figures are joined right, and the routes it reports per matmul site
+# are the ones `drift train` takes for the same config, none of them the slow reference path for
+# the fp32 and mxfp8_e4m3 presets (both meet the fast path's documented conditions: fp32 sequential
+# accumulation, no product format, operands that fit in float). No timing is asserted: speed is a
+# benchmark's business, never a test's.
 # Usage: bench_train.sh <drift-binary> <source-dir>
 source "$(dirname "$0")/common.bash" "$@"
 
 # Figures in the shape reference_pytorch.py --bench --json prints (made up: only the join is tested).
 cat > torch.json <<'JSON'
 [{"model": "mlp", "policy": "pytorch_fp32", "threads": 1, "steps": 5, "ms_per_step": 7.5, "steps_per_s": 133.3, "cpu_ms_per_step": 7.0},
- {"model": "attn", "policy": "pytorch_fp32", "threads": 1, "steps": 5, "ms_per_step": 90.0, "steps_per_s": 11.1, "cpu_ms_per_step": 80.0}]
+ {"model": "proxy", "policy": "pytorch_fp32", "threads": 1, "steps": 5, "ms_per_step": 90.0, "steps_per_s": 11.1, "cpu_ms_per_step": 80.0}]
 JSON
-OMP_NUM_THREADS=1 "$drift" bench train --steps 1 --data "$src/data/austen/persuasion.txt" --pytorch torch.json --json > rows.json
+OMP_NUM_THREADS=1 "$drift" bench train --steps 1 --models mlp proxy --e2e-steps 3 \
+  --data "$src/data/austen/persuasion.txt" --pytorch torch.json --json > rows.json
 python3 - rows.json <<'PY' || fail "bench train rows: $(cat rows.json)"
 import json, sys
 rows = json.load(open(sys.argv[1]))
 assert [(r["model"], r["policy"]) for r in rows] == [("mlp", "fp32"), ("mlp", "mxfp8_e4m3"),
-                                                    ("attn", "fp32"), ("attn", "mxfp8_e4m3")], rows
-torch = {"mlp": (7.5, 7.0), "attn": (90.0, 80.0)}
+                                                    ("proxy", "fp32"), ("proxy", "mxfp8_e4m3")], rows
+torch = {"mlp": (7.5, 7.0), "proxy": (90.0, 80.0)}
 for r in rows:
-    assert r["steps"] == 1 and r["threads"] == 1 and r["ms_per_step"] > 0 and r["cpu_ms_per_step"] > 0, r
+    # Timed steps run from one logged step to another (log_every 10 by default): at least --steps.
+    assert r["steps"] >= 1 and r["steps"] % 10 == 0 and r["threads"] == 1, r
+    assert r["ms_per_step"] > 0 and r["cpu_ms_per_step"] > 0, r
     parts = r["forward_ms"] + r["backward_ms"] + r["update_ms"]
-    assert abs(parts - r["ms_per_step"]) <= 1e-9 * r["ms_per_step"], r  # the sections make up the step
+    assert parts <= r["ms_per_step"] * (1 + 1e-9), r                     # the phases lie inside the step
+    assert abs(parts + r["other_ms"] - r["ms_per_step"]) <= 1e-9 * r["ms_per_step"], r
     assert abs(r["steps_per_s"] * r["ms_per_step"] - 1e3) < 1e-6, r
+    assert abs(r["tokens_per_s"] - r["tokens_per_step"] * r["steps_per_s"]) <= 1e-9 * r["tokens_per_s"], r
+    assert r["tokens_per_step"] == 64, r  # predictions per step: one per window (mlp) or example (proxy), batch 64
+    assert r["e2e_steps"] == 3 and r["e2e_wall_s"] > 0, r
+    assert abs(r["e2e_tokens_per_s"] - 3 * r["tokens_per_step"] / r["e2e_wall_s"]) <= 1e-9 * r["e2e_tokens_per_s"], r
     ms, cpu = torch[r["model"]]
     assert r["pytorch_ms_per_step"] == ms and r["pytorch_cpu_ms_per_step"] == cpu, r
     assert abs(r["speed_vs_pytorch"] - ms / r["ms_per_step"]) <= 1e-12 * r["speed_vs_pytorch"], r
     assert abs(r["cpu_speed_vs_pytorch"] - cpu / r["cpu_ms_per_step"]) <= 1e-12 * r["cpu_speed_vs_pytorch"], r
-    assert r["target"] == (1.0 if r["policy"] == "fp32" else 0.5), r
+    assert r["target"] == (2.0 if r["policy"] == "fp32" else 1.0), r
     assert r["target_met"] == (r["speed_vs_pytorch"] >= r["target"]), r
+    assert r["routes"], r
+    for site, routes in r["routes"].items():
+        assert "reference" not in routes, (r["model"], r["policy"], site, routes)
+    json.dump(r["config"], open("%s_%s.json" % (r["model"], r["policy"]), "w"))
 PY
+
+# The same configs through `drift train`: each site takes the route the benchmark reported.
+for model in mlp proxy; do
+  for policy in fp32 mxfp8_e4m3; do
+    "$drift" train --config "${model}_${policy}.json" --set train.steps=12 --out "run_${model}_${policy}" --quiet \
+      || fail "drift train ${model}_${policy}"
+    python3 - rows.json "run_${model}_${policy}/summary.json" "$model" "$policy" <<'PY' || fail "routes differ: $model $policy"
+import json, sys
+rows, summary, model, policy = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3], sys.argv[4]
+bench = next(r for r in rows if r["model"] == model and r["policy"] == policy)["routes"]
+train = summary["routes"]
+assert set(bench) == set(train), (sorted(bench), sorted(train))
+for site in bench:
+    assert set(bench[site]) == set(train[site]), (site, bench[site], train[site])
+    assert train[site][next(iter(train[site]))] == 12, (site, train[site])  # one call per training step
+PY
+  done
+done
 
 # Bad input: exit 2, naming the option.
 expect_error() {  # <pattern> <args...>
