@@ -103,6 +103,39 @@ TEST_CASE("tensorcore: the minimum alignment exponent of the Hopper models chang
   CHECK(r.matched == 5000);
 }
 
+TEST_CASE("tensorcore: H200 presets are the H100 models (H200 is Hopper)") {
+  // The reference repository's H200TC.m calls H100TC since commit abc3e16; before, it called B200TC,
+  // whose FP8 parameters (neab 2: 25 kept bits, full fp32 result) measured H200 FP8 results contradict.
+  size_t h200 = 0;
+  for (const auto& p : tc_presets()) {
+    if (p.gpu != "H200") continue;
+    ++h200;
+    CAPTURE(p.name);
+    REQUIRE(p.name.rfind("h200", 0) == 0);
+    const TcPreset h = preset(("h100" + p.name.substr(4)).c_str());
+    const FusedModel &a = p.model, &b = h.model;
+    CHECK(p.input == h.input);
+    CHECK(p.output == h.output);
+    CHECK(a.terms == b.terms);
+    CHECK(a.kept_bits == b.kept_bits);
+    CHECK(a.out_man_bits == b.out_man_bits);
+    CHECK(a.final_rounding == b.final_rounding);
+    CHECK(a.min_align_exp == b.min_align_exp);
+    CHECK(a.in_emin == b.in_emin);
+    CHECK(a.interleave == b.interleave);
+    CHECK(a.promote_every == b.promote_every);
+    CHECK(a.align_includes_acc == b.align_includes_acc);
+    CHECK(a.sticky == b.sticky);
+  }
+  CHECK(h200 >= 6);
+  // The FP8 one keeps 13 bits (1 + 2^-13 survives the cut at 2^-13; 2^-14 does not), as h100_fp8.
+  CHECK(dot("h200_fp8", 0, {1, p2(-6), p2(-7)}, {1, p2(-7), p2(-7)}) == 1 + p2(-13));
+  TcVerifyOptions c_zero;
+  c_zero.c_zero = true;
+  CHECK(tc_verify(std::string(DRIFT_SOURCE_DIR) + "/data/tensorcore/H100/E4M3", preset("h200_fp8_e4m3"), c_zero)
+            .matched == 5000);
+}
+
 TEST_CASE("tensorcore: hand-derived groups") {
   SUBCASE("alignment truncation loses a bit (V100 keeps 23 bits, A100 24)") {
     // 1*1 + (-2^-12)*(2^-12): E = 0. V100 keeps 23 fraction bits below 2^0, so the last kept bit is

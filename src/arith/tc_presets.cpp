@@ -88,17 +88,6 @@ const Row kRows[] = {
      ""},
     {"h100_fp8_e5m2_promote128", "", "H100", "fp8_e5m2", "fp32", 32, -10, rtz, -133, 128, "H100TC.m",
      "as h100_fp8_promote128 with E5M2 inputs", ""},
-    // H200: the published model delegates to the B200 model (models/H200TC.m calls B200TC).
-    {"h200_fp16", "h200", "H200", "fp16", "fp32", 16, 2, rtz, -133, 0, "H200TC.m -> B200TC.m", "", ""},
-    {"h200_fp16_out16", "", "H200", "fp16", "fp16", 16, 2, rne, -15, 0, "H200TC.m -> B200TC.m", "", ""},
-    {"h200_bf16", "", "H200", "bf16", "fp32", 16, 2, rtz, -133, 0, "H200TC.m -> B200TC.m", "", ""},
-    {"h200_tf32", "", "H200", "tf32", "fp32", 8, 2, rtz, -133, 0, "H200TC.m -> B200TC.m", "", ""},
-    {"h200_fp8_e4m3", "h200_fp8", "H200", "fp8_e4m3", "fp32", 32, 2, rtz, -133, 0, "H200TC.m -> B200TC.m",
-     "the published H200 model is the B200 one (full fp32 result for FP8); it disagrees with the H100 "
-     "FP8 model although both GPUs are Hopper: unvalidated here",
-     ""},
-    {"h200_fp8_e5m2", "", "H200", "fp8_e5m2", "fp32", 32, 2, rtz, -133, 0, "H200TC.m -> B200TC.m",
-     "as h200_fp8_e4m3", ""},
     // Blackwell B200: 16-term groups (8 for tf32, 32 for FP8), two extra alignment bits; FP8 keeps the
     // full fp32 result; fp16 output rounded to nearest with minimum alignment exponent -15.
     {"b200_fp16", "b200", "B200", "fp16", "fp32", 16, 2, rtz, -133, 0, "B200TC.m", "", ""},
@@ -179,9 +168,63 @@ TcPreset build(const Row& r) {
   return p;
 }
 
+// GPUs whose tensor cores are another's: every preset of `same_as` is repeated under `gpu`, its names
+// and aliases with the prefix changed, its note prefixed with `why`.
+struct SameTensorCores {
+  const char* gpu;
+  const char* prefix;
+  const char* same_as;
+  const char* same_prefix;
+  const char* model_file;
+  const char* why;
+};
+
+const SameTensorCores kSameAs[] = {
+    {"H200", "h200", "H100", "h100", "H200TC.m -> H100TC.m",
+     "H200 is Hopper (sm_90, the H100's tensor cores): the H100 model, as the reference repository's H200TC.m "
+     "since commit abc3e16 (2025-12-19; before, it called B200TC); measured H200 FP8 results (c = 0) agree with "
+     "the H100 FP8 model and contradict the B200 one. No H200 vectors ship with drift"},
+};
+
+// `words` with every word's leading `from` replaced by `to`.
+std::string renamed(const std::string& words, const std::string& from, const std::string& to) {
+  std::istringstream in(words);
+  std::string w, out;
+  while (in >> w) {
+    if (w.compare(0, from.size(), from) == 0) w = to + w.substr(from.size());
+    out += (out.empty() ? "" : " ") + w;
+  }
+  return out;
+}
+
+// The presets of s.gpu: those of s.same_as renamed.
+void append_same_as(const SameTensorCores& s, std::vector<TcPreset>* out) {
+  for (const Row& r : kRows) {
+    if (std::string(r.gpu) != s.same_as) continue;
+    Row copy = r;
+    const std::string name = renamed(r.name, s.same_prefix, s.prefix);
+    const std::string aliases = renamed(r.aliases, s.same_prefix, s.prefix);
+    const std::string note = std::string(s.why) + (r.note[0] ? ". " : "") + renamed(r.note, s.same_prefix, s.prefix);
+    copy.name = name.c_str();
+    copy.aliases = aliases.c_str();
+    copy.gpu = s.gpu;
+    copy.model_file = s.model_file;
+    copy.note = note.c_str();
+    copy.validated = "";
+    out->push_back(build(copy));
+  }
+}
+
 std::vector<TcPreset> build_all() {
   std::vector<TcPreset> out;
-  for (const Row& r : kRows) out.push_back(build(r));
+  const size_t n = sizeof kRows / sizeof kRows[0];
+  for (size_t i = 0; i < n; ++i) {
+    out.push_back(build(kRows[i]));
+    const bool last_of_gpu = i + 1 == n || std::string(kRows[i + 1].gpu) != kRows[i].gpu;
+    if (!last_of_gpu) continue;
+    for (const SameTensorCores& s : kSameAs)
+      if (std::string(kRows[i].gpu) == s.same_as) append_same_as(s, &out);
+  }
   return out;
 }
 

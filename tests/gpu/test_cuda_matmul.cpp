@@ -146,7 +146,7 @@ TEST_CASE("cuda equals cpu: the register-blocked tiled kernel's fallbacks") {
         x = narrow(x);
       }
     for (double& y : b) y = narrow(y);
-    for (const char* model : {"h100_fp8_e4m3", "l40s_fp8_e4m3", "h200_fp8_e4m3", "h100_fp8_promote128"}) {
+    for (const char* model : {"h100_fp8_e4m3", "l40s_fp8_e4m3", "b200_fp8_e4m3", "h100_fp8_promote128"}) {
       const std::string name = model;
       CAPTURE(name);
       compare_on(*gpu, policy(R"({"preset": "fp32", "inner": {"fused": ")" + name + R"("}})"), s, a, b, 43, true);
