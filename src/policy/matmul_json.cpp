@@ -293,6 +293,7 @@ void apply_accumulator(const json& j, const std::string& path, Accumulator& acc,
     if (!parse_sum_order(head, &o) || (head != "split" && head != s))
       throw ConfigError(p, "unknown sum order '" + s + "' (expected sequential|reverse|pairwise|split|permuted or split:S)");
     acc.order = o;
+    if (s == "split") acc.split = 2;  // a bare split is split:2, whatever a base policy split into
     if (head != s) {  // "split:S"
       const std::string n = s.substr(head.size() + 1);
       int v = 0;
