@@ -88,6 +88,30 @@ const std::vector<MatmulPreset> kPresets = {
      R"({"a": {"format": "fp8_e4m3", "scaling": {"kind": "tile", "block": 128, "amax_floor": 1e-4}},
          "b": {"format": "fp8_e4m3", "scaling": {"kind": "tile", "block": 128, "two_d": true, "amax_floor": 1e-4}},
          "inner": {"promote_every": 128, "fused": "h100_fp8_e4m3"}})"},
+    // Blackwell block-scaled MMA (tcgen05.mma kind::mxf8f6f4 / mxf4nvf4): the scales enter inside the
+    // instruction, and how is not published. Each entry below encodes one hypothesis; none is validated
+    // against a GPU (scripts/gpu_check.sh holds the measurement that decides; the H200 lacks these
+    // instructions).
+    {"b200_mxfp8_e4m3_blocksum",
+     "UNVALIDATED hypothesis for Blackwell MXFP8 (E4M3) MMA: each 32-element block's products are fused as "
+     "B200's unscaled FP8 MMA is measured to do (b200_fp8_e4m3: one group, 25 bits kept, truncated, the sum "
+     "truncated to fp32), that partial sum is multiplied by the two E8M0 block scales (exact) and only then "
+     "joins the fp32 accumulator, with one IEEE addition rounded to nearest even. Operands: mxfp8_e4m3.",
+     "{\"a\": " DRIFT_MX("fp8_e4m3") ", \"b\": " DRIFT_MX("fp8_e4m3") ", \"inner\": {\"fused\": \"b200_fp8_e4m3\"}}"},
+    {"b200_mxfp8_e5m2_blocksum",
+     "UNVALIDATED hypothesis, as b200_mxfp8_e4m3_blocksum with E5M2 elements (fused model b200_fp8_e5m2).",
+     "{\"a\": " DRIFT_MX("fp8_e5m2") ", \"b\": " DRIFT_MX("fp8_e5m2") ", \"inner\": {\"fused\": \"b200_fp8_e5m2\"}}"},
+    {"b200_nvfp4_blocksum",
+     "UNVALIDATED hypothesis for Blackwell NVFP4 MMA: each 16-element block's products fused with the B200 FP8 "
+     "parameters (25 bits kept, truncated, the sum truncated to fp32; E2M1 inputs), the partial sum multiplied "
+     "by the product of the two E4M3 block scales (fp32) and added to the fp32 accumulator with one IEEE "
+     "addition rounded to nearest even; the fp32 tensor scales applied at the end. A block of 16 E2M1 products "
+     "sums exactly, so under this hypothesis the hardware equals the plain nvfp4 model bit for bit; the "
+     "alternative (scales folded into each product's alignment exponent across a 64-product instruction) is "
+     "what gpu_check.sh's block-scale probe tells apart.",
+     R"({"a": {"format": "fp4_e2m1", "scaling": {"kind": "nvfp4", "block": 16}},
+         "b": {"format": "fp4_e2m1", "scaling": {"kind": "nvfp4", "block": 16}},
+         "inner": {"fused": {"preset": "b200_fp8_e4m3", "terms": 16, "promote_every": 16, "in_emin": 0}}})"},
 };
 
 #undef DRIFT_MX
