@@ -8,8 +8,8 @@
 // MX floor rule re-derives the same scales and each hypothesis sees the operands the GPU saw.
 // What the probe decides is how a block's fused partial sum joins the running fp32 accumulator: after
 // its own rounding, with one round-to-nearest addition (b200_mxfp8_e4m3_blocksum, as B200's unscaled
-// FP8 MMA is measured to do), or aligned with the products and truncated in the group (B200TC.m's
-// published c handling).
+// FP8 MMA is measured to do), or aligned with the scaled products and truncated in the group
+// (b200_mxfp8_e4m3_folded, B200TC.m's published c handling).
 //
 // Build: nvcc -O2 -arch=sm_100a blackwell_probe.cu -lcublasLt -o probe     Run: probe DIR
 #include <cublasLt.h>

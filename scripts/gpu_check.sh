@@ -136,17 +136,12 @@ PY
   elif nvcc -O2 -arch=sm_100a "$src/scripts/blackwell_probe.cu" -lcublasLt -o "$work/probe" > "$work/probe.log" 2>&1 &&
        "$work/probe" "$work" >> "$work/probe.log" 2>&1; then
     cat "$work/probe.log"
-    # The hypotheses, and plain fp32 accumulation for scale. With unit block scales, folding the scale
-    # exponents into the products' alignment is the unscaled chain: c aligned in each 32-product group.
-    for hyp in b200_mxfp8_e4m3_blocksum \
-               '{"a": {"format": "fp8_e4m3"}, "b": {"format": "fp8_e4m3"}, "inner": {"fused": {"preset": "b200_fp8_e4m3", "promote_every": 0}}}' \
-               mxfp8_e4m3; do
-      label="$hyp"
-      [ "${hyp:0:1}" = "{" ] && label="c aligned in the group (B200TC.m)"
+    # The hypotheses, and plain fp32 accumulation for scale.
+    for hyp in b200_mxfp8_e4m3_blocksum b200_mxfp8_e4m3_folded mxfp8_e4m3; do
       "$drift" matmul --a "$work/a.npy" --b "$work/b.npy" --policy "$hyp" --out "$work/hyp.npy" > /dev/null &&
-        line=$(python3 "$src/scripts/bit_agreement.py" "$work/d.npy" "$work/hyp.npy" --label "MXFP8 MMA vs $label")
+        line=$(python3 "$src/scripts/bit_agreement.py" "$work/d.npy" "$work/hyp.npy" --label "MXFP8 MMA vs $hyp")
       echo "$line"
-      row "MXFP8 MMA vs $label" info "${line#*: }"
+      row "MXFP8 MMA vs $hyp" info "${line#*: }"
     done
   else
     cat "$work/probe.log"; row "block-scaled MMA probe" FAIL "see log above"

@@ -89,3 +89,61 @@ TEST_CASE("blackwell hypotheses: under blocksum, NVFP4 equals the plain nvfp4 mo
   matmul(av, bv, c2.data(), n, preset("nvfp4"), MatmulContext{});
   CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(double)) == 0);
 }
+
+TEST_CASE("blackwell hypotheses: folded MXFP8 scales align the running sum with the scaled products") {
+  // As above: 1024 from block 0, then 3*2^-15 from block 1. Folded, the second group holds c = 1024
+  // (E = 10, cut at 2^-15: 3*2^-15 survives), and its exact sum 1024 + 3*2^-15 is truncated to fp32: 1024.
+  std::vector<double> a(64, 0.0), b(64, 0.0);
+  a[0] = b[0] = 32;
+  a[32] = 3 * p2(-9);
+  b[32] = p2(-6);
+  CHECK(dot(preset("b200_mxfp8_e4m3_folded"), a, b) == 1024);
+  CHECK(dot(preset("b200_mxfp8_e4m3_blocksum"), a, b) == 1024 + p2(-13));
+}
+
+TEST_CASE("blackwell hypotheses: folded NVFP4 scales truncate a small-scale block against a large one") {
+  // K = 64, one instruction. a: 2688, 2688 at k = 0, 1 and 6*2^-9 at k = 16; b: 2688, -2688, 6*2^-9. Both
+  // tensors' amax is 2688 = 6 * 448, so the NVFP4 tensor scale is 1; block 0's E4M3 scale is 448 (elements
+  // 6, -6), block 1's is 2^-9 (element 6): everything exact. Products: +7225344, -7225344 and 36*2^-18.
+  // blocksum: block 0 sums to 0, block 1 to 36 (elements) times 2^-18: 9*2^-16, as plain nvfp4.
+  // folded: one group of 64 scaled products, E = 11 + 11 (2688 = 1.3125*2^11), cut at 2^-3: 36*2^-18 is
+  // cut to 0 and the big pair cancels: +0.
+  std::vector<double> a(64, 0.0), b(64, 0.0);
+  a[0] = a[1] = 2688;
+  b[0] = 2688;
+  b[1] = -2688;
+  a[16] = b[16] = 6 * p2(-9);
+  CHECK(dot(preset("b200_nvfp4_blocksum"), a, b) == 9 * p2(-16));
+  CHECK(dot(preset("nvfp4"), a, b) == 9 * p2(-16));
+  const double folded = dot(preset("b200_nvfp4_folded"), a, b);
+  CHECK(folded == 0);
+  CHECK(!sign_bit(folded));
+}
+
+TEST_CASE("blackwell hypotheses: folded scales are the unscaled chain when every block scale is 1") {
+  // With unit scales (each block's amax in [256, 448]) folding changes no value: b200_mxfp8_e4m3_folded is
+  // b200_fp8_e4m3's groups with c aligned in each (B200TC.m), chained over K, on the raw operands; the
+  // exponent clamp differs only for subnormal elements, and these have none (exponents >= -6).
+  std::vector<double> x(96), y(96);
+  for (size_t i = 0; i < 96; ++i) {
+    const uint32_t r = random_u32(12, 0, i);
+    const auto value = [](uint32_t j, uint32_t e) {
+      return static_cast<double>(8 + static_cast<int>(j % 8)) * pow2(static_cast<int>(e % 12) - 9) * ((j >> 3) & 1 ? -1 : 1);
+    };
+    x[i] = (i % 32 == 0) ? 256 : value(r, r >> 8);
+    y[i] = (i % 32 == 0) ? 320 : value(r >> 16, r >> 24);
+  }
+  FusedModel m = find_tc_preset("b200_fp8_e4m3")->model;
+  m.promote_every = 0;
+  CHECK(dot(preset("b200_mxfp8_e4m3_folded"), x, y) == fused_dot(0.0, x.data(), y.data(), 96, m));
+}
+
+TEST_CASE("blackwell hypotheses: inner.scales checks") {
+  MatmulPolicy p = preset("b200_nvfp4_folded");
+  CHECK(validate_policy(p).empty());
+  p.inner.fused.reset();
+  CHECK(validate_policy(p).find("needs inner.fused") != std::string::npos);
+  MatmulPolicy q = preset("b200_mxfp8_e4m3_folded");
+  q.a.scaling.kind = q.b.scaling.kind = ScaleKind::none;
+  CHECK(validate_policy(q).find("needs block-scaled operands") != std::string::npos);
+}

@@ -76,6 +76,11 @@ TEST_CASE("cuda equals cpu: every matmul preset, several shapes") {
   auto gpu = make_backend("cuda");
   for (const MatmulPreset& mp : matmul_presets()) {
     const MatmulPolicy p = *find_matmul_preset(mp.name);
+    if (!gpu->supports(p)) {  // only block scales folded into the products stay on the CPU
+      CAPTURE(mp.name);
+      CHECK(p.inner.scales_in_products);
+      continue;
+    }
     for (size_t si = 0; si < std::size(kShapes); ++si) {
       CAPTURE(mp.name);
       CAPTURE(si);
