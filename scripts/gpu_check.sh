@@ -9,6 +9,9 @@
 #   4. native FP8: cuBLASLt FP8 GEMM (fast accumulation off and on) vs the simulator's h100_fp8_e4m3
 #      model, bit agreement reported (scripts/bit_agreement.py)
 #   5. drift bench gemm --backend cuda at 4096^3 with cuBLAS SGEMM (no TF32) as the reference
+#   6. Blackwell block-scaled MMA (compute capability 10.x only; skipped on the H200, which lacks
+#      it): one MXFP8 GEMM through cuBLASLt (scripts/blackwell_probe.cu) replayed under each
+#      hypothesis preset; the one at 100% bit agreement is how the block sums join the accumulator
 # and prints a summary table. Exit status: non-zero when a check (2 or 3) failed.
 # Usage: scripts/gpu_check.sh [build-dir]   (env: GPU_CHECK_STEPS=200, GPU_CHECK_BENCH_SHAPE=4096x4096x4096)
 # GPU_CHECK_EMULATE=1 rehearses the script on the CUDA emulator (tests/cuda_emu), on any x86-64
@@ -125,6 +128,24 @@ PY
     cat "$work/bench.txt"; row "bench gemm --backend cuda" FAIL ""
   fi
 
+
+  echo "== 6. Blackwell block-scaled MMA: which hypothesis"
+  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1)
+  if [ "${cc%%.*}" -lt 10 ] 2>/dev/null || [ -z "$cc" ]; then
+    row "block-scaled MMA hypotheses (MXFP8)" skip "compute capability ${cc:-unknown}: no tcgen05 block-scaled MMA (sm_100)"
+  elif nvcc -O2 -arch=sm_100a "$src/scripts/blackwell_probe.cu" -lcublasLt -o "$work/probe" > "$work/probe.log" 2>&1 &&
+       "$work/probe" "$work" >> "$work/probe.log" 2>&1; then
+    cat "$work/probe.log"
+    # The hypotheses, and plain fp32 accumulation for scale.
+    for hyp in b200_mxfp8_e4m3_blocksum b200_mxfp8_e4m3_folded mxfp8_e4m3; do
+      "$drift" matmul --a "$work/a.npy" --b "$work/b.npy" --policy "$hyp" --out "$work/hyp.npy" > /dev/null &&
+        line=$(python3 "$src/scripts/bit_agreement.py" "$work/d.npy" "$work/hyp.npy" --label "MXFP8 MMA vs $hyp")
+      echo "$line"
+      row "MXFP8 MMA vs $hyp" info "${line#*: }"
+    done
+  else
+    cat "$work/probe.log"; row "block-scaled MMA probe" FAIL "see log above"
+  fi
 fi
 
 echo

@@ -145,6 +145,11 @@ TEST_CASE("a preset is a base that fields override one by one") {
   CHECK(p.b.round.mode == drift::Rounding::rne);
   CHECK(p.inner.order == drift::SumOrder::split);
   CHECK(p.inner.split == 4);
+  // A bare split is split:2, also over a base that split into 4 (docs/policy.md).
+  const auto bare = drift::parse_matmul_policy(json::parse(R"({"inner": {"order": "split"}})"), "p");
+  CHECK(bare.inner.order == drift::SumOrder::split);
+  CHECK(bare.inner.split == 2);
+  CHECK(drift::apply_matmul_policy(json::parse(R"({"inner": {"order": "split"}})"), "p", p).inner.split == 2);
   REQUIRE(p.product_format);
   CHECK(drift::format_name(*p.product_format) == "bf16");
   CHECK(drift::format_name(p.out_format) == "bf16");

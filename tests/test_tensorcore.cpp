@@ -1,5 +1,5 @@
 // Tensor-core accumulation models (arith/fused_accum.h, arith/tc_presets.h) against results measured
-// on real V100, A100 and H100 GPUs (data/tensorcore, Khattak & Mikaitis), and against small cases
+// on real V100, A100, H100 and B200 GPUs (data/tensorcore, Khattak & Mikaitis), and against small cases
 // whose expected values are derived by hand below.
 #include <doctest/doctest.h>
 
@@ -8,6 +8,8 @@
 #include <sstream>
 #include <set>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "arith/catalogue.h"
 #include "arith/fused_accum.h"
@@ -62,6 +64,14 @@ TEST_CASE("tensorcore: every measured file reproduced by its preset") {
       {"H100/E5M2", "fp32", "h100_fp8_e5m2", true, 5000},
       {"H100/E4M3", "fp16", "h100_fp8_e4m3_out16", false, 5000},
       {"H100/E5M2", "fp16", "h100_fp8_e5m2_out16", false, 5000},
+      {"B200/fp16", "fp32", "b200_fp16", false, 5000},
+      {"B200/fp16", "fp16", "b200_fp16_out16", false, 5000},
+      {"B200/bf16", "fp32", "b200_bf16", false, 5000},
+      {"B200/tf32", "fp32", "b200_tf32", false, 5000},
+      {"B200/E4M3", "fp32", "b200_fp8_e4m3", false, 5000},
+      {"B200/E5M2", "fp32", "b200_fp8_e5m2", false, 5000},
+      {"B200/E4M3", "fp16", "b200_fp8_e4m3_out16", false, 5000},
+      {"B200/E5M2", "fp16", "b200_fp8_e5m2_out16", false, 5000},
   };
   const std::string root = std::string(DRIFT_SOURCE_DIR) + "/data/tensorcore";
   std::set<std::string> covered;
@@ -78,6 +88,15 @@ TEST_CASE("tensorcore: every measured file reproduced by its preset") {
     CHECK(r.total == 5000);
     CHECK(r.matched == e.matched);
     covered.insert(std::string(e.dir) + ":" + e.output);
+    // The set's measured.txt (what `drift tcverify DIR` replays) says the same.
+    size_t listed = 0;
+    for (const auto& m : tc_read_measured(dir))
+      if (m.output == e.output) {
+        ++listed;
+        CHECK(m.preset == e.preset);
+        CHECK(m.c_zero == e.c_zero);
+      }
+    CHECK(listed == 1);
   }
   // Every result file shipped is in the table above.
   for (const auto& gpu : std::filesystem::directory_iterator(root)) {
@@ -89,6 +108,7 @@ TEST_CASE("tensorcore: every measured file reproduced by its preset") {
         CAPTURE(rel);
         CHECK(covered.count(rel + ":" + out) == 1);
       }
+      CHECK(tc_read_measured(fmt.path().string()).size() == tc_outputs_present(fmt.path().string()).size());
     }
   }
 }
@@ -101,6 +121,114 @@ TEST_CASE("tensorcore: the minimum alignment exponent of the Hopper models chang
   p.model.min_align_exp = kNoMinAlignExp;
   const auto r = tc_verify(std::string(DRIFT_SOURCE_DIR) + "/data/tensorcore/H100/bf16", p, {});
   CHECK(r.matched == 5000);
+}
+
+TEST_CASE("tensorcore: H200 presets are the H100 models (H200 is Hopper)") {
+  // The reference repository's H200TC.m calls H100TC since commit abc3e16; before, it called B200TC,
+  // whose FP8 parameters (neab 2: 25 kept bits, full fp32 result) measured H200 FP8 results contradict.
+  size_t h200 = 0;
+  for (const auto& p : tc_presets()) {
+    if (p.gpu != "H200") continue;
+    ++h200;
+    CAPTURE(p.name);
+    REQUIRE(p.name.rfind("h200", 0) == 0);
+    const TcPreset h = preset(("h100" + p.name.substr(4)).c_str());
+    const FusedModel &a = p.model, &b = h.model;
+    CHECK(p.input == h.input);
+    CHECK(p.output == h.output);
+    CHECK(a.terms == b.terms);
+    CHECK(a.kept_bits == b.kept_bits);
+    CHECK(a.out_man_bits == b.out_man_bits);
+    CHECK(a.final_rounding == b.final_rounding);
+    CHECK(a.min_align_exp == b.min_align_exp);
+    CHECK(a.in_emin == b.in_emin);
+    CHECK(a.interleave == b.interleave);
+    CHECK(a.promote_every == b.promote_every);
+    CHECK(a.align_includes_acc == b.align_includes_acc);
+    CHECK(a.sticky == b.sticky);
+  }
+  CHECK(h200 >= 6);
+  // The FP8 one keeps 13 bits (1 + 2^-13 survives the cut at 2^-13; 2^-14 does not), as h100_fp8.
+  CHECK(dot("h200_fp8", 0, {1, p2(-6), p2(-7)}, {1, p2(-7), p2(-7)}) == 1 + p2(-13));
+  TcVerifyOptions c_zero;
+  c_zero.c_zero = true;
+  CHECK(tc_verify(std::string(DRIFT_SOURCE_DIR) + "/data/tensorcore/H100/E4M3", preset("h200_fp8_e4m3"), c_zero)
+            .matched == 5000);
+}
+
+TEST_CASE("tensorcore: B200 FP8 adds c after the fused products, not inside the group") {
+  // The published B200TC.m parameters align c with the 32 products and truncate once. The counts
+  // below are those of scripts/tc_model_search.py (exact Python integers, written independently of
+  // fused_accum.h) for the same model: 3207 and 3236 of 5000.
+  const std::string root = std::string(DRIFT_SOURCE_DIR) + "/data/tensorcore/B200/";
+  for (const auto& [fmt, name, published] :
+       {std::tuple{"E4M3", "b200_fp8_e4m3", 3207}, std::tuple{"E5M2", "b200_fp8_e5m2", 3236}}) {
+    CAPTURE(name);
+    TcPreset p = preset(name);
+    p.model.promote_every = 0;  // c in the group, as B200TC.m
+    CHECK(tc_verify(root + fmt, p, {}).matched == static_cast<size_t>(published));
+  }
+  // By hand: c = 2^10 (fp32 ulp 2^-13) and one product 3*2^-9 * 2^-6 = 3*2^-15. The group alone is
+  // 3*2^-15 (exact in fp32); 2^10 + 3*2^-15 lies above the midpoint 2^10 + 2^-14, so the IEEE addition
+  // rounds up: 2^10 + 2^-13. With c aligned in the group (E = 10, cut at 2^-15: 3*2^-15 survives) the
+  // sum is truncated to fp32: 2^10.
+  CHECK(dot("b200_fp8", p2(10), {3 * p2(-9)}, {p2(-6)}) == p2(10) + p2(-13));
+  FusedModel published = preset("b200_fp8").model;
+  published.promote_every = 0;
+  const double a[] = {3 * p2(-9)}, b[] = {p2(-6)};
+  CHECK(fused_dot(p2(10), a, b, 1, published) == p2(10));
+  // K = 64 is two instructions, each adding its group to the running sum with one rounding: with the
+  // same product at indices 0 and 32, 2^10 + 3*2^-15 rounds to 2^10 + 2^-13 twice: 2^10 + 2^-12.
+  double a64[64] = {}, b64[64] = {};
+  a64[0] = a64[32] = 3 * p2(-9);
+  b64[0] = b64[32] = p2(-6);
+  CHECK(fused_dot(p2(10), a64, b64, 64, preset("b200_fp8").model) == p2(10) + p2(-12));
+}
+
+TEST_CASE("tensorcore: the B200 fp16-output minimum alignment exponent changes no measured result") {
+  // -21 is B200TC.m's value (it was -15); the vectors do not constrain it: without the clamp, and with
+  // the old -15, every case still matches. The preset follows the published model.
+  const std::string dir = std::string(DRIFT_SOURCE_DIR) + "/data/tensorcore/B200/fp16";
+  TcPreset p = preset("b200_fp16_out16");
+  CHECK(p.model.min_align_exp == -21);
+  for (int min_align : {kNoMinAlignExp, -15}) {
+    p.model.min_align_exp = min_align;
+    CHECK(tc_verify(dir, p, {}).matched == 5000);
+  }
+}
+
+TEST_CASE("tensorcore: measured.txt") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "drift_tcverify_measured_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "X" / "fp16");
+  auto write = [&](const char* text) {
+    std::FILE* f = std::fopen((dir / "X" / "fp16" / kTcMeasuredFile).string().c_str(), "w");
+    std::fputs(text, f);
+    std::fclose(f);
+  };
+  const std::string set = (dir / "X" / "fp16").string();
+  CHECK(tc_read_measured(set).empty());  // absent: nothing known
+  CHECK(tc_measured_sets(dir.string()).empty());
+  write("# comment\n\nfp32 h100_fp8_e4m3 c=zero  # WGMMA\nfp16 h100_fp8_e4m3_out16 c=file\n");
+  const auto m = tc_read_measured(set);
+  REQUIRE(m.size() == 2);
+  CHECK(m[0].output == "fp32");
+  CHECK(m[0].preset == "h100_fp8_e4m3");
+  CHECK(m[0].c_zero);
+  CHECK(!m[1].c_zero);
+  CHECK(tc_measured_sets(dir.string()) == std::vector<std::string>{set});
+  write("fp32 h100_fp8_e4m3\n");
+  CHECK_THROWS_WITH_AS(tc_read_measured(set), doctest::Contains("measured.txt line 1: expected"), TcDataError);
+  write("fp32 no_such_preset c=file\n");
+  CHECK_THROWS_WITH_AS(tc_read_measured(set), doctest::Contains("unknown preset 'no_such_preset'"), TcDataError);
+  write("fp16 h100_fp8_e4m3 c=file\n");
+  CHECK_THROWS_WITH_AS(tc_read_measured(set), doctest::Contains("has fp32 output, not fp16"), TcDataError);
+  write("fp32 h100_fp8_e4m3 c=zero\nfp32 h100_fp8_e5m2 c=zero\n");
+  CHECK_THROWS_WITH_AS(tc_read_measured(set), doctest::Contains("line 2: output fp32 listed twice"), TcDataError);
+  write("# nothing\n");
+  CHECK_THROWS_WITH_AS(tc_read_measured(set), doctest::Contains("no '<fp32|fp16> <preset>"), TcDataError);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("tensorcore: hand-derived groups") {
@@ -250,8 +378,20 @@ TEST_CASE("tensorcore: preset table") {
   // The names the issue asks for.
   for (const char* n : {"v100_fp16", "v100_fp16_out16", "a100_fp16", "a100_fp16_out16", "a100_bf16", "a100_tf32",
                         "h100_fp16", "h100_fp16_out16", "h100_bf16", "h100_tf32", "h100_fp8", "h100_fp8_promote128",
-                        "l40s_fp16", "h200_fp16", "b200_fp16"})
+                        "l40s_fp16", "h200_fp16", "b200_fp16", "b200_fp8_e4m3_out16", "l40s_fp16_out16", "ada_fp16",
+                        "ada_fp16_out16", "h200_fp8_e4m3_out16"})
     CHECK(find_tc_preset(n).has_value());
+  // Minimum alignment exponents (issue 20): L40S -132, L40S fp16 output -20, B200 fp16 output -21; RTX
+  // Ada (AdaTC.m) none.
+  CHECK(preset("l40s_fp16").model.min_align_exp == -132);
+  CHECK(preset("l40s_fp8_e4m3").model.min_align_exp == -132);
+  CHECK(preset("l40s_fp16_out16").model.min_align_exp == -20);
+  CHECK(preset("l40s_fp8_e5m2_out16").model.min_align_exp == -20);
+  CHECK(preset("b200_fp16_out16").model.min_align_exp == -21);
+  CHECK(preset("ada_fp8_e4m3").model.min_align_exp == kNoMinAlignExp);
+  CHECK(tc_preset_with_output(preset("l40s_fp16"), "fp16")->name == "l40s_fp16_out16");
+  CHECK(tc_preset_with_output(preset("b200_fp8_e4m3"), "fp16")->name == "b200_fp8_e4m3_out16");
+  CHECK(tc_preset_with_output(preset("b200_fp8_e5m2_out16"), "fp32")->name == "b200_fp8_e5m2");
   CHECK(!find_tc_preset("no_such_gpu").has_value());
   CHECK(tc_preset_with_output(preset("v100_fp16"), "fp16")->name == "v100_fp16_out16");
   CHECK(!tc_preset_with_output(preset("a100_bf16"), "fp16").has_value());

@@ -98,6 +98,19 @@ std::string validate_policy(const MatmulPolicy& p) {
     return "a and b must use the same Hadamard transform (size and seed), or it does not cancel in the product";
   if (const size_t ka = scale_block_k(p.a), kb = scale_block_k(p.b); !scale_blocks_nest(ka, kb))
     return "b.scaling.block: " + nesting_error(ka, kb);
+  if (p.outer.scales_in_products) return "outer.scales: block scales enter the products of the inner sum only";
+  if (p.inner.scales_in_products) {
+    if (!p.inner.fused) return "inner.scales \"products\" needs inner.fused (the groups that align the scaled products)";
+    for (auto [q, name] : {std::pair{&p.a, "a"}, std::pair{&p.b, "b"}}) {
+      const ScaleKind k = q->scaling.kind;
+      // Folding a scale into an element must be exact and stay narrow: E8M0 powers of two, or NVFP4's
+      // E4M3 scales (4 significand bits) on elements of at most 20.
+      if (k == ScaleKind::tile) return std::string(name) + ".scaling: inner.scales \"products\" takes block or nvfp4 scaling";
+      if (k == ScaleKind::nvfp4 && significand_bits(q->format) > 20)
+        return std::string(name) + ".format: inner.scales \"products\" with nvfp4 scales needs elements of at most 20 significand bits";
+    }
+    if (!scale_block_k(p.a) && !scale_block_k(p.b)) return "inner.scales \"products\" needs block-scaled operands";
+  }
   return "";
 }
 
@@ -115,7 +128,27 @@ void quantize_b(PreparedOperands& ops, const MatViewOf<T>& b, const MatmulPolicy
                 ctx.delayed_b);
 }
 
+// inner.scales_in_products: each element times its block's scale (exact: a power of two, or an E4M3
+// scale on a narrow element; validate_policy), the operand then without block scales.
+void fold_block_scales(QuantizedOperand& q) {
+  if (!q.block_k) return;
+  q.widen();
+  for (size_t r = 0; r < q.rows; ++r)
+    for (size_t i = 0; i < q.k; ++i) q.q[r * q.k + i] *= q.block_scale[r * q.blocks_per_row + i / q.block_k];
+  q.block_k = 0;
+  q.blocks_per_row = 0;
+  q.block_scale.clear();
+}
+
+// The K-block of the two-level sum, after folding the block scales into the operands where the policy
+// says so (then K is one block).
 void set_kblock(PreparedOperands& ops, const MatmulPolicy& policy) {
+  if (policy.inner.scales_in_products) {
+    fold_block_scales(ops.a);
+    fold_block_scales(ops.b);
+    ops.kblock = std::max<size_t>(ops.a.k, 1);
+    return;
+  }
   ops.kblock = matmul_kblock(ops.a.k, ops.a.block_k, ops.b.block_k, policy);
 }
 

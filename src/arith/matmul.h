@@ -43,6 +43,13 @@ struct Accumulator {
   int split = 2;           // for SumOrder::split
   int promote_every = 0;   // inner only: K-block when neither operand has block scales (0: all of K)
   std::optional<FusedModel> fused;  // inner only: the tensor-core fused multi-term model replaces `order`
+  // Inner only, with `fused` and block-scaled operands: false (the two-level definition): each
+  // K-block's inner sum is multiplied by its block scales in the outer format. true: the block scales
+  // enter the products instead: every element is multiplied by its block's scale (exactly) before the
+  // fused model sees it, so the groups align and cut the scaled products, and K is one block of the
+  // two-level sum (the model's own promote_every says where the instruction adds to the running sum).
+  // A hypothesis for block-scaled MMA (Blackwell tcgen05 kind::mxf8f6f4 / mxf4nvf4).
+  bool scales_in_products = false;
   Accumulator();
 };
 

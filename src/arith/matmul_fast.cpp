@@ -616,6 +616,7 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
   const bool inner_fused = policy.inner.fused && fused_groups_exact_in_double(*policy.inner.fused);
   const bool outer_fp32 = is_plain_fp32_sequential(policy.outer);
   if (policy.product_format || !(inner_fp32 || inner_narrow || inner_fused)) return false;
+  if (policy.inner.scales_in_products) return false;  // folded scales: values beyond float's range (reference)
   if (!outer_fp32 && !is_single_add_outer(policy.outer)) return false;
   if (!fits_float(policy.a.format) || !fits_float(policy.b.format)) return false;
   const bool exact_in_float = significand_bits(policy.a.format) + significand_bits(policy.b.format) <= 24;

@@ -88,41 +88,53 @@ const Row kRows[] = {
      ""},
     {"h100_fp8_e5m2_promote128", "", "H100", "fp8_e5m2", "fp32", 32, -10, rtz, -133, 128, "H100TC.m",
      "as h100_fp8_promote128 with E5M2 inputs", ""},
-    // H200: the published model delegates to the B200 model (models/H200TC.m calls B200TC).
-    {"h200_fp16", "h200", "H200", "fp16", "fp32", 16, 2, rtz, -133, 0, "H200TC.m -> B200TC.m", "", ""},
-    {"h200_fp16_out16", "", "H200", "fp16", "fp16", 16, 2, rne, -15, 0, "H200TC.m -> B200TC.m", "", ""},
-    {"h200_bf16", "", "H200", "bf16", "fp32", 16, 2, rtz, -133, 0, "H200TC.m -> B200TC.m", "", ""},
-    {"h200_tf32", "", "H200", "tf32", "fp32", 8, 2, rtz, -133, 0, "H200TC.m -> B200TC.m", "", ""},
-    {"h200_fp8_e4m3", "h200_fp8", "H200", "fp8_e4m3", "fp32", 32, 2, rtz, -133, 0, "H200TC.m -> B200TC.m",
-     "the published H200 model is the B200 one (full fp32 result for FP8); it disagrees with the H100 "
-     "FP8 model although both GPUs are Hopper: unvalidated here",
-     ""},
-    {"h200_fp8_e5m2", "", "H200", "fp8_e5m2", "fp32", 32, 2, rtz, -133, 0, "H200TC.m -> B200TC.m",
-     "as h200_fp8_e4m3", ""},
-    // Blackwell B200: 16-term groups (8 for tf32, 32 for FP8), two extra alignment bits; FP8 keeps the
-    // full fp32 result; fp16 output rounded to nearest with minimum alignment exponent -15.
-    {"b200_fp16", "b200", "B200", "fp16", "fp32", 16, 2, rtz, -133, 0, "B200TC.m", "", ""},
-    {"b200_fp16_out16", "", "B200", "fp16", "fp16", 16, 2, rne, -15, 0, "B200TC.m", "", ""},
-    {"b200_bf16", "", "B200", "bf16", "fp32", 16, 2, rtz, -133, 0, "B200TC.m", "", ""},
-    {"b200_tf32", "", "B200", "tf32", "fp32", 8, 2, rtz, -133, 0, "B200TC.m", "", ""},
-    {"b200_fp8_e4m3", "b200_fp8", "B200", "fp8_e4m3", "fp32", 32, 2, rtz, -133, 0, "B200TC.m",
-     "FP8 groups of 32 (two interleaved 16-element halves), output always fp32", ""},
-    {"b200_fp8_e5m2", "", "B200", "fp8_e5m2", "fp32", 32, 2, rtz, -133, 0, "B200TC.m", "as b200_fp8_e4m3", ""},
-    // Ada Lovelace (L40S; the RTX Ada model AdaTC.m has the same parameters): 8-term groups (4 for
-    // tf32), one extra bit; FP8 in 16-term groups with 13 fraction bits (neab = -10).
-    {"l40s_fp16", "l40s ada_fp16", "L40S", "fp16", "fp32", 8, 1, rtz, none, 0, "L40STC.m, AdaTC.m",
-     "L40S has no fp16 output for fp16 input (L40STC.m rejects it)", ""},
-    {"ada_fp16_out16", "", "Ada", "fp16", "fp16", 8, 1, rne, none, 0, "AdaTC.m", "RTX Ada only", ""},
-    {"l40s_bf16", "ada_bf16", "L40S", "bf16", "fp32", 8, 1, rtz, none, 0, "L40STC.m, AdaTC.m", "", ""},
-    {"l40s_tf32", "ada_tf32", "L40S", "tf32", "fp32", 4, 1, rtz, none, 0, "L40STC.m, AdaTC.m", "", ""},
-    {"l40s_fp8_e4m3", "l40s_fp8 ada_fp8_e4m3", "L40S", "fp8_e4m3", "fp32", 16, -10, rtz, none, 0,
-     "L40STC.m, AdaTC.m", "13 fraction bits kept and written, truncated", ""},
-    {"l40s_fp8_e5m2", "ada_fp8_e5m2", "L40S", "fp8_e5m2", "fp32", 16, -10, rtz, none, 0, "L40STC.m, AdaTC.m",
-     "as l40s_fp8_e4m3", ""},
-    {"l40s_fp8_e4m3_out16", "ada_fp8_e4m3_out16", "L40S", "fp8_e4m3", "fp16", 16, -10, rne, none, 0,
-     "L40STC.m, AdaTC.m", "fp16 output rounded to nearest; unvalidated (cf. the H100 fp16-output limit)", ""},
-    {"l40s_fp8_e5m2_out16", "ada_fp8_e5m2_out16", "L40S", "fp8_e5m2", "fp16", 16, -10, rne, none, 0,
-     "L40STC.m, AdaTC.m", "as l40s_fp8_e4m3_out16", ""},
+    // Blackwell B200: 16-term groups (8 for tf32, 32 for FP8), two extra alignment bits; fp16 output
+    // rounded to nearest with minimum alignment exponent -21 (B200TC.m; -15 before). Every B200 preset
+    // is fixed by the measured vectors in data/tensorcore/B200 (reference repository state b12b5a7).
+    {"b200_fp16", "b200", "B200", "fp16", "fp32", 16, 2, rtz, -133, 0, "B200TC.m", "", "B200/fp16 d_B200_fp32"},
+    {"b200_fp16_out16", "", "B200", "fp16", "fp16", 16, 2, rne, -21, 0, "B200TC.m", "", "B200/fp16 d_B200_fp16"},
+    {"b200_bf16", "", "B200", "bf16", "fp32", 16, 2, rtz, -133, 0, "B200TC.m", "", "B200/bf16 d_B200_fp32"},
+    {"b200_tf32", "", "B200", "tf32", "fp32", 8, 2, rtz, -133, 0, "B200TC.m",
+     "the shipped vectors have K = 4, within one group", "B200/tf32 d_B200_fp32"},
+    // FP8 with fp32 output, derived from the measured vectors (scripts/tc_model_search.py): the 32
+    // products are fused as B200TC.m says (one group, 25 bits kept, truncated, the sum truncated to
+    // fp32), but c takes no part in that group: the group's fp32 result is added to c with one IEEE
+    // fp32 addition rounded to nearest even (promote_every = 32). B200TC.m aligns c with the products
+    // and truncates once: 3207 (E4M3) of 5000. Of the candidates searched, every one that reproduces both
+    // files keeps c out of the group; E5M2 (wide exponents) needs at least 23 kept bits and the group
+    // truncated before the addition (one rounding of products + c: 4999).
+    {"b200_fp8_e4m3", "b200_fp8", "B200", "fp8_e4m3", "fp32", 32, 2, rtz, -133, 32, "B200TC.m",
+     "c is not aligned with the products: the group's result (truncated to fp32) is added to c with one IEEE "
+     "fp32 addition, rounded to nearest even (B200TC.m aligns c with the products: 3207 of 5000 E4M3 cases)",
+     "B200/E4M3 d_B200_fp32"},
+    {"b200_fp8_e5m2", "", "B200", "fp8_e5m2", "fp32", 32, 2, rtz, -133, 32, "B200TC.m", "as b200_fp8_e4m3",
+     "B200/E5M2 d_B200_fp32"},
+    // FP8 with fp16 output (mma.sync .f16 accumulator) behaves as Hopper's emulation on the fp16 tensor
+    // core (h100_fp8_e4m3_out16) with the B200 fp16 parameters: both measured files 5000/5000.
+    {"b200_fp8_e4m3_out16", "b200_fp8_out16", "B200", "fp8_e4m3", "fp16", 16, 2, rne, -21, 32,
+     "B200TC.m (its fp16-input, fp16-output parameters)",
+     "mma.sync FP8 with fp16 accumulator: as Hopper's emulation on the fp16 tensor core (h100_fp8_e4m3_out16); "
+     "c added after the products",
+     "B200/E4M3 d_B200_fp16", 2, "fp16"},
+    {"b200_fp8_e5m2_out16", "", "B200", "fp8_e5m2", "fp16", 16, 2, rne, -21, 32,
+     "B200TC.m (its fp16-input, fp16-output parameters)", "as b200_fp8_e4m3_out16", "B200/E5M2 d_B200_fp16", 2,
+     "fp16"},
+    // Ada Lovelace L40S (L40STC.m, commit 12ed0c5): 8-term groups (4 for tf32), one extra bit; FP8 in
+    // 16-term groups with 13 fraction bits (neab = -10); minimum alignment exponent -132 for fp32 output
+    // and -20 for fp16 output, which L40STC.m models since that commit (it rejected fp16 output for fp16
+    // input before). The RTX Ada presets (AdaTC.m) are these without the minimum (kSameAs below).
+    {"l40s_fp16", "l40s", "L40S", "fp16", "fp32", 8, 1, rtz, -132, 0, "L40STC.m", "", ""},
+    {"l40s_fp16_out16", "", "L40S", "fp16", "fp16", 8, 1, rne, -20, 0, "L40STC.m",
+     "fp16 output rounded to nearest (L40STC.m since commit 12ed0c5)", ""},
+    {"l40s_bf16", "", "L40S", "bf16", "fp32", 8, 1, rtz, -132, 0, "L40STC.m", "", ""},
+    {"l40s_tf32", "", "L40S", "tf32", "fp32", 4, 1, rtz, -132, 0, "L40STC.m", "", ""},
+    {"l40s_fp8_e4m3", "l40s_fp8", "L40S", "fp8_e4m3", "fp32", 16, -10, rtz, -132, 0, "L40STC.m",
+     "13 fraction bits kept and written, truncated", ""},
+    {"l40s_fp8_e5m2", "", "L40S", "fp8_e5m2", "fp32", 16, -10, rtz, -132, 0, "L40STC.m", "as l40s_fp8_e4m3", ""},
+    {"l40s_fp8_e4m3_out16", "", "L40S", "fp8_e4m3", "fp16", 16, -10, rne, -20, 0, "L40STC.m",
+     "fp16 output rounded to nearest, confirmed by L40S measurements (drift issue 20)", ""},
+    {"l40s_fp8_e5m2_out16", "", "L40S", "fp8_e5m2", "fp16", 16, -10, rne, -20, 0, "L40STC.m",
+     "as l40s_fp8_e4m3_out16", ""},
 };
 
 Format catalogue_format(const char* name) {
@@ -179,9 +191,69 @@ TcPreset build(const Row& r) {
   return p;
 }
 
+// GPUs whose tensor cores are another's: every preset of `same_as` is repeated under `gpu`, its names
+// and aliases with the prefix changed, its note prefixed with `why`.
+struct SameTensorCores {
+  const char* gpu;
+  const char* prefix;
+  const char* same_as;
+  const char* same_prefix;
+  const char* model_file;
+  const char* why;
+  bool no_min_align = false;  // the copies have no minimum alignment exponent
+  bool own_notes_only = false;  // the copies drop the notes of the rows they copy (their provenance)
+};
+
+const SameTensorCores kSameAs[] = {
+    {"H200", "h200", "H100", "h100", "H200TC.m -> H100TC.m",
+     "H200 is Hopper (sm_90, the H100's tensor cores): the H100 model, as the reference repository's H200TC.m "
+     "since commit abc3e16 (2025-12-19; before, it called B200TC); measured H200 FP8 results (c = 0) agree with "
+     "the H100 FP8 model and contradict the B200 one. No H200 vectors ship with drift"},
+    {"Ada", "ada", "L40S", "l40s", "AdaTC.m",
+     "RTX Ada (AdaTC.m): the L40S parameters without a minimum alignment exponent", true, true},
+};
+
+// `words` with every word's leading `from` replaced by `to`.
+std::string renamed(const std::string& words, const std::string& from, const std::string& to) {
+  std::istringstream in(words);
+  std::string w, out;
+  while (in >> w) {
+    if (w.compare(0, from.size(), from) == 0) w = to + w.substr(from.size());
+    out += (out.empty() ? "" : " ") + w;
+  }
+  return out;
+}
+
+// The presets of s.gpu: those of s.same_as renamed.
+void append_same_as(const SameTensorCores& s, std::vector<TcPreset>* out) {
+  for (const Row& r : kRows) {
+    if (std::string(r.gpu) != s.same_as) continue;
+    Row copy = r;
+    const std::string name = renamed(r.name, s.same_prefix, s.prefix);
+    const std::string aliases = renamed(r.aliases, s.same_prefix, s.prefix);
+    const bool notes = r.note[0] && !s.own_notes_only;
+    const std::string note = std::string(s.why) + (notes ? ". " + renamed(r.note, s.same_prefix, s.prefix) : "");
+    copy.name = name.c_str();
+    copy.aliases = aliases.c_str();
+    copy.gpu = s.gpu;
+    copy.model_file = s.model_file;
+    copy.note = note.c_str();
+    copy.validated = "";
+    if (s.no_min_align) copy.min_align_exp = none;
+    out->push_back(build(copy));
+  }
+}
+
 std::vector<TcPreset> build_all() {
   std::vector<TcPreset> out;
-  for (const Row& r : kRows) out.push_back(build(r));
+  const size_t n = sizeof kRows / sizeof kRows[0];
+  for (size_t i = 0; i < n; ++i) {
+    out.push_back(build(kRows[i]));
+    const bool last_of_gpu = i + 1 == n || std::string(kRows[i + 1].gpu) != kRows[i].gpu;
+    if (!last_of_gpu) continue;
+    for (const SameTensorCores& s : kSameAs)
+      if (std::string(kRows[i].gpu) == s.same_as) append_same_as(s, &out);
+  }
   return out;
 }
 

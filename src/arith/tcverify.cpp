@@ -1,5 +1,6 @@
 #include "arith/tcverify.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -85,6 +86,48 @@ std::vector<double> parse_inputs(const std::string& text, const std::string& pat
 
 }  // namespace
 
+std::vector<TcMeasured> tc_read_measured(const std::string& dir) {
+  const std::string path = (fs::path(dir) / kTcMeasuredFile).string();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return {};
+  std::vector<TcMeasured> out;
+  const auto lines = read_lines(path);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string text = lines[i].substr(0, lines[i].find('#'));
+    std::istringstream ss(text);
+    std::vector<std::string> words;
+    for (std::string w; ss >> w;) words.push_back(w);
+    if (words.empty()) continue;
+    const std::string at = where(path, i + 1);
+    if (words.size() != 3 || (words[2] != "c=file" && words[2] != "c=zero"))
+      throw TcDataError(at + ": expected '<fp32|fp16> <preset> c=<file|zero>', got '" + text + "'");
+    TcMeasured m{words[0], words[1], words[2] == "c=zero"};
+    if (m.output != "fp32" && m.output != "fp16")
+      throw TcDataError(at + ": output '" + m.output + "' is not fp32 or fp16");
+    const auto p = find_tc_preset(m.preset);
+    if (!p) throw TcDataError(at + ": unknown preset '" + m.preset + "' (see `drift tcverify --list`)");
+    if (p->output != m.output)
+      throw TcDataError(at + ": preset " + m.preset + " has " + p->output + " output, not " + m.output);
+    for (const auto& earlier : out)
+      if (earlier.output == m.output) throw TcDataError(at + ": output " + m.output + " listed twice");
+    out.push_back(m);
+  }
+  if (out.empty()) throw TcDataError(path + ": no '<fp32|fp16> <preset> c=<file|zero>' line");
+  return out;
+}
+
+std::vector<std::string> tc_measured_sets(const std::string& root) {
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) throw TcDataError(root + ": not a directory");
+  std::vector<std::string> out;
+  if (fs::exists(fs::path(root) / kTcMeasuredFile, ec)) out.push_back(root);
+  for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_directory() && fs::exists(it->path() / kTcMeasuredFile)) out.push_back(it->path().string());
+  if (ec) throw TcDataError(root + ": cannot read directory (" + ec.message() + ")");
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::vector<std::string> tc_outputs_present(const std::string& dir) {
   std::vector<std::string> out;
   for (const char* o : {"fp32", "fp16"})
@@ -118,6 +161,7 @@ TcFileResult tc_verify(const std::string& dir, const TcPreset& preset, const TcV
   res.file = d_path;
   res.output = preset.output;
   res.preset = preset.name;
+  res.c_zero = opt.c_zero;
   res.total = n;
   RoundSpec to_out;  // the harness converts c to the output format with round to nearest even
   to_out.overflow = Overflow::ieee;

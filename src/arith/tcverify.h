@@ -4,6 +4,7 @@
 //   c_*_fp32.txt       one 32-character 0/1 string per line (the addend, binary32)
 //   d_*_fp32.txt       the GPU's result, binary32 bit string
 //   d_*_fp16.txt       the GPU's fp16 result widened to binary32
+//   measured.txt       how the set was measured (drift's own file, see tc_read_measured)
 #pragma once
 
 #include <cstdint>
@@ -26,10 +27,33 @@ struct TcMismatch {
   uint32_t got = 0;       // the model's bits (binary32)
 };
 
+// One line of a set's measured.txt: which result file, the preset that reproduces it, and how the
+// instruction was run. The file is data beside the vectors, so that `drift tcverify DIR` replays
+// every shipped set the way it was measured without flags:
+//   # comment
+//   <output fp32|fp16>  <preset name>  c=<file|zero>
+struct TcMeasured {
+  std::string output;   // fp32 | fp16: the d_*_<output>.txt file
+  std::string preset;   // a preset name (find_tc_preset) whose output format is `output`
+  bool c_zero = false;  // the instruction ran with c = 0 (the c file is not the addend used)
+};
+
+// The file name of a set's description.
+inline constexpr const char* kTcMeasuredFile = "measured.txt";
+
+// The lines of dir/measured.txt, or an empty vector where the file is absent. Throws TcDataError
+// (naming the file and line) for a malformed line, an unknown preset, a preset of another output
+// format or an output listed twice.
+std::vector<TcMeasured> tc_read_measured(const std::string& dir);
+
+// The directories at or below `root` that hold a measured.txt, sorted by path.
+std::vector<std::string> tc_measured_sets(const std::string& root);
+
 struct TcFileResult {
   std::string file;    // the d_* file checked (path)
   std::string output;  // fp32 | fp16
   std::string preset;  // the preset that ran
+  bool c_zero = false;  // c was taken as zero
   size_t matched = 0;
   size_t total = 0;
   std::vector<TcMismatch> first_mismatches;

@@ -282,8 +282,8 @@ json fused_to_json(const FusedModel& m) {
 }
 
 void apply_accumulator(const json& j, const std::string& path, Accumulator& acc, bool inner) {
-  expect_object(j, path, "an accumulator object {format, rounding, overflow, subnormals, sr_bits, order, promote_every, fused}");
-  check_keys(j, path, {"format", "rounding", "overflow", "subnormals", "sr_bits", "order", "promote_every", "fused"});
+  expect_object(j, path, "an accumulator object {format, rounding, overflow, subnormals, sr_bits, order, promote_every, fused, scales}");
+  check_keys(j, path, {"format", "rounding", "overflow", "subnormals", "sr_bits", "order", "promote_every", "fused", "scales"});
   apply_round_fields(j, path, &acc.format, acc.round);
   if (j.contains("order")) {
     const std::string p = join(path, "order");
@@ -293,6 +293,7 @@ void apply_accumulator(const json& j, const std::string& path, Accumulator& acc,
     if (!parse_sum_order(head, &o) || (head != "split" && head != s))
       throw ConfigError(p, "unknown sum order '" + s + "' (expected sequential|reverse|pairwise|split|permuted or split:S)");
     acc.order = o;
+    if (s == "split") acc.split = 2;  // a bare split is split:2, whatever a base policy split into
     if (head != s) {  // "split:S"
       const std::string n = s.substr(head.size() + 1);
       int v = 0;
@@ -313,6 +314,15 @@ void apply_accumulator(const json& j, const std::string& path, Accumulator& acc,
       if (!inner) throw ConfigError(p, "the fused tensor-core model applies to the inner sum only (expected null)");
       acc.fused = parse_fused(f, p);
     }
+  }
+  if (j.contains("scales")) {
+    const std::string p = join(path, "scales");
+    const std::string s = get_string(j["scales"], p, "block_sum or products");
+    if (s != "block_sum" && s != "products")
+      throw ConfigError(p, "expected block_sum (each K-block's sum scaled) or products (block scales folded into the "
+                           "products the fused model aligns), got '" + s + "'");
+    if (!inner && s == "products") throw ConfigError(p, "block scales enter the products of the inner sum only");
+    acc.scales_in_products = s == "products";
   }
 }
 
@@ -467,6 +477,9 @@ json accumulator_to_json(const Accumulator& acc) {
   j["order"] = acc.order == SumOrder::split ? "split:" + std::to_string(acc.split) : std::string(to_string(acc.order));
   j["promote_every"] = acc.promote_every;
   j["fused"] = acc.fused ? fused_to_json(*acc.fused) : json(nullptr);
+  // Written only when not the default, so that every other policy's resolved form (and a run's
+  // identity) is what it was before the key existed.
+  if (acc.scales_in_products) j["scales"] = "products";
   return j;
 }
 

@@ -88,6 +88,56 @@ const std::vector<MatmulPreset> kPresets = {
      R"({"a": {"format": "fp8_e4m3", "scaling": {"kind": "tile", "block": 128, "amax_floor": 1e-4}},
          "b": {"format": "fp8_e4m3", "scaling": {"kind": "tile", "block": 128, "two_d": true, "amax_floor": 1e-4}},
          "inner": {"promote_every": 128, "fused": "h100_fp8_e4m3"}})"},
+    // Blackwell block-scaled MMA (tcgen05.mma kind::mxf8f6f4 / mxf4nvf4): the scales enter inside the
+    // instruction, and how is not published. Each entry below encodes one hypothesis; none is validated
+    // against a GPU (scripts/gpu_check.sh holds the measurement that decides; the H200 lacks these
+    // instructions).
+    {"b200_mxfp8_e4m3_blocksum",
+     "UNVALIDATED hypothesis for Blackwell MXFP8 (E4M3) MMA: each 32-element block's products are fused as "
+     "B200's unscaled FP8 MMA is measured to do (b200_fp8_e4m3: one group, 25 bits kept, truncated, the sum "
+     "truncated to fp32), that partial sum is multiplied by the two E8M0 block scales (exact) and only then "
+     "joins the fp32 accumulator, with one IEEE addition rounded to nearest even. Operands: mxfp8_e4m3.",
+     "{\"a\": " DRIFT_MX("fp8_e4m3") ", \"b\": " DRIFT_MX("fp8_e4m3") ", \"inner\": {\"fused\": \"b200_fp8_e4m3\"}}"},
+    {"b200_mxfp8_e5m2_blocksum",
+     "UNVALIDATED hypothesis, as b200_mxfp8_e4m3_blocksum with E5M2 elements (fused model b200_fp8_e5m2).",
+     "{\"a\": " DRIFT_MX("fp8_e5m2") ", \"b\": " DRIFT_MX("fp8_e5m2") ", \"inner\": {\"fused\": \"b200_fp8_e5m2\"}}"},
+    {"b200_nvfp4_blocksum",
+     "UNVALIDATED hypothesis for Blackwell NVFP4 MMA: each 16-element block's products fused with the B200 FP8 "
+     "parameters (25 bits kept, truncated, the sum truncated to fp32; E2M1 inputs), the partial sum multiplied "
+     "by the product of the two E4M3 block scales (fp32) and added to the fp32 accumulator with one IEEE "
+     "addition rounded to nearest even; the fp32 tensor scales applied at the end. A block of 16 E2M1 products "
+     "sums exactly, so under this hypothesis the hardware equals the plain nvfp4 model bit for bit; the "
+     "alternative (scales folded into each product's alignment exponent across a 64-product instruction) is "
+     "b200_nvfp4_folded.",
+     R"({"a": {"format": "fp4_e2m1", "scaling": {"kind": "nvfp4", "block": 16}},
+         "b": {"format": "fp4_e2m1", "scaling": {"kind": "nvfp4", "block": 16}},
+         "inner": {"fused": {"preset": "b200_fp8_e4m3", "terms": 16, "promote_every": 16, "in_emin": 0}}})"},
+    // The other hypothesis: the block scales are folded into the products the fused groups align
+    // (inner.scales "products": every element times its block's scale, exactly), so a group spanning
+    // blocks of different scales aligns and truncates them together. A subnormal element then counts at
+    // its own leading bit (in_emin -1022: no clamp on the scaled values).
+    {"b200_mxfp8_e4m3_folded",
+     "UNVALIDATED hypothesis for Blackwell MXFP8 (E4M3) MMA: the E8M0 block scales folded into the products' "
+     "alignment exponents, and each 32-product group aligned together with the running fp32 sum and truncated "
+     "(25 bits kept, result truncated to fp32): B200TC.m's published handling of c, with scaled products. "
+     "Reference path only (slow); backend cpu. Operands: mxfp8_e4m3.",
+     "{\"a\": " DRIFT_MX("fp8_e4m3") ", \"b\": " DRIFT_MX("fp8_e4m3") ", \"inner\": {\"scales\": \"products\", "
+     "\"fused\": {\"preset\": \"b200_fp8_e4m3\", \"promote_every\": 0, \"in_emin\": -1022}}}"},
+    {"b200_mxfp8_e5m2_folded",
+     "UNVALIDATED hypothesis, as b200_mxfp8_e4m3_folded with E5M2 elements (fused model b200_fp8_e5m2).",
+     "{\"a\": " DRIFT_MX("fp8_e5m2") ", \"b\": " DRIFT_MX("fp8_e5m2") ", \"inner\": {\"scales\": \"products\", "
+     "\"fused\": {\"preset\": \"b200_fp8_e5m2\", \"promote_every\": 0, \"in_emin\": -1022}}}"},
+    {"b200_nvfp4_folded",
+     "UNVALIDATED hypothesis for Blackwell NVFP4 MMA (kind::mxf4nvf4, K = 64 per instruction): each element "
+     "multiplied by its E4M3 block scale inside the instruction, the 64 scaled products (four 16-element blocks) "
+     "aligned to the largest as one group, 25 bits kept, truncated, the sum truncated to fp32 and added to the "
+     "fp32 accumulator with one rounding to nearest (as B200's FP8 MMA adds c); a block whose scale is far below "
+     "another's in the same instruction loses its low bits, unlike b200_nvfp4_blocksum. Reference path only "
+     "(slow); backend cpu.",
+     R"({"a": {"format": "fp4_e2m1", "scaling": {"kind": "nvfp4", "block": 16}},
+         "b": {"format": "fp4_e2m1", "scaling": {"kind": "nvfp4", "block": 16}},
+         "inner": {"scales": "products",
+                   "fused": {"preset": "b200_fp8_e4m3", "terms": 64, "promote_every": 64, "in_emin": -1022}}})"},
 };
 
 #undef DRIFT_MX

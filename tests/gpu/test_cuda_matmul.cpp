@@ -76,6 +76,11 @@ TEST_CASE("cuda equals cpu: every matmul preset, several shapes") {
   auto gpu = make_backend("cuda");
   for (const MatmulPreset& mp : matmul_presets()) {
     const MatmulPolicy p = *find_matmul_preset(mp.name);
+    if (!gpu->supports(p)) {  // only block scales folded into the products stay on the CPU
+      CAPTURE(mp.name);
+      CHECK(p.inner.scales_in_products);
+      continue;
+    }
     for (size_t si = 0; si < std::size(kShapes); ++si) {
       CAPTURE(mp.name);
       CAPTURE(si);
@@ -146,7 +151,7 @@ TEST_CASE("cuda equals cpu: the register-blocked tiled kernel's fallbacks") {
         x = narrow(x);
       }
     for (double& y : b) y = narrow(y);
-    for (const char* model : {"h100_fp8_e4m3", "l40s_fp8_e4m3", "h200_fp8_e4m3", "h100_fp8_promote128"}) {
+    for (const char* model : {"h100_fp8_e4m3", "l40s_fp8_e4m3", "b200_fp8_e4m3", "h100_fp8_promote128"}) {
       const std::string name = model;
       CAPTURE(name);
       compare_on(*gpu, policy(R"({"preset": "fp32", "inner": {"fused": ")" + name + R"("}})"), s, a, b, 43, true);

@@ -53,7 +53,11 @@ class CudaBackend final : public Backend {
   // Every policy the engine accepts runs bit-identically: every quantizer runs on the device (or, when
   // asked, on the CPU), and the element kernel is the definition for every accumulator, order and
   // tensor-core model.
-  std::string unsupported_reason(const MatmulPolicy& policy) const override { return validate_policy(policy); }
+  std::string unsupported_reason(const MatmulPolicy& policy) const override {
+    // The device quantizer keeps block scales apart; folding them into the products is the CPU's only.
+    if (policy.inner.scales_in_products) return "inner.scales \"products\" runs on the cpu backend only";
+    return validate_policy(policy);
+  }
 
   MatmulTelemetry matmul(const MatView& a, const MatView& b, double* c, size_t ldc, const MatmulPolicy& policy,
                          const MatmulContext& ctx) override {

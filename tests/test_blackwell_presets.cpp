@@ -1,0 +1,149 @@
+// The Blackwell block-scaled MMA hypotheses (policy/presets.cpp: b200_mxfp8_*_blocksum,
+// b200_nvfp4_blocksum): what each encodes, on hand-derived cases and on exactness arguments.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "arith/matmul.h"
+#include "arith/random.h"
+#include "arith/tc_presets.h"
+#include "policy/presets.h"
+
+using namespace drift;
+
+namespace {
+
+MatmulPolicy preset(const char* name) {
+  auto p = find_matmul_preset(name);
+  REQUIRE_MESSAGE(p.has_value(), name);
+  return *p;
+}
+
+// C = A (1 x k) * B (k x 1) under `policy`, through the engine's default route.
+double dot(const MatmulPolicy& policy, const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  const size_t k = a.size();
+  const MatView av{a.data(), 1, k, k, false}, bv{b.data(), k, 1, 1, false};
+  double c = 0;
+  matmul(av, bv, &c, 1, policy, MatmulContext{});
+  return c;
+}
+
+double p2(int e) { return pow2(e); }
+
+}  // namespace
+
+TEST_CASE("blackwell hypotheses: an MXFP8 block's fused partial sum is truncated to fp32 before it is scaled") {
+  // Block 0: 1*1 + 2^-12*2^-12 + 2^-12*2^-12 = 1 + 2^-23 exactly (an fp32 number). The MX floor rule
+  // gives both operands' block the scale 2^(0 - 8) (amax 1, E4M3 emax 8): elements 256 and 2^-4, on the
+  // E4M3 grid, so quantization is exact. The fused group (E = 16 for 256*256, 25 bits kept: cut at
+  // 2^-9, the products 2^-8 survive) keeps 1 + 2^-23; plain fp32 sequential addition ties twice to even: 1.
+  std::vector<double> a(32, 0.0), b(32, 0.0);
+  a[0] = b[0] = 1;
+  a[1] = b[1] = a[2] = b[2] = p2(-12);
+  CHECK(dot(preset("b200_mxfp8_e4m3_blocksum"), a, b) == 1 + p2(-23));
+  CHECK(dot(preset("mxfp8_e4m3"), a, b) == 1);
+}
+
+TEST_CASE("blackwell hypotheses: each scaled block joins the fp32 accumulator with one rounding to nearest") {
+  // Block 0: 32*32 = 1024. Block 1: 3*2^-9 * 2^-6 = 3*2^-15 (elements 384 and 256 under scales 2^-16 and
+  // 2^-14, exact). 1024 + 3*2^-15 lies above the midpoint 1024 + 2^-14 between fp32 neighbours: the
+  // accumulator rounds up to 1024 + 2^-13. (A truncating accumulator, as B200TC.m's c-in-group cut,
+  // would give 1024.)
+  std::vector<double> a(64, 0.0), b(64, 0.0);
+  a[0] = b[0] = 32;
+  a[32] = 3 * p2(-9);
+  b[32] = p2(-6);
+  CHECK(dot(preset("b200_mxfp8_e4m3_blocksum"), a, b) == 1024 + p2(-13));
+  // With unit block scales (amax in [256, 512): scale 2^0) the hypothesis is the measured unscaled B200
+  // FP8 instruction chained over K: the same value as b200_fp8_e4m3 on the raw operands.
+  // The other values: j * 2^e with |j| <= 7 and e in [-9, 3], on the E4M3 grid (3 significant bits,
+  // steps of 2^-9 at the bottom) and below 256, so quantization leaves every value as it is.
+  std::vector<double> x(64), y(64);
+  for (size_t i = 0; i < 64; ++i) {
+    const uint32_t r = random_u32(11, 0, i);
+    const auto value = [](uint32_t j, uint32_t e) {
+      return static_cast<double>(static_cast<int>(j % 15) - 7) * pow2(static_cast<int>(e % 13) - 9);
+    };
+    x[i] = (i % 32 == 0) ? 256 : value(r, r >> 8);
+    y[i] = (i % 32 == 0) ? 288 : value(r >> 16, r >> 24);
+  }
+  const FusedModel m = find_tc_preset("b200_fp8_e4m3")->model;
+  CHECK(dot(preset("b200_mxfp8_e4m3_blocksum"), x, y) == fused_dot(0.0, x.data(), y.data(), 64, m));
+}
+
+TEST_CASE("blackwell hypotheses: under blocksum, NVFP4 equals the plain nvfp4 model (E2M1 block sums are exact)") {
+  // 16 products of E2M1 values (significands of 2 bits, exponents 0..2, subnormal 0.5) span at most
+  // 2^-2..36 and add exactly within 25 kept bits: the fused group cuts nothing and its sum fits fp32.
+  const size_t m = 5, k = 96, n = 7;
+  std::vector<double> a(m * k), b(k * n);
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = (static_cast<double>(random_u32(21, 1, i)) / 4294967296.0 - 0.5) * p2(static_cast<int>(i % 11) - 5);
+  for (size_t i = 0; i < b.size(); ++i)
+    b[i] = (static_cast<double>(random_u32(22, 1, i)) / 4294967296.0 - 0.5) * p2(static_cast<int>(i % 7) - 3);
+  std::vector<double> c1(m * n), c2(m * n);
+  const MatView av{a.data(), m, k, k, false}, bv{b.data(), k, n, n, false};
+  matmul(av, bv, c1.data(), n, preset("b200_nvfp4_blocksum"), MatmulContext{});
+  matmul(av, bv, c2.data(), n, preset("nvfp4"), MatmulContext{});
+  CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(double)) == 0);
+}
+
+TEST_CASE("blackwell hypotheses: folded MXFP8 scales align the running sum with the scaled products") {
+  // As above: 1024 from block 0, then 3*2^-15 from block 1. Folded, the second group holds c = 1024
+  // (E = 10, cut at 2^-15: 3*2^-15 survives), and its exact sum 1024 + 3*2^-15 is truncated to fp32: 1024.
+  std::vector<double> a(64, 0.0), b(64, 0.0);
+  a[0] = b[0] = 32;
+  a[32] = 3 * p2(-9);
+  b[32] = p2(-6);
+  CHECK(dot(preset("b200_mxfp8_e4m3_folded"), a, b) == 1024);
+  CHECK(dot(preset("b200_mxfp8_e4m3_blocksum"), a, b) == 1024 + p2(-13));
+}
+
+TEST_CASE("blackwell hypotheses: folded NVFP4 scales truncate a small-scale block against a large one") {
+  // K = 64, one instruction. a: 2688, 2688 at k = 0, 1 and 6*2^-9 at k = 16; b: 2688, -2688, 6*2^-9. Both
+  // tensors' amax is 2688 = 6 * 448, so the NVFP4 tensor scale is 1; block 0's E4M3 scale is 448 (elements
+  // 6, -6), block 1's is 2^-9 (element 6): everything exact. Products: +7225344, -7225344 and 36*2^-18.
+  // blocksum: block 0 sums to 0, block 1 to 36 (elements) times 2^-18: 9*2^-16, as plain nvfp4.
+  // folded: one group of 64 scaled products, E = 11 + 11 (2688 = 1.3125*2^11), cut at 2^-3: 36*2^-18 is
+  // cut to 0 and the big pair cancels: +0.
+  std::vector<double> a(64, 0.0), b(64, 0.0);
+  a[0] = a[1] = 2688;
+  b[0] = 2688;
+  b[1] = -2688;
+  a[16] = b[16] = 6 * p2(-9);
+  CHECK(dot(preset("b200_nvfp4_blocksum"), a, b) == 9 * p2(-16));
+  CHECK(dot(preset("nvfp4"), a, b) == 9 * p2(-16));
+  const double folded = dot(preset("b200_nvfp4_folded"), a, b);
+  CHECK(folded == 0);
+  CHECK(!sign_bit(folded));
+}
+
+TEST_CASE("blackwell hypotheses: folded scales are the unscaled chain when every block scale is 1") {
+  // With unit scales (each block's amax in [256, 448]) folding changes no value: b200_mxfp8_e4m3_folded is
+  // b200_fp8_e4m3's groups with c aligned in each (B200TC.m), chained over K, on the raw operands; the
+  // exponent clamp differs only for subnormal elements, and these have none (exponents >= -6).
+  std::vector<double> x(96), y(96);
+  for (size_t i = 0; i < 96; ++i) {
+    const uint32_t r = random_u32(12, 0, i);
+    const auto value = [](uint32_t j, uint32_t e) {
+      return static_cast<double>(8 + static_cast<int>(j % 8)) * pow2(static_cast<int>(e % 12) - 9) * ((j >> 3) & 1 ? -1 : 1);
+    };
+    x[i] = (i % 32 == 0) ? 256 : value(r, r >> 8);
+    y[i] = (i % 32 == 0) ? 320 : value(r >> 16, r >> 24);
+  }
+  FusedModel m = find_tc_preset("b200_fp8_e4m3")->model;
+  m.promote_every = 0;
+  CHECK(dot(preset("b200_mxfp8_e4m3_folded"), x, y) == fused_dot(0.0, x.data(), y.data(), 96, m));
+}
+
+TEST_CASE("blackwell hypotheses: inner.scales checks") {
+  MatmulPolicy p = preset("b200_nvfp4_folded");
+  CHECK(validate_policy(p).empty());
+  p.inner.fused.reset();
+  CHECK(validate_policy(p).find("needs inner.fused") != std::string::npos);
+  MatmulPolicy q = preset("b200_mxfp8_e4m3_folded");
+  q.a.scaling.kind = q.b.scaling.kind = ScaleKind::none;
+  CHECK(validate_policy(q).find("needs block-scaled operands") != std::string::npos);
+}
