@@ -88,6 +88,8 @@ TEST_CASE("describe_run: summary first, then the queue, then a failure, else sto
   CHECK(describe_run(f, &running, "").detail == "step 41/200, loss 2.5000 (job 9_2, R)");
   CHECK(describe_run(f, &pending, "").detail == "job 9_2, Resources; continues after step 41/200, loss 2.5000");
   CHECK(describe_run(f, nullptr, "").state == RunState::stopped);
+  CHECK(describe_run(f, nullptr, "", true).state == RunState::running);  // a local sweep's record
+  CHECK(describe_run(f, nullptr, "", true).detail == "step 41/200, loss 2.5000");
   CHECK(describe_run(f, nullptr, "log tail\n").state == RunState::failed);
   // A summary.json decides whatever else is there (a task may linger in the queue as it completes).
   f.summary = nlohmann::json{{"diverged", false}, {"final_val_loss", 1.25}};

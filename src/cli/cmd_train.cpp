@@ -15,6 +15,7 @@
 
 #include "arith/catalogue.h"
 #include "cli/commands.h"
+#include "cli/format_text.h"
 #include "io/npy.h"
 #include "policy/matmul_json.h"
 #include "policy/elementwise_rules.h"
@@ -72,17 +73,6 @@ std::string fmt_loss(double x) {
   return b;
 }
 
-std::string fmt_time(double s) {
-  char b[32];
-  if (s >= 3600)
-    std::snprintf(b, sizeof b, "%dh%02dm", static_cast<int>(s / 3600), static_cast<int>(std::fmod(s, 3600) / 60));
-  else if (s >= 60)
-    std::snprintf(b, sizeof b, "%dm%02ds", static_cast<int>(s / 60), static_cast<int>(std::fmod(s, 60)));
-  else
-    std::snprintf(b, sizeof b, "%.1fs", s);
-  return b;
-}
-
 struct TrainCmdOptions : ConfigOptions {
   bool quiet = false;
   bool resume = false;
@@ -136,7 +126,7 @@ int run_train(const TrainCmdOptions& o) {
     char line[256];
     std::snprintf(line, sizeof line, "step %llu/%llu  loss %s  val %s  lr %.3g  %.0f tok/s  ETA %s",
                   static_cast<unsigned long long>(p.step + 1), static_cast<unsigned long long>(p.steps),
-                  fmt_loss(p.loss).c_str(), fmt_loss(p.val_loss).c_str(), p.lr, p.tokens_per_s, fmt_time(p.eta_s).c_str());
+                  fmt_loss(p.loss).c_str(), fmt_loss(p.val_loss).c_str(), p.lr, p.tokens_per_s, duration_text(p.eta_s).c_str());
     if (tty) {
       std::fprintf(stderr, "\r%-100s", line);
       if (p.evaluated) std::fprintf(stderr, "\n");
@@ -191,7 +181,7 @@ int run_train(const TrainCmdOptions& o) {
                 "predicting 0 scores about 1\n",
                 fmt_loss(s.final_train_loss).c_str(), fmt_loss(s.smoothed_train_loss).c_str(),
                 fmt_loss(s.final_val_loss).c_str(), fmt_loss(s.best_val_loss).c_str());
-  std::printf("  %s: %.1f steps/s, %.0f tokens/s\n", fmt_time(s.wall_s).c_str(),
+  std::printf("  %s: %.1f steps/s, %.0f tokens/s\n", duration_text(s.wall_s).c_str(),
               s.steps_per_s, s.tokens_per_s);
   if (s.skipped_steps)
     std::printf("  loss scaling skipped %llu steps with a non-finite gradient\n", static_cast<unsigned long long>(s.skipped_steps));

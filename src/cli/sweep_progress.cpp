@@ -3,26 +3,13 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstdio>
 
+#include "cli/format_text.h"
 #include "study/run_state.h"
 
 namespace drift::cli {
-
-namespace {
-
-std::string duration_text(double s) {
-  char b[32];
-  if (s >= 3600)
-    std::snprintf(b, sizeof b, "%dh%02dm", static_cast<int>(s / 3600), static_cast<int>(std::fmod(s, 3600) / 60));
-  else if (s >= 60)
-    std::snprintf(b, sizeof b, "%dm%02ds", static_cast<int>(s / 60), static_cast<int>(std::fmod(s, 60)));
-  else
-    std::snprintf(b, sizeof b, "%.0fs", s);
-  return b;
-}
-
-}  // namespace
 
 SweepProgress::SweepProgress(std::vector<std::string> dirs, std::vector<std::string> labels, size_t to_run,
                              double every_s)

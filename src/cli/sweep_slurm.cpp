@@ -96,8 +96,10 @@ void submit_slurm(const SweepOptions& o) {
       ++finished;
       continue;
     }
-    results[i].status = RunStatus::submitted;
-    if (!queue.tasks.count(i)) submit.push_back(i);
+    // Queued earlier: submitted; to be submitted now: not started until sbatch accepts them.
+    const bool queued = queue.tasks.count(i);
+    results[i].status = queued ? RunStatus::submitted : RunStatus::not_started;
+    if (!queued) submit.push_back(i);
   }
   ojson index = sweep_index(o, s, results);
   if (!queue.tasks.empty()) {
@@ -140,6 +142,8 @@ void submit_slurm(const SweepOptions& o) {
   }
   const std::string job_id = parse_sbatch_job_id(r.out);
   jobs_record.push_back({{"job_id", job_id}, {"array", spec}, {"tasks", submit}, {"sbatch_args", o.sbatch_args}});
+  for (const size_t i : submit) results[i].status = RunStatus::submitted;
+  index = sweep_index(o, s, results);
   index["slurm"] = {{"jobs", jobs_record}, {"script", fs::relative(script_path, fs::absolute(o.out)).string()}};
   write_sweep_index(o.out, index);
   std::printf("sweep: submitted job array %s: %zu of %zu runs (--array=%s), %zu finished, %zu already queued; "
@@ -168,6 +172,7 @@ int run_sweep_task(const std::string& dir, const std::string& index_text) {
   } catch (const std::exception&) {
     end = 0;
   }
+  if (runs.empty()) throw InputError(dir + "/sweep.json: lists no runs");
   if (end == 0 || end != index_text.size() || index_text[0] == '-' || i >= runs.size())
     throw InputError("--run-task INDEX: expected 0 to " + std::to_string(runs.size() - 1) + " (the runs of " + dir +
                      "/sweep.json), got '" + index_text + "'");

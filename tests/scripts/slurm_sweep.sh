@@ -9,7 +9,8 @@
 #   * one running task sent the preemption signal (scancel --batch --signal=USR1) once its metrics
 #     show step >= 60: it checkpoints, exits 75 and requeues itself, continues from its checkpoint,
 #     and its result is byte-identical to the uninterrupted local run;
-#   * drift sweep --status while runs are queued, running and done;
+#   * drift sweep --status while runs are queued, running and done; drift compare reads both alike;
+#   * the local sweep's live progress lines (whole lines when not on a terminal);
 #   * the same submit command again submits nothing; with one run removed, only that run.
 # If Slurm cannot start, the test fails with the daemons' logs; it never skips.
 # Usage: slurm_sweep.sh <drift-binary> <source-dir>
@@ -137,8 +138,11 @@ sweep=(--config tiny.json --seeds 1-2 --policies fp32.json bf16.json)
 steps=300
 
 t0=$SECONDS
-"$drift" sweep "${sweep[@]}" -j 2 --out local > local.txt || fail "local sweep: $(cat local.txt)"
+"$drift" sweep "${sweep[@]}" -j 2 --out local --progress-every 0.5 > local.txt || fail "local sweep: $(cat local.txt)"
 echo "local sweep (-j 2): $((SECONDS - t0)) s"
+# Its live progress, written to a file: whole lines, two runs at a time with their steps and losses.
+grep -qE "^sweep [0-9hms.]+: 0/4 done, 2 running, 2 left \| fp32/seed1 step [0-9]+ loss [0-9.]+ \| fp32/seed2 step [0-9]+ loss [0-9.]+ \| ETA [0-9hms.]+$" local.txt \
+  && grep -qE "^sweep [0-9hms.]+: 2/4 done, 2 running, 0 left \| bf16/seed1 step " local.txt || fail "local sweep progress: $(cat local.txt)"
 
 t0=$SECONDS
 "$drift" sweep "${sweep[@]}" --launcher slurm --array-throttle 1 --out sl > submit.txt || fail "submit: $(cat submit.txt)"
@@ -216,6 +220,8 @@ python3 - <<'PY' || fail "sweep.json of the Slurm sweep differs from the local o
 import json
 a, b = json.load(open("local/sweep.json")), json.load(open("sl/sweep.json"))
 assert a["launcher"] == "local" and b["launcher"] == "slurm"
+assert [r["status"] for r in b["runs"]] == ["submitted"] * 4, b["runs"]
+assert [j["tasks"] for j in b["slurm"]["jobs"]] == [[0, 1, 2, 3]] and b["slurm"]["script"] == "slurm/sweep.sbatch", b["slurm"]
 for k in ("config", "seeds", "sets", "policies"):
     assert a[k] == b[k], k
 assert len(a["runs"]) == len(b["runs"]) == 4
@@ -225,6 +231,8 @@ for x, y in zip(a["runs"], b["runs"]):
     assert [s.replace("local/", "sl/", 1) if s.startswith("local/") else s for s in x["args"]] == y["args"], (x, y)
     assert "--resume" not in y["args"]
 PY
+# drift compare reads the Slurm sweep's directory as the local one.
+cmp <("$drift" compare local --format csv) <("$drift" compare sl --format csv) || fail "drift compare of the two sweeps differs"
 # The recorded args alone reproduce a run from scratch (here the preempted one).
 python3 -c 'import json; print("\0".join(json.load(open("sl/sweep.json"))["runs"][0]["args"]), end="")' \
   | sed 's#sl/fp32/seed1#again#' | xargs -0 "$drift" || fail "sweep.json args did not run"
