@@ -113,7 +113,13 @@ void submit_slurm(const SweepOptions& o) {
                        " tasks of an earlier submission of a different sweep are still queued or running; wait for "
                        "them or scancel them, or choose another --out");
   }
-  index["slurm"] = {{"jobs", jobs_record}};
+  // The submissions so far, and the batch script they ran (relative to DIR).
+  const auto slurm_section = [&] {
+    ojson j = {{"jobs", jobs_record}};
+    if (!jobs_record.empty()) j["script"] = "slurm/sweep.sbatch";
+    return j;
+  };
+  index["slurm"] = slurm_section();
   write_sweep_index(o.out, index);
   if (submit.empty()) {
     std::printf("sweep: nothing to submit: %zu runs, %zu finished, %zu queued or running (drift sweep --status %s)\n",
@@ -144,7 +150,7 @@ void submit_slurm(const SweepOptions& o) {
   jobs_record.push_back({{"job_id", job_id}, {"array", spec}, {"tasks", submit}, {"sbatch_args", o.sbatch_args}});
   for (const size_t i : submit) results[i].status = RunStatus::submitted;
   index = sweep_index(o, s, results);
-  index["slurm"] = {{"jobs", jobs_record}, {"script", fs::relative(script_path, fs::absolute(o.out)).string()}};
+  index["slurm"] = slurm_section();
   write_sweep_index(o.out, index);
   std::printf("sweep: submitted job array %s: %zu of %zu runs (--array=%s), %zu finished, %zu already queued; "
               "logs %s/task-<index>.log; status: drift sweep --status %s\n",

@@ -11,7 +11,9 @@
 #     and its result is byte-identical to the uninterrupted local run;
 #   * drift sweep --status while runs are queued, running and done; drift compare reads both alike;
 #   * the local sweep's live progress lines (whole lines when not on a terminal);
-#   * the same submit command again submits nothing; with one run removed, only that run.
+#   * the same submit command again submits nothing (while the runs wait, and once they finished),
+#     a different sweep into the directory is refused while they wait; with one run removed, the
+#     command submits only that run.
 # If Slurm cannot start, the test fails with the daemons' logs; it never skips.
 # Usage: slurm_sweep.sh <drift-binary> <source-dir>
 source "$(dirname "$0")/common.bash" "$@"
@@ -156,6 +158,14 @@ status
 for i in 1 2 3; do
   row $i | grep -qE "^$i +queued +(fp32|bf16)/seed[12] +job ${job}_$i, " || fail "run $i not queued: $(cat status.txt)"
 done
+
+# The same command while they wait: nothing submitted twice. Another sweep into the same directory
+# (its runs at other indices) is refused while they wait (exit 2).
+"$drift" sweep "${sweep[@]}" --launcher slurm --out sl > resubmit.txt || fail "resubmit: $(cat resubmit.txt)"
+grep -q "nothing to submit: 4 runs, 0 finished, 4 queued or running" resubmit.txt || fail "resubmit while queued: $(cat resubmit.txt)"
+rc=0; "$drift" sweep --config tiny.json --seeds 3 --policies fp32.json --launcher slurm --out sl 2> err.txt || rc=$?
+[ "$rc" = 2 ] && grep -q "sl: 4 tasks of an earlier submission of a different sweep are still queued or running" err.txt \
+  || fail "a different sweep over queued tasks: exit $rc: $(cat err.txt)"
 
 # Running: once run 0 has logged step 60 (0-based 59), --status shows it with its step and loss...
 metric_step() { tail -n 1 "$1/metrics.jsonl" 2>/dev/null | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["step"])' 2>/dev/null || echo -1; }
