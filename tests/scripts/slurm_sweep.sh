@@ -194,7 +194,7 @@ at=$(sed -n 's/.*preempted (SIGUSR1) after step \([0-9]*\).*/\1/p' sl/slurm/task
 # Requeued: queued again, to continue after its checkpoint. Slurm holds a requeued job back for a
 # while (BeginTime); the test lets it start now rather than wait for that.
 state=""
-for _ in $(seq 100); do
+for _ in $(seq 300); do
   state=$(squeue --noheader --array --jobs="${job}_0" --format=%t 2>/dev/null || true)
   [ "$state" = PD ] && break
   sleep 0.1
