@@ -252,7 +252,7 @@ void print_sweep_status(const std::string& dir) {
                   v.detail.c_str());
     }
   }
-  std::string line = std::to_string(runs.size()) + " runs:";
+  std::string line = std::to_string(runs.size()) + (runs.size() == 1 ? " run:" : " runs:");
   const char* order[] = {"finished", "diverged", "running", "queued", "failed", "stopped", "not-started"};
   bool first = true;
   for (const char* k : order)

@@ -9,7 +9,8 @@
 #   * one running task sent the preemption signal (scancel --batch --signal=USR1) once its metrics
 #     show step >= 60: it checkpoints, exits 75 and requeues itself, continues from its checkpoint,
 #     and its result is byte-identical to the uninterrupted local run;
-#   * drift sweep --status while runs are queued, running and done; drift compare reads both alike;
+#   * drift sweep --status while runs are queued, running and done, and of a task that failed;
+#     drift compare reads both sweeps alike;
 #   * the local sweep's live progress lines (whole lines when not on a terminal);
 #   * the same submit command again submits nothing (while the runs wait, and once they finished),
 #     a different sweep into the directory is refused while they wait; with one run removed, the
@@ -263,6 +264,19 @@ done
 status
 tail -n 1 status.txt | grep -qx "4 runs: 4 finished" || fail "--status after the resubmission: $(cat status.txt)"
 same_runs
+# A task that fails (its data file is missing: found only when the run starts) is failed in
+# --status, with the tail of its log.
+"$drift" sweep --config tiny.json --seeds 1 --set data.path=nosuch.txt --launcher slurm --out slf > submit.txt \
+  || fail "submit: $(cat submit.txt)"
+job3=$(python3 -c 'import json; print(json.load(open("slf/sweep.json"))["slurm"]["jobs"][0]["job_id"])')
+for _ in $(seq 300); do
+  [ -z "$(squeue --noheader --jobs="$job3" 2>/dev/null)" ] && break
+  sleep 0.2
+done
+"$drift" sweep --status slf > status.txt || fail "--status exited $?"
+grep -qx "0      failed       tiny/seed1; log tail:" status.txt && grep -q "^       | drift: error: data.path: .*nosuch.txt" status.txt \
+  && tail -n 1 status.txt | grep -qx "1 run: 1 failed" || fail "--status of a failed task: $(cat status.txt)"
+
 # --run-task of a finished run does nothing.
 "$drift" sweep --run-task sl 1 2> task.err || fail "--run-task of a finished run exited $?"
 grep -q "run 1 (sl/fp32/seed2) finished already; nothing to do" task.err || fail "--run-task: $(cat task.err)"
