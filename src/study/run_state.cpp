@@ -85,16 +85,8 @@ std::string tail_lines(const std::string& path, size_t n) {
 }
 
 const char* to_string(RunState s) {
-  switch (s) {
-    case RunState::queued: return "queued";
-    case RunState::running: return "running";
-    case RunState::finished: return "finished";
-    case RunState::diverged: return "diverged";
-    case RunState::failed: return "failed";
-    case RunState::stopped: return "stopped";
-    case RunState::not_started: return "not-started";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"queued", "running", "finished", "diverged", "failed", "stopped", "not-started"};
+  return kNames[static_cast<int>(s)];  // in the order of the enum
 }
 
 RunView describe_run(const RunFiles& f, const QueuedTask* task, const std::string& failure, bool running_here) {
