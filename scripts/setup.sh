@@ -6,8 +6,10 @@ cd "$(dirname "$0")/.."
 
 # python3-torch and python3-numpy: the independent PyTorch reference (scripts/reference_pytorch.py) and
 # its test; they install for Debian's /usr/bin/python3, which is how the scripts call Python for them.
+# slurm-wlm and munge: tests/scripts/slurm_sweep.sh starts a single-node Slurm of its own (its own
+# key, config and daemons in a scratch directory) to test drift sweep --launcher slurm.
 packages=(g++ cmake make pkg-config python3 libcli11-dev nlohmann-json3-dev libspdlog-dev libhwy-dev
-          doctest-dev librandom123-dev libopenblas-dev python3-torch python3-numpy)
+          doctest-dev librandom123-dev libopenblas-dev python3-torch python3-numpy slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -12,18 +12,11 @@
 #   parallel -j4 --halt never 'test -e runs/mx/seed{}/summary.json || OMP_NUM_THREADS=1 build/drift train \
 #       --config configs/mlp_mxfp8.json --seed {} --out runs/mx/seed{} --quiet' ::: 1 2 3 4 5 6 7 8
 #
-# As a Slurm job array across machines: each array task runs one drift train (save as sweep.sbatch,
-# submit with `sbatch sweep.sbatch`; the seed is the array index):
-#   #!/bin/bash
-#   #SBATCH --array=1-8
-#   #SBATCH --cpus-per-task=4
-#   #SBATCH --output=runs/mx/slurm-%a.log
-#   s=$SLURM_ARRAY_TASK_ID
-#   test -e runs/mx/seed$s/summary.json && exit 0
-#   OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK build/drift train --config configs/mlp_mxfp8.json \
-#       --seed $s --out runs/mx/seed$s --quiet
-# Results do not depend on the thread count or the machine (DESIGN.md, determinism), so the
-# array's runs are the same runs `drift sweep` would make.
+# Across machines: `drift sweep ... --launcher slurm` submits the sweep as one Slurm job array, and
+# `drift sweep ... --print-commands` prints it as drift train lines for any scheduler
+# (docs/workflow.md, "Sweeps beyond one machine").
+# Results do not depend on the thread count or the machine (DESIGN.md, determinism), so these
+# runs are the same runs `drift sweep` would make.
 set -uo pipefail
 if [ $# -lt 3 ]; then
   sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2

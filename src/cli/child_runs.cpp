@@ -6,11 +6,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "study/run_state.h"
 #include "train/config.h"
 
 namespace drift::cli {
@@ -28,19 +29,6 @@ namespace {
 
 volatile sig_atomic_t g_interrupted = 0;  // signals received
 void on_signal(int) { g_interrupted = g_interrupted + 1; }
-
-std::string tail_lines(const std::string& path, size_t n) {
-  std::ifstream f(path);
-  std::deque<std::string> lines;
-  std::string line;
-  while (std::getline(f, line)) {
-    lines.push_back(line);
-    if (lines.size() > n) lines.pop_front();
-  }
-  std::string out;
-  for (const auto& l : lines) out += l + "\n";
-  return out;
-}
 
 // fork + exec of this binary with `args`; returns the child's pid. `threads` > 0 sets OMP_NUM_THREADS.
 pid_t spawn(const std::vector<std::string>& args, const std::string& log, unsigned threads) {
@@ -76,12 +64,14 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& log, unsign
 const char* to_string(RunStatus s) {
   switch (s) {
     case RunStatus::pending: return "pending";
+    case RunStatus::running: return "running";
     case RunStatus::ok: return "ok";
     case RunStatus::diverged: return "diverged";
     case RunStatus::failed: return "failed";
     case RunStatus::skipped_existing: return "skipped-existing";
     case RunStatus::interrupted: return "interrupted";
     case RunStatus::not_started: return "not-started";
+    case RunStatus::submitted: return "submitted";
   }
   return "?";
 }
@@ -124,7 +114,8 @@ void preflight(std::vector<ChildJob>& jobs) {
 }
 
 bool run_children(const std::vector<ChildJob>& jobs, size_t parallel, std::vector<ChildResult>& results,
-                  const std::function<void(size_t, const ChildResult&)>& on_done) {
+                  const std::function<void(size_t, const ChildResult&)>& on_done,
+                  const std::function<void(const std::vector<size_t>&)>& on_poll) {
   results.assign(jobs.size(), ChildResult{});
   if (parallel == 0) parallel = 1;
   unsigned threads = 0;
@@ -194,6 +185,12 @@ bool run_children(const std::vector<ChildJob>& jobs, size_t parallel, std::vecto
       continue;
     }
     if (pid < 0 && errno != EINTR && errno != ECHILD) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+    if (on_poll) {
+      std::vector<size_t> now_running;
+      for (const auto& [pid, i] : running) now_running.push_back(i);
+      std::sort(now_running.begin(), now_running.end());
+      on_poll(now_running);
+    }
     const timespec ts{0, 20 * 1000 * 1000};  // 20 ms: polling keeps Ctrl-C handling free of races
     nanosleep(&ts, nullptr);
   }

@@ -17,7 +17,9 @@
 
 namespace drift::cli {
 
-enum class RunStatus { pending, ok, diverged, failed, skipped_existing, interrupted, not_started };
+// running: launched, not yet ended. submitted: handed to a batch scheduler (drift sweep --launcher
+// slurm), which runs it later.
+enum class RunStatus { pending, running, ok, diverged, failed, skipped_existing, interrupted, not_started, submitted };
 const char* to_string(RunStatus s);
 
 struct ChildJob {
@@ -34,10 +36,12 @@ struct ChildResult {
 };
 
 // Runs the jobs (skipped ones are reported as skipped_existing with their summary) at most `jobs`
-// at a time, in order. `on_done(i, result)` is called in the parent as each job finishes.
+// at a time, in order. `on_done(i, result)` is called in the parent as each job finishes;
+// `on_poll(running)`, when given, every 20 ms or so with the indices of the jobs running then.
 // Returns false when interrupted.
 bool run_children(const std::vector<ChildJob>& jobs, size_t parallel, std::vector<ChildResult>& results,
-                  const std::function<void(size_t, const ChildResult&)>& on_done);
+                  const std::function<void(size_t, const ChildResult&)>& on_done,
+                  const std::function<void(const std::vector<size_t>&)>& on_poll = {});
 
 // The summary.json of a run directory, if it exists and parses.
 std::optional<nlohmann::json> read_summary(const std::string& dir);

@@ -124,7 +124,7 @@ class Bisector {
     if (!completed) {
       std::fprintf(stderr, "bisect: interrupted; run the same command again to resume (finished runs are kept)\n");
       std::fflush(nullptr);
-      std::exit(130);
+      std::exit(kExitInterrupted);
     }
     if (!failures.empty()) throw std::runtime_error("bisect: a run failed:\n" + failures);
     std::vector<Outcome> out;

@@ -1,46 +1,26 @@
-// drift sweep: the cross product seeds × --set values × policy files as separate `drift train`
-// processes, N at a time, each in its own run directory; DIR/sweep.json lists every run.
-// Finished runs (summary.json present, same config) are skipped, so an interrupted sweep resumes.
+// drift sweep: the cross product seeds × --set values × policy files, each run a `drift train` in
+// its own run directory; DIR/sweep.json lists every run. Launchers: local processes N at a time
+// (here, with live progress), one Slurm job array or plain commands (sweep_slurm.cpp). Finished
+// runs (summary.json present, same config) are skipped, so an interrupted sweep resumes.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "cli/child_runs.h"
 #include "cli/commands.h"
-#include "diag/sweep_plan.h"
-#include "io/npy.h"
+#include "cli/sweep_jobs.h"
+#include "cli/sweep_progress.h"
 
 namespace drift::cli {
 
 namespace {
 
 namespace fs = std::filesystem;
-using ojson = nlohmann::ordered_json;
-
-struct SweepOptions {
-  std::string config, seeds, out;
-  std::vector<std::string> sets, policies;
-  size_t jobs = 1;
-  bool quiet = false;
-};
-
-// A --set value as drift train reads it: JSON if it parses, else a string.
-ojson value_json(const std::string& text) {
-  try {
-    return ojson::parse(text);
-  } catch (const ojson::parse_error&) {
-    return text;
-  }
-}
-
-ojson pairs_json(const std::vector<std::pair<std::string, std::string>>& kv) {
-  ojson j = ojson::object();
-  for (const auto& [k, v] : kv) j[k] = value_json(v);
-  return j;
-}
 
 std::string detail(const ChildResult& r) {
   if (!r.summary) return "";
@@ -56,113 +36,68 @@ std::string detail(const ChildResult& r) {
   return "";
 }
 
-void run_sweep(const SweepOptions& o) {
-  std::vector<PlannedRun> plan;
-  std::vector<SweepSet> sets;
-  std::vector<SweepPolicy> policies;
-  std::vector<uint64_t> seeds;
-  try {
-    seeds = parse_seed_list(o.seeds);
-    for (const auto& s : o.sets) sets.push_back(parse_sweep_set(s));
-    for (const auto& p : o.policies) policies.push_back(load_policy_file(p));
-    plan = plan_sweep(seeds, sets, policies, fs::path(o.config).stem().string());
-  } catch (const SweepError& e) {
-    throw InputError(e.what());
-  }
+void run_local_sweep(const SweepOptions& o, double progress_every_s) {
+  const SweepJobs s = plan_sweep_jobs(o);
   if (o.jobs == 0) throw InputError("-j: expected at least 1");
-  const fs::path out(o.out);
-  std::vector<ChildJob> jobs;
-  for (const auto& r : plan) {
-    ChildJob j;
-    j.run.config = o.config;
-    if (!r.policy.empty()) j.run.sets.push_back("output.name=" + nlohmann::json(r.policy).dump());
-    j.run.sets.insert(j.run.sets.end(), r.sets.begin(), r.sets.end());
-    j.run.seed = r.seed;
-    j.run.dir = (out / r.rel_dir).string();
-    std::string flat = r.rel_dir;
-    for (auto& c : flat)
-      if (c == '/') c = '~';
-    j.log = (out / "logs" / (flat + ".log")).string();
-    jobs.push_back(std::move(j));
-  }
-  preflight(jobs);  // every config resolves, finished runs match: before anything starts
-
+  const auto& jobs = s.jobs;
   std::vector<ChildResult> results(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i)
     if (jobs[i].skip) results[i].status = RunStatus::skipped_existing;
-  auto write_index = [&] {
-    ojson j;
-    j["version"] = DRIFT_VERSION;
-    j["config"] = o.config;
-    j["seeds"] = seeds;
-    ojson js = ojson::array();
-    for (const auto& s : sets) {
-      ojson vals = ojson::array();
-      for (const auto& v : s.values) vals.push_back(value_json(v));
-      js.push_back({{"key", s.key}, {"values", vals}});
-    }
-    j["sets"] = js;
-    ojson jp = ojson::array();
-    for (const auto& p : policies) jp.push_back({{"label", p.label}, {"file", p.file}});
-    j["policies"] = jp;
-    ojson runs = ojson::array();
-    for (size_t i = 0; i < plan.size(); ++i) {
-      const auto& r = results[i];
-      ojson e = {{"dir", plan[i].rel_dir},
-                 {"seed", plan[i].seed},
-                 {"policy", plan[i].policy},
-                 {"overrides", pairs_json(plan[i].overrides)},
-                 {"varying", pairs_json(plan[i].varying)},
-                 {"status", to_string(r.status)},
-                 {"exit_code", r.exit_code ? ojson(*r.exit_code) : ojson(nullptr)}};
-      e["divergence_step"] = r.summary && (*r.summary).contains("divergence_step")
-                                 ? ojson::parse((*r.summary)["divergence_step"].dump())
-                                 : ojson(nullptr);
-      e["log"] = r.status == RunStatus::failed ? ojson(fs::relative(jobs[i].log, out).string()) : ojson(nullptr);
-      ojson args = ojson::array();
-      for (const auto& a : train_args(jobs[i].run)) args.push_back(a);
-      e["args"] = args;
-      runs.push_back(e);
-    }
-    j["runs"] = runs;
-    fs::create_directories(out);
-    io::write_file_atomic((out / "sweep.json").string(), j.dump(2) + "\n");
-  };
-  write_index();
+  write_sweep_index(o.out, sweep_index(o, s, results));
 
   size_t skipped = 0;
   for (const auto& j : jobs) skipped += j.skip;
+  std::vector<std::string> dirs, labels;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    dirs.push_back(jobs[i].run.dir);
+    labels.push_back(s.plan[i].rel_dir);
+  }
+  SweepProgress progress(dirs, labels, jobs.size() - skipped, progress_every_s);
   if (!o.quiet)
     std::printf("sweep: %zu runs (%zu seeds x %zu policies x %zu --set combinations), %zu already finished, %zu at a time\n",
-                jobs.size(), seeds.size(), std::max<size_t>(policies.size(), 1),
-                jobs.size() / seeds.size() / std::max<size_t>(policies.size(), 1), skipped, o.jobs);
+                jobs.size(), s.seeds.size(), std::max<size_t>(s.policies.size(), 1),
+                jobs.size() / s.seeds.size() / std::max<size_t>(s.policies.size(), 1), skipped, o.jobs);
   size_t done = 0;
-  const bool completed = run_children(jobs, o.jobs, results, [&](size_t i, const ChildResult& r) {
+  const auto on_done = [&](size_t i, const ChildResult& r) {
     ++done;
-    write_index();
+    progress.finished(r.status != RunStatus::skipped_existing);
+    write_sweep_index(o.out, sweep_index(o, s, results));
     if (r.status == RunStatus::failed) {
+      progress.clear();
       std::fprintf(stderr, "[%zu/%zu] FAILED (exit %d) %s; log %s\n%s", done, jobs.size(), r.exit_code.value_or(-1),
                    jobs[i].run.dir.c_str(), jobs[i].log.c_str(), r.stderr_tail.c_str());
     } else if (!o.quiet) {
+      progress.clear();
       std::printf("[%zu/%zu] %-16s %s  %s\n", done, jobs.size(), to_string(r.status), jobs[i].run.dir.c_str(),
                   detail(r).c_str());
       std::fflush(stdout);
     }
-  });
-  write_index();
+  };
+  std::vector<size_t> recorded_running;
+  const auto on_poll = [&](const std::vector<size_t>& running) {
+    if (running != recorded_running) {  // a run started: sweep.json says so (drift sweep --status reads it)
+      for (const size_t i : running) results[i].status = RunStatus::running;
+      write_sweep_index(o.out, sweep_index(o, s, results));
+      recorded_running = running;
+    }
+    if (!o.quiet) progress.poll(running);
+  };
+  const bool completed = run_children(jobs, o.jobs, results, on_done, on_poll);
+  progress.clear();
+  write_sweep_index(o.out, sweep_index(o, s, results));
   size_t failed = 0, diverged = 0;
-  for (size_t i = 0; i < results.size(); ++i) {
-    failed += results[i].status == RunStatus::failed;
-    diverged += results[i].summary && results[i].summary->value("diverged", false);
+  for (const auto& r : results) {
+    failed += r.status == RunStatus::failed;
+    diverged += r.summary && r.summary->value("diverged", false);
   }
   if (!completed) {
     std::fprintf(stderr, "sweep: interrupted; running children were stopped. Run the same command again to resume.\n");
     std::fflush(nullptr);
-    std::exit(130);
+    std::exit(kExitInterrupted);
   }
   if (!o.quiet)
     std::printf("sweep: %zu runs, %zu diverged, %zu failed; index %s; compare with: drift compare %s\n", jobs.size(),
-                diverged, failed, (out / "sweep.json").string().c_str(), o.out.c_str());
+                diverged, failed, (fs::path(o.out) / "sweep.json").string().c_str(), o.out.c_str());
   if (failed) throw std::runtime_error("sweep: " + std::to_string(failed) + " of " + std::to_string(jobs.size()) +
                                        " runs failed (listed above with their logs)");
 }
@@ -171,18 +106,52 @@ void run_sweep(const SweepOptions& o) {
 
 void add_sweep_command(CLI::App& app) {
   auto o = std::make_shared<SweepOptions>();
+  auto progress_every = std::make_shared<double>(-1);
   auto* cmd = app.add_subcommand(
-      "sweep", "Run the cross product of seeds, --set values and policy files as separate drift train processes");
-  cmd->add_option("--config", o->config, "Base run config (docs/config.md)")->required();
-  cmd->add_option("--seeds", o->seeds, "Seeds: 1-8, 1,3,5 or mixed (1-3,7)")->required();
+      "sweep", "Run the cross product of seeds, --set values and policy files as drift train runs: local processes, "
+               "one Slurm job array, or printed commands (docs/workflow.md)");
+  cmd->add_option("--config", o->config, "Base run config (docs/config.md)");
+  cmd->add_option("--seeds", o->seeds, "Seeds: 1-8, 1,3,5 or mixed (1-3,7)");
   cmd->add_option("--set", o->sets,
                   "key=v1,v2,...: one run per value (commas inside [] {} or quotes do not split), repeatable");
   cmd->add_option("--policies", o->policies,
                   "Policy files (JSON): matmul rule list, precision section, or config overlay; label = file stem");
-  cmd->add_option("-j,--jobs", o->jobs, "Runs at a time")->capture_default_str();
-  cmd->add_option("--out", o->out, "Sweep directory: <policy>/<key=value,...>/seed<s> and sweep.json")->required();
+  cmd->add_option("-j,--jobs", o->jobs, "Runs at a time (local launcher)")->capture_default_str();
+  cmd->add_option("--out", o->out, "Sweep directory: <policy>/<key=value,...>/seed<s> and sweep.json");
   cmd->add_flag("--quiet", o->quiet, "Report only failures");
-  cmd->callback([o] { run_sweep(*o); });
+  cmd->add_option("--progress-every", *progress_every,
+                  "Seconds between progress lines (default: 0.5 on a terminal, 30 otherwise)");
+  cmd->add_option("--launcher", o->launcher,
+                  "local: child processes here; slurm: one job array (sbatch), one task per unfinished run")
+      ->check(CLI::IsMember({"local", "slurm"}))
+      ->capture_default_str();
+  cmd->add_option("--sbatch-arg", o->sbatch_args,
+                  "An option for sbatch (e.g. --sbatch-arg=--time=4:00:00), repeatable; overrides the script's #SBATCH lines")
+      ->allow_extra_args(false);
+  cmd->add_option("--array-throttle", o->array_throttle, "Slurm: at most N array tasks running at a time (%N)");
+  cmd->add_flag("--print-commands", o->print_commands,
+                "Write the plan (sweep.json) and print one drift train command per unfinished run, for GNU parallel "
+                "or another scheduler; runs nothing");
+  cmd->add_option("--run-task", o->run_task,
+                  "DIR INDEX: run the sweep's run INDEX (0-based, as in DIR/sweep.json): start it, continue it from "
+                  "its checkpoint, or do nothing if it finished (what each Slurm array task runs)")
+      ->expected(2);
+  cmd->add_option("--status", o->status, "DIR: each run's state (queued, running, finished, diverged, failed)");
+  cmd->callback([o, progress_every] {
+    if (!o->run_task.empty()) {
+      if (const int status = run_sweep_task(o->run_task[0], o->run_task[1])) std::exit(status);
+    } else if (!o->status.empty()) {
+      print_sweep_status(o->status);
+    } else if (o->print_commands) {
+      print_sweep_commands(*o);
+    } else if (o->launcher == "slurm") {
+      submit_slurm(*o);
+    } else {
+      if (*progress_every < 0) *progress_every = isatty(STDOUT_FILENO) ? 0.5 : 30.0;
+      setvbuf(stdout, nullptr, _IOLBF, 0);  // whole lines reach a log file or pipe as they are printed
+      run_local_sweep(*o, *progress_every);
+    }
+  });
 }
 
 }  // namespace drift::cli

@@ -15,6 +15,7 @@
 
 #include "arith/catalogue.h"
 #include "cli/commands.h"
+#include "cli/format_text.h"
 #include "io/npy.h"
 #include "policy/matmul_json.h"
 #include "policy/elementwise_rules.h"
@@ -72,17 +73,6 @@ std::string fmt_loss(double x) {
   return b;
 }
 
-std::string fmt_time(double s) {
-  char b[32];
-  if (s >= 3600)
-    std::snprintf(b, sizeof b, "%dh%02dm", static_cast<int>(s / 3600), static_cast<int>(std::fmod(s, 3600) / 60));
-  else if (s >= 60)
-    std::snprintf(b, sizeof b, "%dm%02ds", static_cast<int>(s / 60), static_cast<int>(std::fmod(s, 60)));
-  else
-    std::snprintf(b, sizeof b, "%.1fs", s);
-  return b;
-}
-
 struct TrainCmdOptions : ConfigOptions {
   bool quiet = false;
   bool resume = false;
@@ -91,20 +81,27 @@ struct TrainCmdOptions : ConfigOptions {
 };
 
 // Ctrl-C (or SIGTERM) asks the loop to stop after the current step and write a checkpoint; a
-// second Ctrl-C kills at once (SA_RESETHAND restores the default action).
+// second Ctrl-C kills at once (SA_RESETHAND restores the default action). SIGUSR1 is a scheduler's
+// preemption notice (Slurm --signal): the same stop, but the exit status (kExitPreempted) says the
+// run is to be continued, where Ctrl-C's (kExitInterrupted) says a person stopped it.
 std::atomic<bool> g_stop_requested{false};
-extern "C" void on_stop_signal(int) { g_stop_requested.store(true); }
+volatile sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+  g_stop_requested.store(true);
+}
 
 void install_stop_handler() {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sa.sa_flags = SA_RESETHAND;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  for (const int sig : {SIGINT, SIGTERM, SIGUSR1}) sigaction(sig, &sa, nullptr);
 }
 
-void run_train(const TrainCmdOptions& o) {
+// Runs the training; returns the exit status: kExitOk when the run finished (diverged or not),
+// kExitPreempted or kExitInterrupted when a signal stopped it after writing its checkpoint.
+int run_train(const TrainCmdOptions& o) {
   if (o.resume && !o.resume_from.empty()) throw InputError("--resume and --resume-from exclude each other");
   if (o.dump_init && (o.resume || !o.resume_from.empty()))
     throw InputError("--dump-init writes the initial weights: it cannot be combined with --resume or --resume-from");
@@ -129,7 +126,7 @@ void run_train(const TrainCmdOptions& o) {
     char line[256];
     std::snprintf(line, sizeof line, "step %llu/%llu  loss %s  val %s  lr %.3g  %.0f tok/s  ETA %s",
                   static_cast<unsigned long long>(p.step + 1), static_cast<unsigned long long>(p.steps),
-                  fmt_loss(p.loss).c_str(), fmt_loss(p.val_loss).c_str(), p.lr, p.tokens_per_s, fmt_time(p.eta_s).c_str());
+                  fmt_loss(p.loss).c_str(), fmt_loss(p.val_loss).c_str(), p.lr, p.tokens_per_s, duration_text(p.eta_s).c_str());
     if (tty) {
       std::fprintf(stderr, "\r%-100s", line);
       if (p.evaluated) std::fprintf(stderr, "\n");
@@ -161,12 +158,14 @@ void run_train(const TrainCmdOptions& o) {
   }
   if (tty) std::fprintf(stderr, "\n");
   if (s.interrupted) {
-    std::fprintf(stderr, "drift: interrupted after step %llu; checkpoint written to %s/checkpoint.bin "
+    const bool preempted = g_stop_signal == SIGUSR1;
+    std::fprintf(stderr, "drift: %s after step %llu; checkpoint written to %s/checkpoint.bin "
                          "(continue with the same command and --resume)\n",
-                 static_cast<unsigned long long>(s.steps_completed), s.run_dir.c_str());
-    std::exit(130);
+                 preempted ? "preempted (SIGUSR1)" : "interrupted", static_cast<unsigned long long>(s.steps_completed),
+                 s.run_dir.c_str());
+    return preempted ? kExitPreempted : kExitInterrupted;
   }
-  if (o.quiet) return;
+  if (o.quiet) return kExitOk;
   std::printf("\n");
   if (s.diverged)
     std::printf("DIVERGED at step %lld: %s\n", static_cast<long long>(s.divergence_step), s.reason.c_str());
@@ -182,11 +181,12 @@ void run_train(const TrainCmdOptions& o) {
                 "predicting 0 scores about 1\n",
                 fmt_loss(s.final_train_loss).c_str(), fmt_loss(s.smoothed_train_loss).c_str(),
                 fmt_loss(s.final_val_loss).c_str(), fmt_loss(s.best_val_loss).c_str());
-  std::printf("  %s: %.1f steps/s, %.0f tokens/s\n", fmt_time(s.wall_s).c_str(),
+  std::printf("  %s: %.1f steps/s, %.0f tokens/s\n", duration_text(s.wall_s).c_str(),
               s.steps_per_s, s.tokens_per_s);
   if (s.skipped_steps)
     std::printf("  loss scaling skipped %llu steps with a non-finite gradient\n", static_cast<unsigned long long>(s.skipped_steps));
   std::printf("  results: %s/{config.json, metrics.jsonl, summary.json, checkpoint.bin}\n", s.run_dir.c_str());
+  return kExitOk;
 }
 
 struct ExplainOptions : ConfigOptions {
@@ -260,6 +260,16 @@ void run_explain(const ExplainOptions& o) {
 
 }  // namespace
 
+int train_in_process(const TrainRun& r) {
+  TrainCmdOptions o;
+  o.config = r.config;
+  o.sets = r.sets;
+  o.sets.push_back("seed=" + std::to_string(r.seed));  // as --seed, applied after the other --set
+  o.out = r.dir;
+  o.resume = r.resume;
+  return run_train(o);
+}
+
 void add_train_commands(CLI::App& app) {
   auto t = std::make_shared<TrainCmdOptions>();
   auto* train = app.add_subcommand("train", "Train a model under a precision policy (config: docs/config.md); "
@@ -275,7 +285,9 @@ void add_train_commands(CLI::App& app) {
   train->add_flag("--dump-init", t->dump_init,
                   "Also write init/: the initial weights (<param>.npy, float32) and every step's training windows "
                   "(batches.npy) and the validation windows (val_batches.npy), int32; see docs/config.md");
-  train->callback([t] { run_train(*t); });
+  train->callback([t] {
+    if (const int status = run_train(*t)) std::exit(status);
+  });
 
   auto e = std::make_shared<ExplainOptions>();
   auto* explain = app.add_subcommand("explain", "Print the resolved matmul policy of every site of a config");

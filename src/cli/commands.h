@@ -3,6 +3,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "diag/train_run.h"
+
 namespace drift::cli {
 
 void add_formats_command(CLI::App& app);
@@ -23,6 +25,13 @@ void add_bench_train_command(CLI::App& bench);
 constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitBadInput = 2;
+// A run stopped by a signal after writing its checkpoint; the same command with --resume continues it.
+constexpr int kExitPreempted = 75;     // SIGUSR1, a scheduler's preemption notice (EX_TEMPFAIL: retry)
+constexpr int kExitInterrupted = 130;  // Ctrl-C or SIGTERM (128 + SIGINT, as a shell reports Ctrl-C)
+
+// `drift train` of one run in this process (drift sweep --run-task): the progress on stderr, the
+// summary on stdout, a stop signal handled as drift train handles it. Returns the exit status.
+int train_in_process(const TrainRun& r);
 
 // The check of every --seed option: an integer >= 0, as the config's "seed" (CLI11 would otherwise
 // read "-1" into an unsigned seed as 2^64-1). A parse error: exit 2, "--seed: expected ...".

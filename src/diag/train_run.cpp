@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <stdexcept>
 
 #include "model/model.h"
 #include "train/config.h"
@@ -17,6 +18,44 @@ std::vector<std::string> train_args(const TrainRun& r) {
   a.insert(a.end(), {"--seed", std::to_string(r.seed), "--out", r.dir, "--quiet"});
   if (r.resume) a.push_back("--resume");
   return a;
+}
+
+TrainRun train_run_from_args(const std::vector<std::string>& args) {
+  TrainRun r;
+  bool seen_config = false, seen_seed = false, seen_out = false;
+  if (args.empty() || args[0] != "train") throw std::invalid_argument("expected \"train\" first");
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--quiet") continue;
+    if (a == "--resume") {
+      r.resume = true;
+      continue;
+    }
+    if (i + 1 >= args.size()) throw std::invalid_argument("'" + a + "' without a value");
+    const std::string& v = args[++i];
+    if (a == "--config") {
+      r.config = v;
+      seen_config = true;
+    } else if (a == "--set") {
+      r.sets.push_back(v);
+    } else if (a == "--out") {
+      r.dir = v;
+      seen_out = true;
+    } else if (a == "--seed") {
+      size_t end = 0;
+      try {
+        r.seed = std::stoull(v, &end);
+      } catch (const std::exception&) {
+        end = 0;
+      }
+      if (end == 0 || end != v.size() || v[0] == '-') throw std::invalid_argument("--seed '" + v + "': expected an integer >= 0");
+      seen_seed = true;
+    } else {
+      throw std::invalid_argument("unexpected argument '" + a + "'");
+    }
+  }
+  if (!seen_config || !seen_seed || !seen_out) throw std::invalid_argument("expected --config, --seed and --out");
+  return r;
 }
 
 nlohmann::ordered_json planned_config(const TrainRun& r) {

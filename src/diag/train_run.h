@@ -23,6 +23,10 @@ struct TrainRun {
 // ["train", "--config", config, "--set", s..., "--seed", N, "--out", dir, "--quiet"(, "--resume")]
 std::vector<std::string> train_args(const TrainRun& r);
 
+// The run that train_args wrote these arguments for (a sweep.json "args" list); throws
+// std::invalid_argument naming what is out of place when they are not of that form.
+TrainRun train_run_from_args(const std::vector<std::string>& args);
+
 // The config `drift train` would write to config.json, without "version" and "model.vocab" (the
 // tokenizer sets it), after checking it as drift train does before it writes anything (the data
 // file aside): keys, values, and every precision rule resolved at every site. Throws ConfigError.

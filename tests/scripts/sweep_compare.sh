@@ -67,7 +67,9 @@ python3 -c '
 import json; s = json.load(open("sw/sweep.json"))
 st = [r["status"] for r in s["runs"]]
 assert st.count("skipped-existing") == 6 and st[3] == "ok" and st[6] == "ok", st
-assert s["runs"][3]["args"][-1] == "--resume" and s["runs"][6]["args"][-1] == "--quiet", s["runs"][3]["args"]' \
+assert s["runs"][3]["resumed"] and not s["runs"][6]["resumed"], (s["runs"][3], s["runs"][6])
+# args reproduce each run from scratch: never --resume
+assert all(r["args"][-1] == "--quiet" and "--resume" not in r["args"] for r in s["runs"]), s["runs"]' \
   || fail "unfinished runs not continued"
 cmp before.txt <(no_timing sw/fp32/train.lr=0.01/seed2/metrics.jsonl) || fail "resumed run differs"
 
@@ -93,6 +95,27 @@ grep -q "FAILED (exit 2) swf/tiny/data.path=nosuch.txt/seed5" err.txt && grep -q
 python3 -c '
 import json; r = json.load(open("swf/sweep.json"))["runs"]
 assert [x["status"] for x in r] == ["ok", "failed"] and r[1]["exit_code"] == 2 and r[1]["log"], r' || fail "failed run in sweep.json"
+
+# --status of a local sweep: finished and diverged runs from their directories, a failed one with its log tail.
+"$drift" sweep --status sw > st.txt || fail "--status exited $?"
+tail -n 1 st.txt | grep -qx "8 runs: 6 finished, 2 diverged" || fail "--status counts: $(cat st.txt)"
+grep -qE "^4 +diverged +boom/train.lr=0.03/seed1 +at step [0-9]+: " st.txt || fail "--status diverged: $(cat st.txt)"
+grep -qE "^0 +finished +fp32/train.lr=0.03/seed1 +val loss [0-9.]+$" st.txt || fail "--status finished: $(cat st.txt)"
+"$drift" sweep --status swf > st.txt || fail "--status exited $?"
+grep -qE "^1 +failed +tiny/data.path=nosuch.txt/seed5; log tail:$" st.txt && grep -q "^       | .*nosuch.txt: no such file" st.txt \
+  && tail -n 1 st.txt | grep -qx "2 runs: 1 finished, 1 failed" || fail "--status of a failed run: $(cat st.txt)"
+set +e; "$drift" sweep --status nosuch 2> err.txt; rc=$?; set -e
+[ "$rc" -eq 2 ] && grep -q "nosuch/sweep.json: cannot be read" err.txt || fail "--status of no sweep: $rc $(cat err.txt)"
+
+# --print-commands: the plan written, one drift train line per unfinished run, which run as printed.
+"$drift" sweep --config tiny.json --seeds 1-2 --policies fp32.json --out swp --print-commands > cmds.txt
+[ "$(wc -l < cmds.txt)" = 2 ] && grep -q "^$drift train --config tiny.json --set 'output.name=\"fp32\"' " cmds.txt \
+  || fail "--print-commands: $(cat cmds.txt)"
+[ -f swp/sweep.json ] && [ ! -e swp/fp32 ] || fail "--print-commands ran something"
+bash cmds.txt || fail "the printed commands failed"
+cmp <(no_timing sw/fp32/train.lr=0.03/seed2/metrics.jsonl) <(no_timing swp/fp32/seed2/metrics.jsonl) \
+  && [ -z "$("$drift" sweep --config tiny.json --seeds 1-2 --policies fp32.json --out swp --print-commands)" ] \
+  || fail "printed commands: other results, or printed again once finished"
 
 # --- compare ---
 "$drift" compare sw > cmp.txt

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checkpoints: a run killed with SIGKILL at an arbitrary moment and continued with --resume writes
 # the same metrics.jsonl bytes (timing fields aside) as an uninterrupted run, also when the resumed
-# part runs at another thread count; Ctrl-C (SIGINT) stops with a checkpoint and exit 130, and
+# part runs at another thread count; Ctrl-C (SIGINT) stops with a checkpoint and exit 130 (SIGUSR1,
+# the preemption notice, with exit 75), and
 # --resume finishes the run; a truncated or foreign checkpoint is an error naming the file.
 # The policy exercises every carried state: delayed scaling (amax history) of matmul operands and of
 # an elementwise tensor, stochastic rounding,
@@ -45,6 +46,17 @@ kill -INT $pid; rc=0; wait $pid || rc=$?
 "$drift" train --config cfg.json --quiet --out intr --resume
 cmp <(no_timing whole/metrics.jsonl) <(no_timing intr/metrics.jsonl) || fail "metrics after Ctrl-C + resume differ"
 
+# SIGUSR1 (a scheduler's preemption notice): the same checkpoint, but its own exit status 75 (so a
+# job script or drift sweep --run-task knows to requeue), and --resume completes it identically.
+OMP_NUM_THREADS=1 "$drift" train --config cfg.json --quiet --out preempt 2> preempt.err & pid=$!
+while [ ! -f preempt/checkpoint.bin ] && kill -0 $pid 2>/dev/null; do sleep 0.02; done
+kill -USR1 $pid; rc=0; wait $pid || rc=$?
+[ "$rc" = 75 ] || fail "SIGUSR1: expected exit 75, got $rc: $(cat preempt.err)"
+grep -q "preempted (SIGUSR1) after step" preempt.err || fail "SIGUSR1 message: $(cat preempt.err)"
+[ -f preempt/summary.json ] && fail "a preempted run must not write summary.json"
+"$drift" train --config cfg.json --quiet --out preempt --resume
+cmp <(no_timing whole/metrics.jsonl) <(no_timing preempt/metrics.jsonl) || fail "metrics after SIGUSR1 + resume differ"
+
 # Bad checkpoints: clear errors naming the file, exit non-zero, the run directory left as it was.
 cp -r whole trunc
 head -c 1000 whole/checkpoint.bin > trunc/checkpoint.bin
@@ -58,4 +70,4 @@ rc=0; "$drift" train --config cfg.json --quiet --out trunc --resume 2> err.txt |
 [ "$rc" != 0 ] && grep -q "not a drift checkpoint" err.txt || fail "a foreign file was accepted: $(cat err.txt)"
 rc=0; "$drift" train --config cfg.json --quiet --out whole --resume --set train.lr=0.5 2> err.txt || rc=$?
 [ "$rc" != 0 ] && grep -q "train.lr" err.txt || fail "a different config resumed: $(cat err.txt)"
-echo "train_resume: OK (SIGKILL x2 + resume at 2 threads, Ctrl-C + resume, bad checkpoints)"
+echo "train_resume: OK (SIGKILL x2 + resume at 2 threads, Ctrl-C + resume, SIGUSR1 + resume, bad checkpoints)"
