@@ -14,9 +14,9 @@ first step that does not; exit 2 for unusable input. --table prints every step; 
 in float64 and prints how far float32 (torch's and drift's) is from it, the scale the tolerance is
 derived from.
 
-Time the same models (the sizes of `drift bench train`) in PyTorch float32:
+Time the same models (the sizes of `drift bench train`: mlp, attn, proxy, proxy_study) in PyTorch float32:
 
-    /usr/bin/python3 scripts/reference_pytorch.py --bench [--threads T] [--steps N] [--json]
+    /usr/bin/python3 scripts/reference_pytorch.py --bench [--threads T] [--steps N] [--models M ...] [--json]
 
 Use Debian's interpreter (/usr/bin/python3): Debian's python3-torch is installed for it only.
 
@@ -364,7 +364,54 @@ BENCH_MODELS = {
     "mlp": {"kind": "mlp", "context": 16, "embed": 32, "hidden": 512, "hidden_layers": 1, "batch": 64},
     "attn": {"kind": "attn", "context": 64, "d_model": 128, "heads": 4, "layers": 2, "mlp_mult": 4,
              "activation": "tanh", "batch": 16},
+    # drift's proxy (src/model/proxy.cpp) at the shipped configs/proxy_*.json size and a study size.
+    "proxy": {"kind": "proxy", "input_dim": 32, "output_dim": 8, "d_model": 64, "layers": 4, "mlp_mult": 4,
+              "batch": 64},
+    "proxy_study": {"kind": "proxy", "input_dim": 32, "output_dim": 8, "d_model": 256, "layers": 4, "mlp_mult": 4,
+                    "batch": 512},
 }
+
+
+def proxy_params(m, gen, teacher):
+    """The proxy's student (affine LayerNorms, biases) or teacher (neither; float64) weights, N(0, 1/fan_in)."""
+    dtype = torch.float64 if teacher else torch.float32
+    d, f = m["d_model"], m["mlp_mult"] * m["d_model"]
+
+    def w(out, fan):
+        return (torch.randn(out, fan, generator=gen, dtype=dtype) / math.sqrt(fan)).requires_grad_(not teacher)
+
+    def const(n, v):
+        return torch.full((n,), v, dtype=dtype, requires_grad=not teacher)
+
+    P = {"input.w": w(d, m["input_dim"]), "head.w": w(m["output_dim"], d)}
+    for l in range(m["layers"]):
+        P["block%d.mlp.fc.w" % l], P["block%d.mlp.proj.w" % l] = w(f, d), w(d, f)
+    if not teacher:
+        P["input.b"], P["head.b"] = const(d, 0.0), const(m["output_dim"], 0.0)
+        P["ln_f.w"], P["ln_f.b"] = const(d, 1.0), const(d, 0.0)
+        for l in range(m["layers"]):
+            p = "block%d" % l
+            P[p + ".ln.w"], P[p + ".ln.b"] = const(d, 1.0), const(d, 0.0)
+            P[p + ".mlp.fc.b"], P[p + ".mlp.proj.b"] = const(f, 0.0), const(d, 0.0)
+    return P
+
+
+def proxy_forward(P, m, x):
+    """h = input(x); h += proj(gelu(fc(LN(h)))) per block; head(LN_f(h)). Without biases or LayerNorm
+    affine weights in P (the teacher) those terms are left out, as drift's teacher does."""
+    d = m["d_model"]
+
+    def lin(h, name):
+        return F.linear(h, P[name + ".w"], P.get(name + ".b"))
+
+    def ln(h, name):
+        return F.layer_norm(h, (d,), P.get(name + ".w"), P.get(name + ".b"), eps=1e-5)
+
+    h = lin(x, "input")
+    for l in range(m["layers"]):
+        p = "block%d" % l
+        h = h + lin(F.gelu(lin(ln(h, p + ".ln"), p + ".mlp.fc"), approximate="tanh"), p + ".mlp.proj")
+    return lin(ln(h, "ln_f"), "head")
 
 
 def bench_params(m, vocab, gen):
@@ -421,16 +468,33 @@ def bench(args):
     gen = torch.Generator().manual_seed(0)
     rows = []
     for name, m in BENCH_MODELS.items():
+        if args.models and name not in args.models:
+            continue
         cfg = {"model": m}
-        P = bench_params(m, 256, gen)
+        b = m["batch"]
+        if m["kind"] == "proxy":
+            # Each step draws Gaussian inputs and labels them with the fixed float64 teacher (drift's
+            # proxy does both every step, outside autograd), then trains the float32 student on MSE.
+            P, T = proxy_params(m, gen, False), proxy_params(m, gen, True)
+
+            def loss_of_step():
+                x = torch.randn(b, m["input_dim"], generator=gen)
+                with torch.no_grad():
+                    y = proxy_forward(T, m, x.double()).float()
+                return F.mse_loss(proxy_forward(P, m, x), y)
+        else:
+            P = bench_params(m, 256, gen)
+            ctx = m["context"]
+
+            def loss_of_step():
+                starts = rng.integers(0, len(train) - ctx, size=b)
+                windows = torch.from_numpy(np.stack([train[s:s + ctx + 1] for s in starts]))
+                return MODELS[name](P, cfg, windows).mean()
         opt = torch.optim.AdamW(P.values(), lr=3e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0)
-        b, ctx = m["batch"], m["context"]
 
         def one_step():
-            starts = rng.integers(0, len(train) - ctx, size=b)
-            windows = torch.from_numpy(np.stack([train[s:s + ctx + 1] for s in starts]))
             opt.zero_grad(set_to_none=True)
-            MODELS[name](P, cfg, windows).mean().backward()
+            loss_of_step().backward()
             torch.nn.utils.clip_grad_norm_(P.values(), 1.0)
             opt.step()
 
@@ -473,6 +537,8 @@ def main():
     ap.add_argument("--data", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "austen"),
                     help="--bench: corpus (default the shipped data/austen)")
     ap.add_argument("--json", action="store_true", help="--bench: print JSON rows (drift bench train --pytorch reads them)")
+    ap.add_argument("--models", nargs="+", choices=sorted(BENCH_MODELS),
+                    help="--bench: the models to time (default all)")
     args = ap.parse_args()
     if args.threads < 1:
         ap.error("--threads must be >= 1")

@@ -25,6 +25,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "arith/dense_f64.h"
 #include "model/init.h"
 #include "model/layers.h"
 #include "model/model.h"
@@ -38,23 +39,6 @@ using model_init::init_param;
 
 constexpr uint64_t kTeacherStream = 0x7eac0000;  // + teacher tensor index
 
-// y (N, OC) = x (N, C) · wt, wt (C, OC) (the teacher's weight stored transposed); every y[i][j] is
-// the sequential double sum 0 + x[i][0] wt[0][j] + x[i][1] wt[1][j] + ..., each product and add
-// rounded on its own (no fma: -ffp-contract=off). Running k outside j keeps that order per element
-// while the j loop vectorises across outputs: the teacher is the proxy's data generator and, in
-// plain double, costs as much as the student.
-void dense(double* y, const double* x, const double* wt, size_t n, size_t c, size_t oc) {
-  for (size_t i = 0; i < n; ++i) {
-    double* yi = y + i * oc;
-    std::fill(yi, yi + oc, 0.0);
-    for (size_t k = 0; k < c; ++k) {
-      const double xk = x[i * c + k];
-      const double* wk = wt + k * oc;
-      for (size_t j = 0; j < oc; ++j) yi[j] += xk * wk[j];
-    }
-  }
-}
-
 struct Teacher {
   size_t din = 0, d = 0, f = 0, o = 0, layers = 0;
   bool gelu = false;
@@ -66,7 +50,8 @@ struct Teacher {
         gelu(c.activation == "gelu") {
     uint64_t index = 0;
     // A weight (out x fan_in), element i of its draws at row-major position i, kept transposed
-    // (fan_in x out) for dense().
+    // (fan_in x out) for dense_f64 (arith/dense_f64.h: a triple loop's sequential sums, vectorised
+    // across outputs; in double the teacher would otherwise cost more than the student it labels for).
     auto draw = [&](size_t out, size_t fan_in) {
       std::vector<double> wt(out * fan_in);
       const double sd = 1.0 / std::sqrt(static_cast<double>(fan_in));
@@ -88,19 +73,19 @@ struct Teacher {
   void forward(double* y, const double* x, size_t b) const {
     std::vector<double> h(b * d), a(b * d), u(b * f), v(b * f), r(b * d), mean(b), rstd(b);
     const std::vector<double> ones(d, 1.0), zeros(d, 0.0);
-    dense(h.data(), x, w_in.data(), b, din, d);
+    dense_f64(h.data(), x, w_in.data(), b, din, d);
     for (size_t l = 0; l < layers; ++l) {
       layernorm_forward(a.data(), mean.data(), rstd.data(), h.data(), ones.data(), zeros.data(), b, d);
-      dense(u.data(), a.data(), w1[l].data(), b, d, f);
+      dense_f64(u.data(), a.data(), w1[l].data(), b, d, f);
       if (gelu)
         gelu_forward(v.data(), u.data(), b * f);
       else
         tanh_forward(v.data(), u.data(), b * f);
-      dense(r.data(), v.data(), w2[l].data(), b, f, d);
+      dense_f64(r.data(), v.data(), w2[l].data(), b, f, d);
       for (size_t i = 0; i < b * d; ++i) h[i] += r[i];
     }
     layernorm_forward(a.data(), mean.data(), rstd.data(), h.data(), ones.data(), zeros.data(), b, d);
-    dense(y, a.data(), w_out.data(), b, d, o);
+    dense_f64(y, a.data(), w_out.data(), b, d, o);
   }
 };
 

@@ -1,0 +1,24 @@
+// y = x · w in double where each output is the plain sequential sum: y[i][j] = (((0 + x[i][0] w[0][j])
+// + x[i][1] w[1][j]) + ...), every product and every add rounded on its own (never fused). This is
+// the arithmetic of a naive triple loop, so its bits are that loop's on every machine; the SIMD
+// version runs across j (each lane owns one output) and over register tiles of rows, never
+// reassociating a sum. The proxy model's teacher (its data generator) runs on it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace drift {
+
+// y (n x oc, row stride oc) = x (n x c, row stride c) · w (c x oc, row stride oc). OpenMP over rows
+// when the call is large enough (rows are independent: any thread count gives the same bits).
+void dense_f64(double* y, const double* x, const double* w, size_t n, size_t c, size_t oc);
+
+// The same as a scalar triple loop: the definition dense_f64 is tested against.
+void dense_f64_scalar(double* y, const double* x, const double* w, size_t n, size_t c, size_t oc);
+
+// The targets compiled in that this CPU supports (hwy target bits), for tests.
+std::vector<int64_t> dense_f64_targets();
+
+}  // namespace drift
