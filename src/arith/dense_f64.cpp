@@ -42,6 +42,7 @@ void DenseRows(double* y, const double* x, const double* w, size_t i0, size_t i1
   size_t j = 0;
   for (; j + 2 * L <= oc; j += 2 * L) {
     size_t i = i0;
+    for (; i + 8 <= i1; i += 8) DenseTile<8>(d, y, x, w, i, j, c, oc);
     for (; i + 4 <= i1; i += 4) DenseTile<4>(d, y, x, w, i, j, c, oc);
     for (; i < i1; ++i) DenseTile<1>(d, y, x, w, i, j, c, oc);
   }
@@ -63,7 +64,7 @@ namespace drift {
 HWY_EXPORT(DenseRows);
 
 void dense_f64(double* y, const double* x, const double* w, size_t n, size_t c, size_t oc) {
-  // Row chunks of 16 (a multiple of the 4-row tile) on a team when the call repays one.
+  // Row chunks of 16 (a multiple of the 8-row tile) on a team when the call repays one.
   constexpr size_t kChunk = 16;
   const size_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (worth_threads_products(n * c * oc) && chunks > 1)
