@@ -22,6 +22,7 @@
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/dump_init.h"
+#include "train/provenance.h"
 #include "train/trainer.h"
 
 namespace drift::cli {
@@ -52,7 +53,10 @@ RunConfig load_run_config(const ConfigOptions& o) {
   for (const auto& s : o.sets) apply_set(j, s);
   if (o.seed >= 0) j["seed"] = static_cast<uint64_t>(o.seed);
   if (!o.out.empty()) j["output"]["dir"] = o.out;
-  return parse_run_config(j);
+  RunConfig cfg = parse_run_config(j);
+  cfg.data.config_dir = std::filesystem::path(o.config).parent_path().string();
+  if (cfg.data.config_dir.empty()) cfg.data.config_dir = ".";
+  return cfg;
 }
 
 PreparedRun prepare_or_throw(const RunConfig& cfg) {
@@ -144,11 +148,15 @@ void run_train(const TrainCmdOptions& o) {
   topts.reference = o.reference;
   topts.stop_requested = &g_stop_requested;
   // After every check, and after a new run's directory lost the previous run's files.
-  if (o.dump_init)
-    topts.before_write = [&] {
+  const auto provenance = provenance_record(command_line(), c.backend, o.resume);
+  topts.before_write = [&] {
+    std::filesystem::create_directories(c.run_dir());
+    write_provenance(c.run_dir(), provenance, o.resume);
+    if (o.dump_init) {
       dump_init(run, c.run_dir());
       spdlog::info("initial weights and batches written to {}/init/", c.run_dir());
-    };
+    }
+  };
   topts.notice = [](const std::string& m) { std::fprintf(stderr, "drift: %s\n", m.c_str()); };
   install_stop_handler();
   RunSummary s;
@@ -186,7 +194,10 @@ void run_train(const TrainCmdOptions& o) {
               s.steps_per_s, s.tokens_per_s);
   if (s.skipped_steps)
     std::printf("  loss scaling skipped %llu steps with a non-finite gradient\n", static_cast<unsigned long long>(s.skipped_steps));
-  std::printf("  results: %s/{config.json, metrics.jsonl, summary.json, checkpoint.bin}\n", s.run_dir.c_str());
+  std::printf("  results: %s/{config.json, metrics.jsonl, summary.json, checkpoint.bin%s, provenance.json}\n",
+              s.run_dir.c_str(), c.diagnostics.every > 0 ? ", diag.jsonl" : "");
+  std::printf("  look at them: drift report %s --out report.html (charts), drift export %s (a flat table)\n",
+              s.run_dir.c_str(), s.run_dir.c_str());
 }
 
 struct ExplainOptions : ConfigOptions {
@@ -260,10 +271,10 @@ void run_explain(const ExplainOptions& o) {
 
 }  // namespace
 
-void add_train_commands(CLI::App& app) {
+void add_train_command(CLI::App& app) {
   auto t = std::make_shared<TrainCmdOptions>();
   auto* train = app.add_subcommand("train", "Train a model under a precision policy (config: docs/config.md); "
-                                            "writes config.json, metrics.jsonl and summary.json to the run directory");
+                                            "writes config.json, metrics.jsonl, summary.json (and diag.jsonl with diagnostics on) to the run directory");
   add_config_options(train, *t);
   train->add_flag("--quiet", t->quiet, "No progress or summary output");
   train->add_flag("--resume", t->resume,
@@ -276,7 +287,9 @@ void add_train_commands(CLI::App& app) {
                   "Also write init/: the initial weights (<param>.npy, float32) and every step's training windows "
                   "(batches.npy) and the validation windows (val_batches.npy), int32; see docs/config.md");
   train->callback([t] { run_train(*t); });
+}
 
+void add_explain_command(CLI::App& app) {
   auto e = std::make_shared<ExplainOptions>();
   auto* explain = app.add_subcommand("explain", "Print the resolved matmul policy of every site of a config");
   add_config_options(explain, *e);

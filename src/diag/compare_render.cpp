@@ -53,7 +53,9 @@ std::string divergence_list(const PolicyRow& row, const char* sep) {
   return s;
 }
 
-std::string policies_grid(const std::vector<PolicyRow>& rows, bool markdown) {
+}  // namespace
+
+std::vector<std::vector<std::string>> policy_table_cells(const std::vector<PolicyRow>& rows) {
   std::vector<std::vector<std::string>> g = {{"policy", "seeds", "diverged", "divergence steps", "median div. step",
                                               "median train loss", "median val loss", "clip act", "clip weight",
                                               "clip grad"}};
@@ -63,10 +65,10 @@ std::string policies_grid(const std::vector<PolicyRow>& rows, bool markdown) {
                  fmt_step(row.median_divergence_step), fmt_loss(row.median_train_loss), fmt_loss(row.median_val_loss),
                  fmt_rate(row.clip_rate[0]), fmt_rate(row.clip_rate[1]), fmt_rate(row.clip_rate[2])});
   }
-  return render_grid(g, {false, true, true, false, true, true, true, true, true, true}, markdown);
+  return g;
 }
 
-std::string seeds_grid(const std::vector<PolicyRow>& rows, bool markdown) {
+std::vector<std::vector<std::string>> seed_table_cells(const std::vector<PolicyRow>& rows) {
   const auto seeds = all_seeds(rows);
   std::vector<std::vector<std::string>> g(1, {"policy"});
   for (uint64_t s : seeds) g[0].push_back("seed " + std::to_string(s));
@@ -80,8 +82,17 @@ std::string seeds_grid(const std::vector<PolicyRow>& rows, bool markdown) {
     }
     g.push_back(line);
   }
+  return g;
+}
+
+namespace {
+
+// Text columns left, numbers right: the first column (the policy) and the list of divergence steps.
+std::string grid_text(const std::vector<std::vector<std::string>>& g, bool markdown) {
   std::vector<bool> right(g[0].size(), true);
   right[0] = false;
+  for (size_t i = 0; i < g[0].size(); ++i)
+    if (g[0][i] == "divergence steps") right[i] = false;
   return render_grid(g, right, markdown);
 }
 
@@ -242,13 +253,13 @@ std::string render_comparison(const std::vector<PolicyRow>& rows, CompareFormat 
                     "mean fraction of operand elements clipped per step)\n\n"
                   : "policies, most robust first (losses: median over the seeds that did not diverge; clip: mean "
                     "fraction of operand elements clipped per step)\n";
-        out += policies_grid(rows, md);
+        out += grid_text(policy_table_cells(rows), md);
       }
       if (pol && seeds) out += "\n";
       if (seeds) {
         out += md ? "**Per seed** (div N: diverged at step N; otherwise the final validation loss)\n\n"
                   : "per seed (div N: diverged at step N; otherwise the final validation loss)\n";
-        out += seeds_grid(rows, md);
+        out += grid_text(seed_table_cells(rows), md);
       }
       return out;
     }

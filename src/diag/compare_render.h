@@ -15,6 +15,11 @@ enum class CompareTables { policies, seeds, both };
 // The whole output. CSV holds one table, so `both` is refused there (std::invalid_argument).
 std::string render_comparison(const std::vector<PolicyRow>& rows, CompareFormat format, CompareTables tables);
 
+// The cells of the policy table and of the per-seed table (header row first), as the text,
+// markdown and HTML (`drift report`) renderings show them.
+std::vector<std::vector<std::string>> policy_table_cells(const std::vector<PolicyRow>& rows);
+std::vector<std::vector<std::string>> seed_table_cells(const std::vector<PolicyRow>& rows);
+
 // Numbers for people: missing values are an em dash.
 std::string fmt_loss(double x);   // 4 decimals: "2.3456"
 std::string fmt_step(double x);   // "412", a median between two steps "412.5"

@@ -64,8 +64,8 @@ std::vector<std::string> previous_run_files(const std::string& run_dir, const st
     const nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object() || !j.contains("version")) return out;
   }
-  static const char* const kOwned[] = {"config.json", "metrics.jsonl", "summary.json", "checkpoint.bin",
-                                       "diag.jsonl",  "init",          ".init.partial"};
+  static const char* const kOwned[] = {"config.json", "metrics.jsonl", "summary.json",     "checkpoint.bin",
+                                       "diag.jsonl",  "init",          ".init.partial", "provenance.json"};
   auto owned = [](const std::string& name) {
     for (const char* f : kOwned)
       if (name == f) return true;
@@ -104,7 +104,7 @@ ojson elementwise_metrics(const ElementwiseSites& e) {
   ojson j = ojson::object();
   for (const auto& s : e.sites())
     if (s.calls)
-      j[s.name()] = {{"clipped", s.stats.clipped}, {"flushed", s.stats.flushed}, {"subnormal", s.stats.subnormal},
+      j[s.name()] = {{"elements", s.stats.elements}, {"clipped", s.stats.clipped}, {"flushed", s.stats.flushed}, {"subnormal", s.stats.subnormal},
                      {"amax", s.stats.amax}};
   return j;
 }
