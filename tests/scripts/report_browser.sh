@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# drift report in a real browser: a small sweep (2 policies x 2 seeds, diagnostics and a probe on),
-# its report rendered by headless Chromium (Debian's chromium, installed by scripts/setup.sh). Fails
+# drift report in a real browser: a small sweep (3 policies x 2 seeds, one diverging, diagnostics and
+# a probe on) and a bisect, their report rendered by headless Chromium (Debian's chromium, installed by scripts/setup.sh). Fails
 # on any console message or page error, unless every chart drew (DOM: data-drawn on each), or when
 # the screenshot is blank. First it shows that the harness catches a failing page. Keeps the page,
 # the screenshot, the DOM and the SVG figures in <build>/test-artifacts/report/.
@@ -36,7 +36,7 @@ cat > tiny.json <<JSON
   "diagnostics": {"every": 10, "probes": ["bf16"]} }
 JSON
 echo '[{"preset": "fp32"}]' > fp32.json
-echo '[{"preset": "mxfp8_e4m3"}]' > mxfp8.json
+echo '{"matmul": [{"preset": "mxfp8_e4m3"}], "elementwise": [{"quantizer": "bf16"}]}' > mxfp8.json
 # A policy that diverges (forward outputs in a 4-bit format with infinities: the loss becomes
 # non-finite once a logit passes 3, at this learning rate within 40 steps): the markers get drawn.
 cat > boom.json <<'JSON'
@@ -98,8 +98,12 @@ for r, l in zip(rows, lines):
         if v is None: assert r[k] == "", (k, r[k])
 PY
 
+# --- a bisect of the diverging policy: its verdict table goes into the report too ---
+"$drift" bisect --config tiny.json --seed 1 --set "precision=$(cat boom.json)" --out bis -j 2 > bis.txt 2>&1 ||
+  fail "bisect: $(cat bis.txt)"
+
 # --- the report and its figures ---
-"$drift" report sw --out "$art/report.html" --figures "$art/figures" > report.txt || fail "report exited $?"
+"$drift" report sw bis --out "$art/report.html" --figures "$art/figures" > report.txt || fail "report exited $?"
 grep -Eq '<(script|img|iframe)[^>]* src=|<link[^>]* href=|url\((https?:|//)' "$art/report.html" &&
   fail "the report references an external resource"
 ls "$art"/figures/loss.svg "$art"/figures/clip_rate_gradient.svg "$art"/figures/diag_grad_cosine.svg > /dev/null ||
@@ -122,10 +126,11 @@ charts = re.findall(r'<div class="chart[^"]*"[^>]*>', dom)
 drawn = [c for c in charts if 'data-drawn="1"' in c]
 assert len(charts) >= 15 and len(drawn) == len(charts), (len(charts), len(drawn))
 assert dom.count("<canvas") >= 2 * len(charts), dom.count("<canvas")   # dygraphs: a canvas and an overlay each
-for section in ("loss", "signals", "sites", "classes", "diag", "compare"):
+for section in ("loss", "signals", "sites", "classes", "elementwise", "diag", "compare", "bisect"):
     assert f'<section id="{section}"' in dom, section
 # The divergence markers: dygraphs annotations on the diverged runs' loss curves.
 assert dom.count('class="dygraph-annotation') >= 2, dom.count('class="dygraph-annotation')
+assert "restore " in dom and "found" in dom, "the bisect verdict table"
 print(f"report: {len(charts)} charts drawn in {attr('data-render-ms')} ms")
 PY
 
