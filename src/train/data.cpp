@@ -53,18 +53,18 @@ std::string resolve_data_path(const DataConfig& cfg) {
   const fs::path p(cfg.path);
   if (p.is_absolute() || fs::exists(p, ec) || cfg.config_dir.empty()) {
     if (!fs::exists(p, ec))
-      throw io::IoError("data.path: " + cfg.path + ": no such file or directory (a relative path is looked for in the "
+      throw io::IoError(cfg.path + ": no such file or directory (a relative path is looked for in the "
                         "current directory, then beside the config file and in the directories above it)");
     return cfg.path;
   }
-  std::string tried = "the current directory";
+  std::string tried;
   for (fs::path dir = fs::absolute(cfg.config_dir, ec).lexically_normal();; dir = dir.parent_path()) {
     if (fs::exists(dir / p, ec)) return (dir / p).string();
-    tried += ", " + dir.string();
+    tried += (tried.empty() ? "" : ", ") + dir.string();
     if (dir == dir.root_path() || dir.empty()) break;
   }
-  throw io::IoError("data.path: " + cfg.path + ": no such file or directory (a relative path is looked for in " + tried +
-                    ": the current directory, then the config file's directory and each one above it)");
+  throw io::IoError(cfg.path + ": no such file or directory (a relative path is looked for in the current directory, "
+                    "then in the config file's directory and each one above it: " + tried + ")");
 }
 
 Corpus load_corpus(const DataConfig& cfg, size_t context) {
