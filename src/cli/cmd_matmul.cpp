@@ -9,6 +9,7 @@
 
 #include "arith/matmul.h"
 #include "backend/backend.h"
+#include "arith/tc_presets.h"
 #include "cli/commands.h"
 #include "io/npy.h"
 #include "policy/matmul_json.h"
@@ -171,6 +172,11 @@ void add_matmul_command(CLI::App& app) {
                   "Where it runs: cpu | cuda (same bits on a GPU) | cuda-native, cuda-native-fastacc (the GPU's "
                   "real FP8 tensor cores via cuBLASLt, for comparison with the simulator)")
       ->capture_default_str();
+  std::string accumulators;
+  for (const auto& t : tc_presets()) accumulators += (accumulators.empty() ? "" : ", ") + t.name;
+  cmd->footer("Accumulator (tensor-core) presets, for a policy's \"inner\": {\"fused\": NAME}: " + accumulators +
+              " (drift tcverify --list describes each: GPU, input and output formats, the model's parameters and "
+              "their source).");
   cmd->callback([o] { run_matmul(*o); });
 }
 

@@ -116,6 +116,7 @@ void run_train(const TrainCmdOptions& o) {
   PreparedRun run = prepare_or_throw(cfg);
   if (o.quiet) spdlog::set_level(spdlog::level::warn);
   const auto& c = run.cfg;
+  for (const auto& w : surprising_settings(c)) spdlog::warn("{}", w);
   size_t nparams = run.model->params.size();
   if (run.model->needs_text())
     spdlog::info("model {} ({} parameters, vocab {}, context {}), {} matmul sites; data {} ({} train / {} val tokens)",

@@ -490,6 +490,22 @@ void check_run_rules(const RunConfig& c, const MatmulSites& sites, const Element
   }
 }
 
+std::vector<std::string> surprising_settings(const RunConfig& c) {
+  std::vector<std::string> w;
+  const auto n = [](size_t v) { return std::to_string(v); };
+  const auto& t = c.train;
+  if (t.warmup > 0 && t.warmup >= t.steps)
+    w.push_back("train.warmup (" + n(t.warmup) + ") >= train.steps (" + n(t.steps) +
+                "): the whole run is warmup (the learning rate reaches train.lr at the last step at best, and never decays)");
+  if (t.eval_every > t.steps)
+    w.push_back("train.eval_every (" + n(t.eval_every) + ") > train.steps (" + n(t.steps) +
+                "): the validation loss is measured only after the last step");
+  if (t.log_every > t.steps)
+    w.push_back("train.log_every (" + n(t.log_every) + ") > train.steps (" + n(t.steps) +
+                "): metrics.jsonl gets only step 0, evaluation and last-step lines");
+  return w;
+}
+
 void check_run_rules(const RunConfig& c) {
   ModelConfig m = c.model;
   if (m.vocab == 0) m.vocab = 256;

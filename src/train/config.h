@@ -120,4 +120,9 @@ void check_run_rules(const RunConfig& c, const MatmulSites& sites, const Element
 // The same on the sites of a model built from c.model (they do not depend on the vocabulary).
 void check_run_rules(const RunConfig& c);
 
+// Settings that are legal but probably not what was meant, each as a sentence naming the keys
+// (train.warmup >= train.steps, train.eval_every or train.log_every > train.steps): drift train
+// prints them as warnings and runs anyway.
+std::vector<std::string> surprising_settings(const RunConfig& c);
+
 }  // namespace drift
