@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <csignal>
 #include <cmath>
@@ -202,7 +204,7 @@ void run_train(const TrainCmdOptions& o) {
 }
 
 struct ExplainOptions : ConfigOptions {
-  bool json = false;
+  bool json = false, fields = false;
   uint64_t step = 0;
 };
 
@@ -224,37 +226,51 @@ void run_explain(const ExplainOptions& o) {
   check_run_rules(cfg, model->sites, model->elementwise);
   resolve_sites_at_step(cfg.precision, o.step, model->sites, model->elementwise);
   const auto& sites = model->sites.sites();
+  const auto origins = site_field_origins(cfg.precision, o.step, model->sites);
   if (o.json) {
     nlohmann::ordered_json j = nlohmann::ordered_json::array();
-    for (const auto& s : sites)
+    for (size_t i = 0; i < sites.size(); ++i) {
+      const auto& s = sites[i];
       j.push_back({{"site", s.name()},
                    {"layer", s.layer},
                    {"role", to_string(s.role)},
                    {"a_class", to_string(s.a_class)},
                    {"b_class", to_string(s.b_class)},
-                   {"policy", nlohmann::ordered_json::parse(policy_to_json(s.policy).dump())}});
+                   {"policy", nlohmann::ordered_json::parse(policy_to_json(s.policy).dump())},
+                   {"set_by", origins[i]}});
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
-  std::vector<std::vector<std::string>> rows = {{"site", "a (class: quantizer)", "b (class: quantizer)", "product", "inner", "outer", "output"}};
-  for (const auto& s : sites)
-    rows.push_back({s.name(), std::string(to_string(s.a_class)) + ": " + describe_quantizer(s.policy.a),
-                    std::string(to_string(s.b_class)) + ": " + describe_quantizer(s.policy.b),
-                    s.policy.product_format ? format_name(*s.policy.product_format) : std::string("exact"),
-                    describe_accumulator(s.policy.inner), describe_accumulator(s.policy.outer),
-                    format_name(s.policy.out_format)});
-  std::vector<size_t> w(rows[0].size(), 0);
-  for (const auto& r : rows)
-    for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
-  std::printf("model %s, step %llu: %zu matmul sites\n", cfg.model.kind.c_str(), static_cast<unsigned long long>(o.step),
-              sites.size());
-  for (size_t k = 0; k < rows.size(); ++k) {
-    std::string line;
-    for (size_t i = 0; i < rows[k].size(); ++i) {
-      line += rows[k][i];
-      if (i + 1 < rows[k].size()) line += std::string(w[i] - rows[k][i].size() + 2, ' ');
-    }
-    std::printf("%s\n", line.c_str());
+  std::printf("model %s, step %llu: %zu matmul sites; after each part, the rules that set it (\"default\": none, "
+              "the fp32 passthrough)\n",
+              cfg.model.kind.c_str(), static_cast<unsigned long long>(o.step), sites.size());
+  for (size_t i = 0; i < sites.size(); ++i) {
+    const auto& s = sites[i];
+    const auto& p = s.policy;
+    // The rules that set any field of a part ("/a/...", "/inner/..."), in order of first mention.
+    auto set_by = [&](const std::string& part) {
+      std::vector<std::string> rules;
+      for (const auto& [field, rule] : origins[i])
+        if (field.rfind("/" + part, 0) == 0 && std::find(rules.begin(), rules.end(), rule) == rules.end()) rules.push_back(rule);
+      std::string t;
+      for (const auto& r : rules) t += (t.empty() ? "" : ", ") + r;
+      return t.empty() ? std::string("default") : t;
+    };
+    const std::vector<std::array<std::string, 3>> parts = {
+        {"a", std::string(to_string(s.a_class)) + ": " + describe_operand_rounding(p.a), set_by("a")},
+        {"b", std::string(to_string(s.b_class)) + ": " + describe_operand_rounding(p.b), set_by("b")},
+        {"product", p.product_format ? describe_output(*p.product_format, p.product_round) : std::string("exact"), set_by("product")},
+        {"inner sum", describe_sum(p.inner) + " within each K-block", set_by("inner")},
+        {"outer sum", describe_sum(p.outer) + " across K-blocks", set_by("outer")},
+        {"output", describe_output(p.out_format, p.out_round), set_by("output")}};
+    size_t width = 0;
+    for (const auto& part : parts) width = std::max(width, part[1].size());
+    std::printf("%s\n", s.name().c_str());
+    for (const auto& part : parts)
+      std::printf("  %-9s  %-*s  <- %s\n", part[0].c_str(), static_cast<int>(width), part[1].c_str(), part[2].c_str());
+    if (o.fields)
+      for (const auto& [field, rule] : origins[i]) std::printf("      %-28s %s\n", field.c_str(), rule.c_str());
   }
   // Elementwise tensors (precision.elementwise): only listed when some are quantized.
   const auto& elem = model->elementwise.sites();
@@ -292,9 +308,11 @@ void add_train_command(CLI::App& app) {
 
 void add_explain_command(CLI::App& app) {
   auto e = std::make_shared<ExplainOptions>();
-  auto* explain = app.add_subcommand("explain", "Print the resolved matmul policy of every site of a config");
+  auto* explain = app.add_subcommand("explain", "Print the resolved matmul policy of every site of a config: each operand's "
+                                                "format, rounding, overflow and scale, the sums' order, and which rule set each");
   add_config_options(explain, *e);
-  explain->add_flag("--json", e->json, "Every site's full policy as JSON");
+  explain->add_flag("--json", e->json, "Every site's full policy as JSON, with set_by: each field's rule");
+  explain->add_flag("--fields", e->fields, "Also list, per site, every field a rule set and the rule that set it");
   explain->add_option("--step", e->step, "Resolve with the precision.schedule entries in force at this step")
       ->capture_default_str();
   explain->callback([e] { run_explain(*e); });

@@ -41,4 +41,29 @@ grep -q "results: r/{.*diag.jsonl" out.txt || fail "diag.jsonl not listed: $(cat
 grep -q "drift report r" out.txt || fail "no pointer to drift report: $(cat out.txt)"
 "$drift" train --config tiny.json --set train.warmup=2 --set train.eval_every=3 --out r2 --quiet > out.txt 2>&1
 [ ! -s out.txt ] || fail "warnings for ordinary settings: $(cat out.txt)"
+# explain: per site the rounding, overflow, scale and order, and the rule that set each part.
+cfg="$src/configs/mlp_mxfp8_fp32_from_1000.json"   # mxfp8_e4m3 everywhere; fp32 from step 1000 (schedule)
+"$drift" explain --config "$cfg" > ex0.txt || fail "explain"
+python3 - ex0.txt <<'PY' || fail "explain at step 0: $(head -9 ex0.txt)"
+import sys
+t = open(sys.argv[1]).read().split("\n")
+i = t.index("hidden0.grad_weight")
+want = [("a", "activation: fp8_e4m3 rne saturate; scale e8m0 per 32 along K, floor", "precision.matmul[0]"),
+        ("b", "gradient: fp8_e4m3 rne saturate; scale e8m0 per 32 along K, floor", "precision.matmul[0]"),
+        ("product", "exact", "default"),
+        ("inner sum", "fp32 rne ieee sequential within each K-block", "default"),
+        ("outer sum", "fp32 rne ieee sequential across K-blocks", "default"),
+        ("output", "fp32 rne ieee", "default")]
+for line, (part, what, rule) in zip(t[i + 1:i + 7], want):
+    assert line.split() == part.split() + what.split() + ["<-", rule], (line, part, what, rule)
+PY
+"$drift" explain --config "$cfg" --step 1000 --fields > ex1.txt || fail "explain --step"
+grep -q "^  a  *activation: fp32 rne ieee  *<- precision.schedule\[0\].matmul\[0\]" ex1.txt || fail "explain at step 1000: $(head -9 ex1.txt)"
+grep -q "^      /a/scaling/kind  *precision.schedule\[0\].matmul\[0\]" ex1.txt || fail "explain --fields: $(head -12 ex1.txt)"
+"$drift" explain --config "$cfg" --json | python3 -c "
+import json, sys
+j = json.load(sys.stdin)
+assert j[0]['set_by'] == {'/a/format': 'precision.matmul[0]', '/a/scaling/kind': 'precision.matmul[0]',
+                          '/b/format': 'precision.matmul[0]', '/b/scaling/kind': 'precision.matmul[0]'}, j[0]['set_by']
+" || fail "explain --json set_by"
 echo "cli_friendly: OK"
