@@ -207,6 +207,8 @@ RunRecord read_run(const std::string& dir) {
     name = r.config["output"]["name"].get<std::string>();
   const auto entry = sweep_entry_for(d);
   r.label = entry ? sweep_run_label(*entry, name) : name;
+  // A bisect's runs (repeat1, fp32_baseline, restore-forward, ...) are named by their directory.
+  if (!entry && fs::exists(d.parent_path() / "bisect.json")) r.label = name + " " + d.filename().string();
 
   const std::vector<json> lines = read_lines(d / "metrics.jsonl");
   r.clip_rate = mean_clip_rates(lines);

@@ -19,7 +19,8 @@ constexpr std::array<const char*, 3> kTensorClasses = {"activation", "weight", "
 struct RunRecord {
   std::string dir;
   uint64_t seed = 0;
-  std::string label;              // the sweep's policy label plus its --set values, else output.name
+  std::string label;  // the sweep's policy label plus its --set values; in a bisect, output.name and the
+                      // run's directory (e.g. "cfg restore-forward"); else output.name
   nlohmann::json config;          // config.json
   bool diverged = false;
   std::optional<int64_t> divergence_step;

@@ -1,5 +1,8 @@
 #include "study/report_data.h"
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -30,19 +33,36 @@ bool is_raw_count(const std::string& column) {
   return false;
 }
 
+// A value as the page shows it: 6 significant digits (a double whose shortest text has at most 6),
+// which halves the page against full precision; drift export keeps every digit.
+json six_digits(double x) {
+  if (!std::isfinite(x)) return nullptr;
+  char b[32];
+  std::snprintf(b, sizeof b, "%.6g", x);
+  return std::strtod(b, nullptr);
+}
+
 json step_or_null(const std::optional<int64_t>& s) { return s ? json(*s) : json(nullptr); }
 
-json run_json(const RunRecord& r, size_t id) {
-  const StepTable t = read_step_table(r.dir);
-  json steps = json::array();
-  for (const auto& [step, row] : t.rows) steps.push_back(step);
+// The table's columns of one file (metrics.jsonl: names without "diag."; diag.jsonl: with it) over
+// the steps that file has a line for: {"steps": [...], "cols": {name: [value per step]}}.
+json file_columns(const StepTable& t, bool diag) {
+  auto mine = [&](const std::string& name) { return (name.rfind("diag.", 0) == 0) == diag; };
+  std::vector<uint64_t> steps;
+  for (const auto& [step, row] : t.rows)
+    for (const auto& [c, v] : row)
+      if (c != 0 && mine(t.columns[c])) {
+        steps.push_back(step);
+        break;
+      }
   json cols = json::object();
   for (size_t c = 0; c < t.columns.size(); ++c) {
     const std::string& name = t.columns[c];
-    if (name == "step" || is_raw_count(name)) continue;
+    if (name == "step" || !mine(name) || is_raw_count(name)) continue;
     json values = json::array();
     bool numeric = false;
-    for (const auto& [step, row] : t.rows) {
+    for (uint64_t step : steps) {
+      const auto& row = t.rows.at(step);
       const auto it = row.find(c);
       if (it == row.end() || it->second.is_null()) {
         values.push_back(nullptr);
@@ -50,7 +70,7 @@ json run_json(const RunRecord& r, size_t id) {
         values.push_back(it->second.get<bool>() ? 1 : 0);
         numeric = true;
       } else if (it->second.is_number()) {
-        values.push_back(it->second);
+        values.push_back(six_digits(it->second.get<double>()));
         numeric = true;
       } else {
         values.push_back(nullptr);  // text (a reason, a tensor name): not a series
@@ -58,6 +78,12 @@ json run_json(const RunRecord& r, size_t id) {
     }
     if (numeric) cols[name] = std::move(values);
   }
+  return {{"steps", steps}, {"cols", cols}};
+}
+
+json run_json(const RunRecord& r, size_t id) {
+  const StepTable t = read_step_table(r.dir);
+  json metrics = file_columns(t, false), diag = file_columns(t, true);
   return {{"id", id},
           {"label", r.label},
           {"seed", r.seed},
@@ -70,8 +96,10 @@ json run_json(const RunRecord& r, size_t id) {
             {"spike", step_or_null(r.spike_step)},
             {"departure", step_or_null(r.departure_step)},
             {"first_nonfinite", step_or_null(r.first_nonfinite_step)}}},
-          {"steps", steps},
-          {"cols", cols}};
+          {"steps", metrics["steps"]},
+          {"cols", metrics["cols"]},
+          {"diag_steps", diag["steps"]},
+          {"diag_cols", diag["cols"]}};
 }
 
 // bisect.json files under the paths (a bisect directory, or one above it).

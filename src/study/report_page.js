@@ -128,17 +128,23 @@
     charts.push({g, div: holder.div, runOf: series.map((s) => (s.run ? s.run.id : null)), stepAxis: true});
     return g;
   }
+  // A run's column: metrics.jsonl's over r.steps, diag.jsonl's ("diag.*") over r.diag_steps.
+  function column(r, col) {
+    const diag = col.startsWith('diag.');
+    const values = (diag ? r.diag_cols : r.cols)[col];
+    return values ? {steps: diag ? r.diag_steps : r.steps, values: values} : null;
+  }
   // One series per run from a column name (runs without it are left out).
   function runSeries(col, transform) {
     const out = [];
     for (const r of runs) {
-      const v = r.cols[col];
-      if (!v) continue;
-      out.push({name: runName(r), run: r, steps: r.steps, values: transform ? v.map(transform) : v, color: runColor(r)});
+      const c = column(r, col);
+      if (!c) continue;
+      out.push({name: runName(r), run: r, steps: c.steps, values: transform ? c.values.map(transform) : c.values, color: runColor(r)});
     }
     return out;
   }
-  const anyRunHas = (col) => runs.some((r) => r.cols[col] && r.cols[col].some((v) => v !== null));
+  const anyRunHas = (col) => runs.some((r) => { const c = column(r, col); return c && c.values.some((v) => v !== null); });
   // The divergence record as annotations on each run's loss line, at the logged step at or before it.
   const markerLetters = {divergence: 'D', spike: 'S', departure: 'P', first_nonfinite: 'N'};
   function markerAnnotations(series, col) {
@@ -169,7 +175,7 @@
   // Column families, found by name: sites.<site>.<a|b>.<metric>, classes.<class>.<metric>, ...
   function family(re) {
     const found = new Map();  // key -> Set(metric)
-    for (const r of runs) for (const c of Object.keys(r.cols)) {
+    for (const r of runs) for (const c of [...Object.keys(r.cols), ...Object.keys(r.diag_cols)]) {
       const m = re.exec(c);
       if (!m) continue;
       if (!found.has(m[1])) found.set(m[1], new Set());
@@ -346,7 +352,7 @@
     return used;
   }
   function diagSection() {
-    if (!runs.some((r) => Object.keys(r.cols).some((c) => c.startsWith('diag.')))) return;
+    if (!runs.some((r) => Object.keys(r.diag_cols).length)) return;
     const s = section('diag', 'Deep diagnostics (diag.jsonl)', 'Against the exact (fp64) gradient of the same weights and batch: ' +
       'cosine (direction), relative error (size), bias (signed error along the exact gradient; negative: shorter).');
     const g = grid(s);
@@ -366,7 +372,7 @@
       const pts = runs.map((r) => {
         const out = [];
         for (const k of casts.keys()) {
-          const xe = r.cols['diag.sites.' + k + '.rel_error'], ye = r.cols['diag.sites.' + k + '.one_sidedness'];
+          const xe = r.diag_cols['diag.sites.' + k + '.rel_error'], ye = r.diag_cols['diag.sites.' + k + '.one_sidedness'];
           if (!xe || !ye) continue;
           xe.forEach((x, i) => { if (x !== null && ye[i] !== null) out.push([x, ye[i]]); });
         }

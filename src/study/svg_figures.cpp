@@ -207,10 +207,13 @@ std::vector<double> numbers(const json& a) {
 
 SvgLinePlot run_plot(const json& data, const std::string& col, const std::string& title, const std::string& ylabel, bool log_y) {
   SvgLinePlot p{title, "step", ylabel, log_y, {}};
+  const bool diag = col.rfind("diag.", 0) == 0;  // diag.jsonl's columns have their own steps
+  const char* steps = diag ? "diag_steps" : "steps";
+  const char* cols = diag ? "diag_cols" : "cols";
   for (const auto& r : data["runs"])
-    if (r["cols"].contains(col))
+    if (r[cols].contains(col))
       p.series.push_back({r["label"].get<std::string>() + " seed " + r["seed"].dump(), r["color"].get<std::string>(),
-                          numbers(r["steps"]), numbers(r["cols"][col])});
+                          numbers(r[steps]), numbers(r[cols][col])});
   return p;
 }
 
