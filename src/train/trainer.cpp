@@ -408,6 +408,8 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
                << "\n";
       diag_out.flush();
     }
+    if (steps_this_session == 0 && opts.notice)  // legal but surprising: MX blocks longer than K
+      if (const std::string w = short_scale_blocks(m.sites); !w.empty()) opts.notice("warning: " + w);
     const GradNorms norms = gradient_norms(m.table, m.grads.data());
     const double gnorm = norms.global;
     const TensorNormMax& gmax = norms.max_tensor;

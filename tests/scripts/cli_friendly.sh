@@ -39,6 +39,13 @@ grep -q "warn.*train.warmup (6) >= train.steps (6)" out.txt || fail "no warmup w
 grep -q "warn.*train.eval_every (10) > train.steps (6)" out.txt || fail "no eval_every warning: $(cat out.txt)"
 grep -q "results: r/{.*diag.jsonl" out.txt || fail "diag.jsonl not listed: $(cat out.txt)"
 grep -q "drift report r" out.txt || fail "no pointer to drift report: $(cat out.txt)"
+# MXFP8 with hidden 16 (head.forward's K) and batch 4 (grad_weight's K): blocks of 32 hold 16 and 4
+# elements; hidden0.forward's K is context x embed = 64, two whole blocks: not named.
+"$drift" train --config tiny.json --set 'precision.matmul=[{"preset": "mxfp8_e4m3"}]' --out r3 --quiet 2> err.txt ||
+  fail "train mxfp8: $(cat err.txt)"
+grep -q "warning: MX scale blocks shorter.*head.forward.a 16 of 32.*head.grad_weight.b 4 of 32" err.txt ||
+  fail "no short-block warning: $(cat err.txt)"
+grep -q "hidden0.forward" err.txt && fail "hidden0.forward (K 64) named: $(cat err.txt)"
 "$drift" train --config tiny.json --set train.warmup=2 --set train.eval_every=3 --out r2 --quiet > out.txt 2>&1
 [ ! -s out.txt ] || fail "warnings for ordinary settings: $(cat out.txt)"
 # explain: per site the rounding, overflow, scale and order, and the rule that set each part.
