@@ -32,7 +32,11 @@ void run_export(const ExportOptions& o) {
   if (o.out.empty() || o.out == "-") {
     std::fputs(text.c_str(), stdout);
   } else {
-    io::write_file_atomic(o.out, text);
+    try {
+      io::write_file_atomic(o.out, text);
+    } catch (const io::IoError& e) {
+      throw InputError(std::string("--out: ") + e.what());
+    }
     std::fprintf(stderr, "export: %s (%zu steps, %zu columns)\n", o.out.c_str(), t.rows.size(), t.columns.size());
   }
 }

@@ -43,11 +43,20 @@ void run_report(const ReportOptions& o) {
   } catch (const MissingLibraryError& e) {
     throw InputError(e.what());
   }
-  io::write_file_atomic(o.out, page);
+  try {
+    io::write_file_atomic(o.out, page);
+  } catch (const io::IoError& e) {
+    throw InputError(std::string("--out: ") + e.what());
+  }
   std::printf("report: %s (%zu runs, %.1f MB); open it in a browser\n", o.out.c_str(), data["runs"].size(),
               static_cast<double>(page.size()) / 1e6);
   if (!o.figures.empty()) {
-    const auto files = write_report_figures(data, o.figures);
+    std::vector<std::string> files;
+    try {
+      files = write_report_figures(data, o.figures);
+    } catch (const std::exception& e) {  // io::IoError, or a directory that cannot be created
+      throw InputError(std::string("--figures: ") + e.what());
+    }
     std::printf("figures: %zu SVG files in %s\n", files.size(), o.figures.c_str());
   }
 }

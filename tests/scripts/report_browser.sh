@@ -102,6 +102,18 @@ PY
 "$drift" bisect --config tiny.json --seed 1 --set "precision=$(cat boom.json)" --out bis -j 2 > bis.txt 2>&1 ||
   fail "bisect: $(cat bis.txt)"
 
+# --- bad input: exit 2, a message naming what is wrong, nothing written ---
+bad() {  # bad <expected message> <command...>
+  local want="$1"; shift
+  set +e; "$@" > bad.out 2> bad.err; local rc=$?; set -e
+  [ "$rc" -eq 2 ] && grep -q -- "$want" bad.err || fail "expected exit 2 and '$want' from $*: $rc $(cat bad.err)"
+}
+bad "no such directory" "$drift" report nosuch --out r.html
+bad "not a run directory (no metrics.jsonl)" "$drift" export sw
+bad "apt-get install libjs-dygraphs" env DRIFT_DYGRAPHS_DIR="$work/none" "$drift" report sw --out r.html
+[ -e r.html ] && fail "a failed report wrote its page"
+bad "^drift: error: --out: " "$drift" report sw --out "$work/none/r.html"
+
 # --- the report and its figures ---
 "$drift" report sw bis --out "$art/report.html" --figures "$art/figures" > report.txt || fail "report exited $?"
 grep -Eq '<(script|img|iframe)[^>]* src=|<link[^>]* href=|url\((https?:|//)' "$art/report.html" &&
