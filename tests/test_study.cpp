@@ -119,4 +119,11 @@ TEST_CASE("study: an SVG line plot: gaps at non-finite values, log axis drops va
   const std::string log_svg = svg_line_plot(p);
   // log10: 2, (gap), 1, 0 over [0, 2]: y = 40, 205, 370.
   CHECK(log_svg.find("d=\"M70.00 40.00 M376.67 205.00 L530.00 370.00\"") != std::string::npos);
+  // Log-axis labels: whole decades over 1..100; round values when the data spans less than a decade
+  // (1.5..2.5: steps of 0.2 from 1.6).
+  for (const char* label : {">1<", ">10<", ">100<"}) CHECK(log_svg.find(label) != std::string::npos);
+  p.series[0].y = {1.5, 2.0, 2.5, 2.5};
+  const std::string narrow = svg_line_plot(p);
+  for (const char* label : {">1.6<", ">1.8<", ">2<", ">2.2<", ">2.4<"}) CHECK(narrow.find(label) != std::string::npos);
+  CHECK(narrow.find(">1.58489<") == std::string::npos);
 }

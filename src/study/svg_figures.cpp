@@ -94,11 +94,19 @@ std::string svg_line_plot(const SvgLinePlot& p) {
     out += "<line x1=\"" + f2(X(t)) + "\" y1=\"" + f2(kTop) + "\" x2=\"" + f2(X(t)) + "\" y2=\"" + f2(kTop + ph) + "\"/>\n";
     labels += "<text x=\"" + f2(X(t)) + "\" y=\"" + f2(kTop + ph + 16) + "\" text-anchor=\"middle\">" + tick_label(t) + "</text>\n";
   }
-  for (double t : p.log_y ? nice_ticks(std::floor(ylo), std::ceil(yhi)) : nice_ticks(ylo, yhi)) {
-    if (t < ylo || t > yhi) continue;
+  // y ticks as values: on a log axis whole decades when it spans one or more, else round values.
+  std::vector<double> yticks;
+  if (!p.log_y || yhi - ylo < 1) {
+    yticks = p.log_y ? nice_ticks(std::pow(10, ylo), std::pow(10, yhi)) : nice_ticks(ylo, yhi);
+  } else {
+    for (double e = std::ceil(ylo); e <= yhi; ++e) yticks.push_back(std::pow(10, e));
+  }
+  for (double v : yticks) {
+    if (p.log_y && !(v > 0)) continue;
+    const double t = p.log_y ? std::log10(v) : v;
+    if (t < ylo - 1e-12 || t > yhi + 1e-12) continue;
     out += "<line x1=\"" + f2(kLeft) + "\" y1=\"" + f2(Y(t)) + "\" x2=\"" + f2(kLeft + pw) + "\" y2=\"" + f2(Y(t)) + "\"/>\n";
-    labels += "<text x=\"" + f2(kLeft - 6) + "\" y=\"" + f2(Y(t) + 4) + "\" text-anchor=\"end\">" +
-              (p.log_y ? tick_label(std::pow(10, t)) : tick_label(t)) + "</text>\n";
+    labels += "<text x=\"" + f2(kLeft - 6) + "\" y=\"" + f2(Y(t) + 4) + "\" text-anchor=\"end\">" + tick_label(v) + "</text>\n";
   }
   out += "</g>\n<rect x=\"" + f2(kLeft) + "\" y=\"" + f2(kTop) + "\" width=\"" + f2(pw) + "\" height=\"" + f2(ph) +
          "\" fill=\"none\" stroke=\"#444\"/>\n" + labels;
