@@ -8,8 +8,11 @@ cd "$(dirname "$0")/.."
 # its test; they install for Debian's /usr/bin/python3, which is how the scripts call Python for them.
 # slurm-wlm and munge: tests/scripts/slurm_sweep.sh starts a single-node Slurm of its own (its own
 # key, config and daemons in a scratch directory) to test drift sweep --launcher slurm.
+# libjs-dygraphs: the charting library drift report inlines into its page; chromium: the headless
+# browser the report test renders it in (tests/scripts/report_browser.sh).
 packages=(g++ cmake make pkg-config python3 libcli11-dev nlohmann-json3-dev libspdlog-dev libhwy-dev
-          doctest-dev librandom123-dev libopenblas-dev python3-torch python3-numpy slurm-wlm munge)
+          doctest-dev librandom123-dev libopenblas-dev python3-torch python3-numpy slurm-wlm munge
+          libjs-dygraphs chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -129,10 +129,10 @@ TEST_CASE("the comparison as markdown, CSV and JSON") {
   const auto rows = group_by_policy(runs, GroupBy::policy);
   const std::string md = render_comparison(rows, CompareFormat::markdown, CompareTables::both);
   const std::string expected_policies =
-      "| policy | seeds | diverged | divergence steps | median div. step | median train loss | median val loss | clip act | clip weight | clip grad |\n"
-      "| :----- | ----: | -------: | :--------------- | ---------------: | ----------------: | --------------: | -------: | ----------: | --------: |\n"
-      "| fp32   |     1 |        0 | \u2014                |                \u2014 |            1.5000 |          2.0000 |        \u2014 |           \u2014 |         \u2014 |\n"
-      "| mx     |     2 |        1 | 12               |               12 |            2.2500 |          2.5000 |    37.5% |          0% |         \u2014 |\n";
+      "| policy | seeds | diverged | divergence steps | median div. step | div. step range | median train loss | median val loss | val loss range | clip act | clip weight | clip grad |\n"
+      "| :----- | ----: | -------: | :--------------- | ---------------: | --------------: | ----------------: | --------------: | -------------: | -------: | ----------: | --------: |\n"
+      "| fp32   |     1 |        0 | \u2014                |                \u2014 |               \u2014 |            1.5000 |          2.0000 |         2.0000 |        \u2014 |           \u2014 |         \u2014 |\n"
+      "| mx     |     2 |        1 | 12               |               12 |              12 |            2.2500 |          2.5000 |         2.5000 |    37.5% |          0% |         \u2014 |\n";
   CHECK(md.find(expected_policies) != std::string::npos);
   const std::string expected_seeds =
       "| policy | seed 1 | seed 2 |\n"
@@ -143,9 +143,11 @@ TEST_CASE("the comparison as markdown, CSV and JSON") {
 
   CHECK(render_comparison(rows, CompareFormat::csv, CompareTables::policies) ==
         "policy,seeds,diverged,divergence_steps,median_divergence_step,median_final_train_loss,median_final_val_loss,"
-        "clip_rate_activation,clip_rate_weight,clip_rate_gradient\n"
-        "fp32,1,0,,,1.5,2,,,\n"
-        "mx,2,1,12,12,2.25,2.5,0.375,0,\n");
+        "clip_rate_activation,clip_rate_weight,clip_rate_gradient,val_loss_min,val_loss_max,divergence_step_min,"
+        "divergence_step_max,clip_rate_elementwise,diag_grad_cosine,diag_grad_rel_error,diag_grad_bias,"
+        "diag_bound_violations\n"
+        "fp32,1,0,,,1.5,2,,,,2,2,,,,,,,\n"
+        "mx,2,1,12,12,2.25,2.5,0.375,0,,2.5,2.5,12,12,,,,,\n");
   CHECK(render_comparison(rows, CompareFormat::csv, CompareTables::seeds) ==
         "policy,seed,diverged,divergence_step,reason,first_nonfinite_step,spike_step,departure_step,final_train_loss,"
         "final_val_loss,dir\n"
@@ -164,4 +166,58 @@ TEST_CASE("the comparison as markdown, CSV and JSON") {
   CHECK(j["seeds"][1]["final_train_loss"].is_null());  // inf is not JSON
   CHECK(j["seeds"][1]["first_nonfinite_step"] == 12);
   CHECK(j["seeds"][1]["spike_step"].is_null());
+}
+
+TEST_CASE("compare: spread across seeds, loss at a step, site columns, elementwise and diag summaries") {
+  // Three seeds of one policy: seeds 1 and 3 survive (val 2.0 and 3.0), seed 2 diverges at step 40;
+  // a fourth run diverges at 10 (so the divergence steps span 10..40; listed in seed order).
+  std::vector<RunRecord> runs = {run("p", "a", 1, -1, 2.0, 1.0), run("p", "a", 2, 40, NAN), run("p", "a", 3, -1, 3.0, 1.0),
+                                 run("p", "a", 4, 10, NAN)};
+  runs[0].loss_at = {{0, 5.0}, {20, 3.0}};
+  runs[1].loss_at = {{0, 5.0}, {20, NAN}};  // non-finite: counts as inf
+  runs[2].loss_at = {{0, 5.0}, {20, 2.0}};
+  runs[3].loss_at = {{0, 5.0}};             // did not log step 20
+  runs[0].site_clip_rate = {{"fc.forward", {0.5, 0.0}}};
+  runs[1].site_clip_rate = {{"fc.forward", {0.25, NAN}}};
+  runs[0].elementwise_clip_rate = 0.1;
+  runs[2].elementwise_clip_rate = 0.3;
+  runs[0].diag_cosine = 0.9, runs[0].diag_rel_error = 0.2, runs[0].diag_bias = -0.1, runs[0].bound_violations = 0;
+  runs[1].diag_cosine = 0.7, runs[1].diag_rel_error = 0.4, runs[1].diag_bias = -0.3, runs[1].bound_violations = 2;
+  const auto rows = group_by_policy(runs, GroupBy::policy);
+  REQUIRE(rows.size() == 1);
+  const PolicyRow& r = rows[0];
+  CHECK(r.min_val_loss == 2.0);
+  CHECK(r.max_val_loss == 3.0);
+  CHECK(r.min_divergence_step == 10);
+  CHECK(r.max_divergence_step == 40);
+  CHECK(r.elementwise_clip_rate == doctest::Approx(0.2).epsilon(1e-15));  // (0.1 + 0.3) / 2
+  CHECK(r.diag_cosine == doctest::Approx(0.8).epsilon(1e-15));
+  CHECK(r.diag_rel_error == doctest::Approx(0.3).epsilon(1e-15));
+  CHECK(r.diag_bias == doctest::Approx(-0.2).epsilon(1e-15));
+  CHECK(r.bound_violations == 2u);
+  CHECK(median_loss_at(r, 20) == 3.0);  // median of {3, inf, 2}
+  CHECK(median_loss_at(r, 0) == 5.0);
+  CHECK(std::isnan(median_loss_at(r, 7)));
+  const auto site = mean_site_clip_rate(r, "fc.forward");
+  CHECK(site[0] == 0.375);  // (0.5 + 0.25) / 2
+  CHECK(site[1] == 0.0);    // NaN ignored
+  CompareColumns cols;
+  cols.loss_at_step = 20;
+  cols.sites = {"fc.forward"};
+  const auto cells = policy_table_cells(rows, cols);
+  const std::vector<std::string> want_head = {"policy", "seeds", "diverged", "divergence steps", "median div. step",
+                                              "div. step range", "median train loss", "median val loss", "val loss range",
+                                              "clip act", "clip weight", "clip grad", "clip elementwise", "loss at 20",
+                                              "clip fc.forward.a", "clip fc.forward.b", "grad cosine", "grad rel. error",
+                                              "grad bias", "bound violations"};
+  CHECK(cells[0] == want_head);
+  const std::vector<std::string> want_row = {"p", "4", "2", "40, 10", "25", "10\u201340", "1.0000", "2.5000",
+                                             "2.0000\u20133.0000", "\u2014", "\u2014", "\u2014", "20%", "3.0000",
+                                             "37.5%", "0%", "0.8", "0.3", "-0.2", "2"};
+  CHECK(cells[1] == want_row);
+  const json j = json::parse(render_comparison(rows, CompareFormat::json, CompareTables::policies, cols));
+  CHECK(j["policies"][0]["val_loss_range"] == json::parse("[2.0, 3.0]"));
+  CHECK(j["policies"][0]["loss_at_step"] == json::parse(R"({"step": 20, "median": 3.0})"));
+  CHECK(j["policies"][0]["site_clip_rate"]["fc.forward"]["a"] == 0.375);
+  CHECK(j["policies"][0]["diag"]["bound_violations"] == 2);
 }

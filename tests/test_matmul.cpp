@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "arith/catalogue.h"
+#include "arith/exact_dot.h"
 #include "arith/matmul.h"
 #include "arith/random.h"
 #include "arith/tc_presets.h"
@@ -497,4 +498,33 @@ TEST_CASE("hand-derived: a narrow inner sum that rounds to -0 leaves +0 after th
   CHECK(tel.fast_path);
   CHECK(c == 0.0);
   CHECK(!std::signbit(c));
+}
+
+TEST_CASE("exact_dot: the exact dot product rounded once, where fp64 sums lose everything") {
+  // 1e16 + 1 - 1e16: in fp64, 1e16 + 1 rounds back to 1e16 (ulp 2), so the sum in order is 0.
+  const double a[] = {1e16, 1, -1e16}, ones[] = {1, 1, 1};
+  CHECK(exact_dot(a, 1, ones, 1, 3) == 1);
+  // (1 + 2^-30)(1 - 2^-30) - 1 = -2^-60 exactly; the fp64 product rounds to 1 and the sum to 0.
+  const double x[] = {1 + std::ldexp(1, -30), -1}, y[] = {1 - std::ldexp(1, -30), 1};
+  CHECK(exact_dot(x, 1, y, 1, 2) == -std::ldexp(1, -60));
+  // Strides: a 2x2 row-major matrix's column 1 against a vector.
+  const double m[] = {1, 2, 3, 4}, v[] = {10, 100};
+  CHECK(exact_dot(m + 1, 2, v, 1, 2) == 2 * 10 + 4 * 100);
+  // Round once, ties to even: 1 + 2^-53 is a tie between 1 and 1 + 2^-52 -> 1; a term of 2^-80
+  // more breaks the tie upward -> 1 + 2^-52 (two roundings in order would give 1).
+  const double t[] = {1, std::ldexp(1, -53), std::ldexp(1, -80)}, o[] = {1, 1, 1};
+  CHECK(exact_dot(t, 1, o, 1, 2) == 1);
+  CHECK(exact_dot(t, 1, o, 1, 3) == 1 + std::ldexp(1, -52));
+  const double inf[] = {INFINITY, 1};
+  CHECK(std::isinf(exact_dot(inf, 1, o, 1, 2)));
+}
+
+TEST_CASE("ulp_of: the grid spacing of a format at a value") {
+  const Format fp16 = *find_format("fp16");
+  CHECK(ulp_of(1.0, fp16) == std::ldexp(1, -10));
+  CHECK(ulp_of(1.5, fp16) == std::ldexp(1, -10));
+  CHECK(ulp_of(-1024.0, fp16) == 1);
+  CHECK(ulp_of(0.0, fp16) == std::ldexp(1, -24));    // subnormal spacing 2^(-14-10)
+  CHECK(ulp_of(1e-7, fp16) == std::ldexp(1, -24));
+  CHECK(ulp_of(1e6, fp16) == std::ldexp(1, 15 - 10));  // beyond max: the top binade's spacing
 }

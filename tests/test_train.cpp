@@ -398,12 +398,13 @@ TEST_CASE("trainer: a new run clears the previous run's files; --resume before a
   t.write("run/.summary.json.tmp.abc123", "x");
   t.write("run/notes.txt", "mine");
   t.write("run/checkpoint-old.bin", "not a step");
+  t.write("run/provenance.json", "{}");  // drift train writes it (the library's train() does not)
   // What a new run removes: the run's own files only (sorted), and never the `keep` file.
   std::vector<std::string> owned = previous_run_files(dir.string());
   for (auto& p : owned) p = fs::path(p).filename().string();
   CHECK(owned == std::vector<std::string>{".summary.json.tmp.abc123", "checkpoint-10.bin", "checkpoint-20.bin",
                                           "checkpoint.bin", "config.json", "diag.jsonl", "init", "metrics.jsonl",
-                                          "summary.json"});
+                                          "provenance.json", "summary.json"});
   CHECK(previous_run_files(dir.string(), (dir / "checkpoint-10.bin").string()).size() == owned.size() - 1);
   CHECK(previous_run_files((t.dir / "none").string()).empty());
   // A folder that no drift run wrote (its config.json is not a run's: no "version") is left alone.

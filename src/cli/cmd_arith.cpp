@@ -184,7 +184,9 @@ void add_arith_command(CLI::App& app) {
   cmd->add_option("--out-format", o->out_format, "Format the exact result is rounded to (default: --format)");
   cmd->add_option("--in-format", o->in_format, "For --op cast: format of the input bit patterns")->capture_default_str();
   cmd->add_option("--rounding", o->rounding, "rne | rna | rtz | rup | rdn | rto | sr")->capture_default_str();
-  cmd->add_option("--overflow", o->overflow, "saturate (clamp to +-max) | ieee (inf, or NaN where no inf)")
+  cmd->add_option("--overflow", o->overflow,
+                  "saturate (the default: a result beyond +-max finite, an infinite operand's included, becomes "
+                  "+-max) | ieee (overflow to inf, or NaN where the format has no inf: what IEEE 754 and TestFloat expect)")
       ->capture_default_str();
   cmd->add_option("--subnormals", o->subnormals,
                   "keep | flush (subnormal results become signed zero, subnormal operands read as zero)")
@@ -196,6 +198,12 @@ void add_arith_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--decimal", o->decimal, "Operands are decimal numbers (each first correctly rounded to its format with rne)");
   cmd->add_option("--print", o->print, "hex (bit pattern of the result format) | decimal")->capture_default_str();
+  cmd->footer(
+      "Overflow: the default is saturate, as low-precision training kernels do; TestFloat's expected results assume "
+      "--overflow ieee.\nNaN: a NaN result is always the format's canonical NaN: positive and quiet, without payload "
+      "(fp64 7ff8000000000000, fp32 7fc00000, bf16 7fc0, tf32 3fe00, fp16 7e00, fp8_e5m2 7e; "
+      "fp8_e4m3 7f (S.1111.111, its only NaN); the fnuz formats 80 (the negative-zero pattern); e8m0 ff). A format "
+      "without a NaN encoding (fp6, fp4, int8) prints nan.");
   cmd->callback([o] { run_arith(*o); });
 }
 

@@ -7,8 +7,11 @@
 #include <string>
 #include <utility>
 
+#include "arith/catalogue.h"
+#include "arith/exact_dot.h"
 #include "arith/matmul.h"
 #include "backend/backend.h"
+#include "arith/tc_presets.h"
 #include "cli/commands.h"
 #include "io/npy.h"
 #include "policy/matmul_json.h"
@@ -70,7 +73,7 @@ namespace {
 
 struct MatmulOptions {
   std::string a, b, policy, out, out_dtype = "f8";
-  bool transpose_a = false, transpose_b = false, reference = false;
+  bool transpose_a = false, transpose_b = false, reference = false, exact_error = false;
   uint64_t seed = 0;
   std::string backend = "cpu";
 };
@@ -88,6 +91,62 @@ MatView view_of(const io::Array& x, bool transpose, bool is_a) {
   return v;
 }
 
+// The error of C against the exact product (each element's exact dot product rounded once to fp64):
+// relative error over the elements whose exact value is not zero, and the error in units of the
+// output format's ulp at the exact value.
+nlohmann::ordered_json exact_error_json(const MatView& a, const MatView& b, const std::vector<double>& c, const Format& out) {
+  const size_t m = a.rows, k = a.cols, n = b.cols;
+  // A's row i and B's column j as strided runs of the stored arrays.
+  auto row = [&](size_t i) { return a.transposed ? std::pair{a.data + i, a.ld} : std::pair{a.data + i * a.ld, size_t{1}}; };
+  auto col = [&](size_t j) { return b.transposed ? std::pair{b.data + j * b.ld, size_t{1}} : std::pair{b.data + j, b.ld}; };
+  double max_rel = 0, sum_rel = 0, max_ulps = 0, sum_ulps = 0;
+  size_t rel_count = 0, zeros = 0, nonzero_at_zero = 0, nonfinite = 0;
+  for (size_t i = 0; i < m; ++i)
+    for (size_t j = 0; j < n; ++j) {
+      const auto [ap, as] = row(i);
+      const auto [bp, bs] = col(j);
+      const double e = exact_dot(ap, as, bp, bs, k), got = c[i * n + j];
+      if (!std::isfinite(e) || !std::isfinite(got)) {
+        ++nonfinite;
+        continue;
+      }
+      const double err = std::fabs(got - e);
+      const double ulps = err / ulp_of(e, out);
+      max_ulps = std::max(max_ulps, ulps);
+      sum_ulps += ulps;
+      if (e == 0) {
+        ++zeros;
+        nonzero_at_zero += got != 0;
+        continue;
+      }
+      const double rel = err / std::fabs(e);
+      max_rel = std::max(max_rel, rel);
+      sum_rel += rel;
+      ++rel_count;
+    }
+  const size_t finite = m * n - nonfinite;
+  auto num = [](double x, size_t count) { return count ? nlohmann::ordered_json(x) : nlohmann::ordered_json(nullptr); };
+  return {{"reference", "each element's exact dot product, rounded once to fp64"},
+          {"max_rel_error", num(max_rel, rel_count)},
+          {"mean_rel_error", num(rel_count ? sum_rel / static_cast<double>(rel_count) : 0, rel_count)},
+          {"ulp_format", format_name(out)},
+          {"max_ulps", num(max_ulps, finite)},
+          {"mean_ulps", num(finite ? sum_ulps / static_cast<double>(finite) : 0, finite)},
+          {"exact_zeros", zeros},
+          {"nonzero_where_exact_is_zero", nonzero_at_zero},
+          {"nonfinite", nonfinite}};
+}
+
+// A scale block longer than K holds the whole row: legal, but not the block size the format names.
+void warn_blocks_beyond_k(const MatmulPolicy& p, size_t k) {
+  for (const auto& [name, q] : {std::pair{"a", &p.a}, std::pair{"b", &p.b}})
+    if ((q->scaling.kind == ScaleKind::block || q->scaling.kind == ScaleKind::nvfp4) &&
+        static_cast<size_t>(q->scaling.block) > k)
+      std::fprintf(stderr, "drift: warning: operand %s's scale block (%d elements along K) is longer than K = %zu: "
+                           "each block holds a whole row, shorter than the format's block\n",
+                   name, q->scaling.block, k);
+}
+
 void run_matmul(const MatmulOptions& o) {
   const io::Dtype dtype = parse_out_dtype(o.out_dtype);
   const MatmulPolicy policy = parse_matmul_policy(parse_json_argument(o.policy, "policy"), "policy");
@@ -100,6 +159,7 @@ void run_matmul(const MatmulOptions& o) {
                      std::to_string(va.rows) + "x" + std::to_string(va.cols) + ", B" + (o.transpose_b ? "^T" : "") +
                      " is " + std::to_string(vb.rows) + "x" + std::to_string(vb.cols));
   const size_t m = va.rows, n = vb.cols;
+  warn_blocks_beyond_k(policy, va.cols);
   io::Array c;
   c.shape = {m, n};
   c.data.assign(m * n, 0.0);
@@ -142,8 +202,9 @@ void run_matmul(const MatmulOptions& o) {
       {"inner", {{"adds", tel.inner_adds}, {"swamped", tel.inner_swamped}, {"swamped_frac", frac(tel.inner_swamped, tel.inner_adds)}}},
       {"outer", {{"adds", tel.outer_adds}, {"swamped", tel.outer_swamped}, {"swamped_frac", frac(tel.outer_swamped, tel.outer_adds)}}},
       {"out", {{"file", o.out}, {"dtype", dtype == io::Dtype::f4 ? "float32" : "float64"}}},
-      {"seed", o.seed},
-      {"policy", nlohmann::ordered_json::parse(policy_to_json(policy).dump())}};
+      {"seed", o.seed}};
+  if (o.exact_error) j["exact_error"] = exact_error_json(va, vb, c.data, policy.out_format);
+  j["policy"] = nlohmann::ordered_json::parse(policy_to_json(policy).dump());
   std::printf("%s\n", j.dump(2).c_str());
 }
 
@@ -166,11 +227,19 @@ void add_matmul_command(CLI::App& app) {
   cmd->add_option("--out-dtype", o->out_dtype, "f8 (float64) | f4 (float32)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of stochastic rounding and permuted orders")
       ->check(non_negative_seed())->capture_default_str();
+  cmd->add_flag("--exact-error", o->exact_error,
+                "Also report C's error against the exact product (each element's exact dot product, rounded once to "
+                "fp64): max and mean relative error, and in ulps of the output format");
   cmd->add_flag("--reference", o->reference, "Always take the literal reference path (never the fast path)");
   cmd->add_option("--backend", o->backend,
                   "Where it runs: cpu | cuda (same bits on a GPU) | cuda-native, cuda-native-fastacc (the GPU's "
                   "real FP8 tensor cores via cuBLASLt, for comparison with the simulator)")
       ->capture_default_str();
+  std::string accumulators;
+  for (const auto& t : tc_presets()) accumulators += (accumulators.empty() ? "" : ", ") + t.name;
+  cmd->footer("Accumulator (tensor-core) presets, for a policy's \"inner\": {\"fused\": NAME}: " + accumulators +
+              " (drift tcverify --list describes each: GPU, input and output formats, the model's parameters and "
+              "their source).");
   cmd->callback([o] { run_matmul(*o); });
 }
 

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <csignal>
 #include <cmath>
@@ -23,6 +25,7 @@
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/dump_init.h"
+#include "train/provenance.h"
 #include "train/trainer.h"
 
 namespace drift::cli {
@@ -53,7 +56,10 @@ RunConfig load_run_config(const ConfigOptions& o) {
   for (const auto& s : o.sets) apply_set(j, s);
   if (o.seed >= 0) j["seed"] = static_cast<uint64_t>(o.seed);
   if (!o.out.empty()) j["output"]["dir"] = o.out;
-  return parse_run_config(j);
+  RunConfig cfg = parse_run_config(j);
+  cfg.data.config_dir = std::filesystem::path(o.config).parent_path().string();
+  if (cfg.data.config_dir.empty()) cfg.data.config_dir = ".";
+  return cfg;
 }
 
 PreparedRun prepare_or_throw(const RunConfig& cfg) {
@@ -109,6 +115,7 @@ int run_train(const TrainCmdOptions& o) {
   PreparedRun run = prepare_or_throw(cfg);
   if (o.quiet) spdlog::set_level(spdlog::level::warn);
   const auto& c = run.cfg;
+  for (const auto& w : surprising_settings(c)) spdlog::warn("{}", w);
   size_t nparams = run.model->params.size();
   if (run.model->needs_text())
     spdlog::info("model {} ({} parameters, vocab {}, context {}), {} matmul sites; data {} ({} train / {} val tokens)",
@@ -141,11 +148,15 @@ int run_train(const TrainCmdOptions& o) {
   topts.reference = o.reference;
   topts.stop_requested = &g_stop_requested;
   // After every check, and after a new run's directory lost the previous run's files.
-  if (o.dump_init)
-    topts.before_write = [&] {
+  const auto provenance = provenance_record(command_line(), c.backend, o.resume);
+  topts.before_write = [&] {
+    std::filesystem::create_directories(c.run_dir());
+    write_provenance(c.run_dir(), provenance, o.resume);
+    if (o.dump_init) {
       dump_init(run, c.run_dir());
       spdlog::info("initial weights and batches written to {}/init/", c.run_dir());
-    };
+    }
+  };
   topts.notice = [](const std::string& m) { std::fprintf(stderr, "drift: %s\n", m.c_str()); };
   install_stop_handler();
   RunSummary s;
@@ -185,12 +196,15 @@ int run_train(const TrainCmdOptions& o) {
               s.steps_per_s, s.tokens_per_s);
   if (s.skipped_steps)
     std::printf("  loss scaling skipped %llu steps with a non-finite gradient\n", static_cast<unsigned long long>(s.skipped_steps));
-  std::printf("  results: %s/{config.json, metrics.jsonl, summary.json, checkpoint.bin}\n", s.run_dir.c_str());
+  std::printf("  results: %s/{config.json, metrics.jsonl, summary.json, checkpoint.bin%s, provenance.json}\n",
+              s.run_dir.c_str(), c.diagnostics.every > 0 ? ", diag.jsonl" : "");
+  std::printf("  look at them: drift report %s --out report.html (charts), drift export %s (a flat table)\n",
+              s.run_dir.c_str(), s.run_dir.c_str());
   return kExitOk;
 }
 
 struct ExplainOptions : ConfigOptions {
-  bool json = false;
+  bool json = false, fields = false;
   uint64_t step = 0;
 };
 
@@ -212,37 +226,51 @@ void run_explain(const ExplainOptions& o) {
   check_run_rules(cfg, model->sites, model->elementwise);
   resolve_sites_at_step(cfg.precision, o.step, model->sites, model->elementwise);
   const auto& sites = model->sites.sites();
+  const auto origins = site_field_origins(cfg.precision, o.step, model->sites);
   if (o.json) {
     nlohmann::ordered_json j = nlohmann::ordered_json::array();
-    for (const auto& s : sites)
+    for (size_t i = 0; i < sites.size(); ++i) {
+      const auto& s = sites[i];
       j.push_back({{"site", s.name()},
                    {"layer", s.layer},
                    {"role", to_string(s.role)},
                    {"a_class", to_string(s.a_class)},
                    {"b_class", to_string(s.b_class)},
-                   {"policy", nlohmann::ordered_json::parse(policy_to_json(s.policy).dump())}});
+                   {"policy", nlohmann::ordered_json::parse(policy_to_json(s.policy).dump())},
+                   {"set_by", origins[i]}});
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
-  std::vector<std::vector<std::string>> rows = {{"site", "a (class: quantizer)", "b (class: quantizer)", "product", "inner", "outer", "output"}};
-  for (const auto& s : sites)
-    rows.push_back({s.name(), std::string(to_string(s.a_class)) + ": " + describe_quantizer(s.policy.a),
-                    std::string(to_string(s.b_class)) + ": " + describe_quantizer(s.policy.b),
-                    s.policy.product_format ? format_name(*s.policy.product_format) : std::string("exact"),
-                    describe_accumulator(s.policy.inner), describe_accumulator(s.policy.outer),
-                    format_name(s.policy.out_format)});
-  std::vector<size_t> w(rows[0].size(), 0);
-  for (const auto& r : rows)
-    for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
-  std::printf("model %s, step %llu: %zu matmul sites\n", cfg.model.kind.c_str(), static_cast<unsigned long long>(o.step),
-              sites.size());
-  for (size_t k = 0; k < rows.size(); ++k) {
-    std::string line;
-    for (size_t i = 0; i < rows[k].size(); ++i) {
-      line += rows[k][i];
-      if (i + 1 < rows[k].size()) line += std::string(w[i] - rows[k][i].size() + 2, ' ');
-    }
-    std::printf("%s\n", line.c_str());
+  std::printf("model %s, step %llu: %zu matmul sites; after each part, the rules that set it (\"default\": none, "
+              "the fp32 passthrough)\n",
+              cfg.model.kind.c_str(), static_cast<unsigned long long>(o.step), sites.size());
+  for (size_t i = 0; i < sites.size(); ++i) {
+    const auto& s = sites[i];
+    const auto& p = s.policy;
+    // The rules that set any field of a part ("/a/...", "/inner/..."), in order of first mention.
+    auto set_by = [&](const std::string& part) {
+      std::vector<std::string> rules;
+      for (const auto& [field, rule] : origins[i])
+        if (field.rfind("/" + part, 0) == 0 && std::find(rules.begin(), rules.end(), rule) == rules.end()) rules.push_back(rule);
+      std::string t;
+      for (const auto& r : rules) t += (t.empty() ? "" : ", ") + r;
+      return t.empty() ? std::string("default") : t;
+    };
+    const std::vector<std::array<std::string, 3>> parts = {
+        {"a", std::string(to_string(s.a_class)) + ": " + describe_operand_rounding(p.a), set_by("a")},
+        {"b", std::string(to_string(s.b_class)) + ": " + describe_operand_rounding(p.b), set_by("b")},
+        {"product", p.product_format ? describe_output(*p.product_format, p.product_round) : std::string("exact"), set_by("product")},
+        {"inner sum", describe_sum(p.inner) + " within each K-block", set_by("inner")},
+        {"outer sum", describe_sum(p.outer) + " across K-blocks", set_by("outer")},
+        {"output", describe_output(p.out_format, p.out_round), set_by("output")}};
+    size_t width = 0;
+    for (const auto& part : parts) width = std::max(width, part[1].size());
+    std::printf("%s\n", s.name().c_str());
+    for (const auto& part : parts)
+      std::printf("  %-9s  %-*s  <- %s\n", part[0].c_str(), static_cast<int>(width), part[1].c_str(), part[2].c_str());
+    if (o.fields)
+      for (const auto& [field, rule] : origins[i]) std::printf("      %-28s %s\n", field.c_str(), rule.c_str());
   }
   // Elementwise tensors (precision.elementwise): only listed when some are quantized.
   const auto& elem = model->elementwise.sites();
@@ -270,10 +298,10 @@ int train_in_process(const TrainRun& r) {
   return run_train(o);
 }
 
-void add_train_commands(CLI::App& app) {
+void add_train_command(CLI::App& app) {
   auto t = std::make_shared<TrainCmdOptions>();
   auto* train = app.add_subcommand("train", "Train a model under a precision policy (config: docs/config.md); "
-                                            "writes config.json, metrics.jsonl and summary.json to the run directory");
+                                            "writes config.json, metrics.jsonl, summary.json (and diag.jsonl with diagnostics on) to the run directory");
   add_config_options(train, *t);
   train->add_flag("--quiet", t->quiet, "No progress or summary output");
   train->add_flag("--resume", t->resume,
@@ -288,11 +316,15 @@ void add_train_commands(CLI::App& app) {
   train->callback([t] {
     if (const int status = run_train(*t)) std::exit(status);
   });
+}
 
+void add_explain_command(CLI::App& app) {
   auto e = std::make_shared<ExplainOptions>();
-  auto* explain = app.add_subcommand("explain", "Print the resolved matmul policy of every site of a config");
+  auto* explain = app.add_subcommand("explain", "Print the resolved matmul policy of every site of a config: each operand's "
+                                                "format, rounding, overflow and scale, the sums' order, and which rule set each");
   add_config_options(explain, *e);
-  explain->add_flag("--json", e->json, "Every site's full policy as JSON");
+  explain->add_flag("--json", e->json, "Every site's full policy as JSON, with set_by: each field's rule");
+  explain->add_flag("--fields", e->fields, "Also list, per site, every field a rule set and the rule that set it");
   explain->add_option("--step", e->step, "Resolve with the precision.schedule entries in force at this step")
       ->capture_default_str();
   explain->callback([e] { run_explain(*e); });

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
 
 #include "diag/train_run.h"
 
@@ -13,13 +15,22 @@ void add_bench_command(CLI::App& app);
 void add_tcverify_command(CLI::App& app);
 void add_matmul_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
-void add_train_commands(CLI::App& app);  // train, explain
+void add_train_command(CLI::App& app);
+void add_explain_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
 void add_bisect_command(CLI::App& app);
+void add_report_command(CLI::App& app);
+void add_export_command(CLI::App& app);
 void add_bench_gemm_command(CLI::App& bench);
 void add_bench_cast_command(CLI::App& bench);
 void add_bench_train_command(CLI::App& bench);
+
+// The command line as given (main fills it; runs record it in provenance.json).
+inline std::vector<std::string>& command_line() {
+  static std::vector<std::string> args;
+  return args;
+}
 
 // Exit codes shared by every command.
 constexpr int kExitOk = 0;

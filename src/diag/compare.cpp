@@ -25,6 +25,15 @@ json identity_json(const RunRecord& r, GroupBy by) {
   return c;
 }
 
+// The mean of the values that are not NaN; NaN for none.
+double mean_of(const std::vector<double>& v) {
+  double sum = 0;
+  size_t n = 0;
+  for (double x : v)
+    if (!std::isnan(x)) sum += x, ++n;
+  return n ? sum / static_cast<double>(n) : NAN;
+}
+
 // NaN-aware "less": numbers before NaN.
 int cmp_nan_last(double a, double b) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) - std::isnan(b);
@@ -52,15 +61,27 @@ PolicyRow make_row(std::string label, std::vector<const RunRecord*> runs) {
     for (size_t c = 0; c < 3; ++c) clip[c].push_back(r->clip_rate[c]);
   }
   row.median_divergence_step = median(steps);
+  auto min_max = [](const std::vector<double>& v, double* lo, double* hi) {
+    for (double x : v)
+      if (!std::isnan(x)) *lo = std::isnan(*lo) ? x : std::min(*lo, x), *hi = std::isnan(*hi) ? x : std::max(*hi, x);
+  };
+  min_max(val, &row.min_val_loss, &row.max_val_loss);
+  min_max(steps, &row.min_divergence_step, &row.max_divergence_step);
+  std::vector<double> elementwise, cosine, rel_error, bias;
+  for (const RunRecord* r : row.runs) {
+    elementwise.push_back(r->elementwise_clip_rate);
+    cosine.push_back(r->diag_cosine);
+    rel_error.push_back(r->diag_rel_error);
+    bias.push_back(r->diag_bias);
+    if (r->bound_violations) row.bound_violations = row.bound_violations.value_or(0) + *r->bound_violations;
+  }
+  row.elementwise_clip_rate = mean_of(elementwise);
+  row.diag_cosine = mean_of(cosine);
+  row.diag_rel_error = mean_of(rel_error);
+  row.diag_bias = mean_of(bias);
   row.median_train_loss = median(train);
   row.median_val_loss = median(val);
-  for (size_t c = 0; c < 3; ++c) {
-    double sum = 0;
-    size_t n = 0;
-    for (double x : clip[c])
-      if (!std::isnan(x)) sum += x, ++n;
-    row.clip_rate[c] = n ? sum / static_cast<double>(n) : NAN;
-  }
+  for (size_t c = 0; c < 3; ++c) row.clip_rate[c] = mean_of(clip[c]);
   return row;
 }
 
@@ -77,6 +98,21 @@ std::string value_at(const json& j, const std::string& pointer) {
 }
 
 }  // namespace
+
+double median_loss_at(const PolicyRow& row, uint64_t step) {
+  std::vector<double> v;
+  for (const RunRecord* r : row.runs)
+    if (const auto it = r->loss_at.find(step); it != r->loss_at.end()) v.push_back(std::isnan(it->second) ? INFINITY : it->second);
+  return median(v);
+}
+
+std::array<double, 2> mean_site_clip_rate(const PolicyRow& row, const std::string& site) {
+  std::array<std::vector<double>, 2> v;
+  for (const RunRecord* r : row.runs)
+    if (const auto it = r->site_clip_rate.find(site); it != r->site_clip_rate.end())
+      v[0].push_back(it->second[0]), v[1].push_back(it->second[1]);
+  return {mean_of(v[0]), mean_of(v[1])};
+}
 
 std::string policy_identity(const RunRecord& r, GroupBy by) { return identity_json(r, by).dump(); }
 

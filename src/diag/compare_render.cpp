@@ -37,6 +37,19 @@ std::string seed_cell(const RunRecord& r) {
   return fmt_loss(r.final_val_loss);
 }
 
+template <class F>
+bool any_of(const std::vector<PolicyRow>& rows, F f) {
+  return std::any_of(rows.begin(), rows.end(), f);
+}
+
+// A diagnostic ratio (cosine, relative error, bias): 4 significant digits.
+std::string fmt_ratio(double x) {
+  if (std::isnan(x)) return kDash;
+  char b[32];
+  std::snprintf(b, sizeof b, "%.4g", x);
+  return b;
+}
+
 std::vector<uint64_t> all_seeds(const std::vector<PolicyRow>& rows) {
   std::vector<uint64_t> seeds;
   for (const auto& row : rows)
@@ -53,20 +66,42 @@ std::string divergence_list(const PolicyRow& row, const char* sep) {
   return s;
 }
 
-std::string policies_grid(const std::vector<PolicyRow>& rows, bool markdown) {
-  std::vector<std::vector<std::string>> g = {{"policy", "seeds", "diverged", "divergence steps", "median div. step",
-                                              "median train loss", "median val loss", "clip act", "clip weight",
-                                              "clip grad"}};
+}  // namespace
+
+std::vector<std::vector<std::string>> policy_table_cells(const std::vector<PolicyRow>& rows, const CompareColumns& columns) {
+  const bool elementwise = any_of(rows, [](const PolicyRow& r) { return !std::isnan(r.elementwise_clip_rate); });
+  const bool diag = any_of(rows, [](const PolicyRow& r) { return !std::isnan(r.diag_cosine) || r.bound_violations; });
+  std::vector<std::string> head = {"policy", "seeds", "diverged", "divergence steps", "median div. step", "div. step range",
+                                   "median train loss", "median val loss", "val loss range", "clip act", "clip weight",
+                                   "clip grad"};
+  if (elementwise) head.push_back("clip elementwise");
+  if (columns.loss_at_step) head.push_back("loss at " + std::to_string(*columns.loss_at_step));
+  for (const auto& site : columns.sites) head.insert(head.end(), {"clip " + site + ".a", "clip " + site + ".b"});
+  if (diag) head.insert(head.end(), {"grad cosine", "grad rel. error", "grad bias", "bound violations"});
+  std::vector<std::vector<std::string>> g = {head};
   for (const auto& row : rows) {
     const std::string steps = divergence_list(row, ", ");
-    g.push_back({row.label, std::to_string(row.seeds), std::to_string(row.diverged), steps.empty() ? kDash : steps,
-                 fmt_step(row.median_divergence_step), fmt_loss(row.median_train_loss), fmt_loss(row.median_val_loss),
-                 fmt_rate(row.clip_rate[0]), fmt_rate(row.clip_rate[1]), fmt_rate(row.clip_rate[2])});
+    std::vector<std::string> line = {row.label, std::to_string(row.seeds), std::to_string(row.diverged),
+                                     steps.empty() ? kDash : steps, fmt_step(row.median_divergence_step),
+                                     fmt_range(row.min_divergence_step, row.max_divergence_step, fmt_step),
+                                     fmt_loss(row.median_train_loss), fmt_loss(row.median_val_loss),
+                                     fmt_range(row.min_val_loss, row.max_val_loss, fmt_loss), fmt_rate(row.clip_rate[0]),
+                                     fmt_rate(row.clip_rate[1]), fmt_rate(row.clip_rate[2])};
+    if (elementwise) line.push_back(fmt_rate(row.elementwise_clip_rate));
+    if (columns.loss_at_step) line.push_back(fmt_loss(median_loss_at(row, *columns.loss_at_step)));
+    for (const auto& site : columns.sites) {
+      const auto c = mean_site_clip_rate(row, site);
+      line.insert(line.end(), {fmt_rate(c[0]), fmt_rate(c[1])});
+    }
+    if (diag)
+      line.insert(line.end(), {fmt_ratio(row.diag_cosine), fmt_ratio(row.diag_rel_error), fmt_ratio(row.diag_bias),
+                               row.bound_violations ? std::to_string(*row.bound_violations) : kDash});
+    g.push_back(line);
   }
-  return render_grid(g, {false, true, true, false, true, true, true, true, true, true}, markdown);
+  return g;
 }
 
-std::string seeds_grid(const std::vector<PolicyRow>& rows, bool markdown) {
+std::vector<std::vector<std::string>> seed_table_cells(const std::vector<PolicyRow>& rows) {
   const auto seeds = all_seeds(rows);
   std::vector<std::vector<std::string>> g(1, {"policy"});
   for (uint64_t s : seeds) g[0].push_back("seed " + std::to_string(s));
@@ -80,20 +115,53 @@ std::string seeds_grid(const std::vector<PolicyRow>& rows, bool markdown) {
     }
     g.push_back(line);
   }
+  return g;
+}
+
+namespace {
+
+// Text columns left, numbers right: the first column (the policy) and the list of divergence steps.
+std::string grid_text(const std::vector<std::vector<std::string>>& g, bool markdown) {
   std::vector<bool> right(g[0].size(), true);
   right[0] = false;
+  for (size_t i = 0; i < g[0].size(); ++i)
+    if (g[0][i] == "divergence steps") right[i] = false;
   return render_grid(g, right, markdown);
 }
 
-std::string policies_csv(const std::vector<PolicyRow>& rows) {
+std::string policies_csv(const std::vector<PolicyRow>& rows, const CompareColumns& columns) {
   std::string out =
       "policy,seeds,diverged,divergence_steps,median_divergence_step,median_final_train_loss,median_final_val_loss,"
-      "clip_rate_activation,clip_rate_weight,clip_rate_gradient\n";
+      "clip_rate_activation,clip_rate_weight,clip_rate_gradient,val_loss_min,val_loss_max,divergence_step_min,"
+      "divergence_step_max,clip_rate_elementwise,diag_grad_cosine,diag_grad_rel_error,diag_grad_bias,"
+      "diag_bound_violations";
+  if (columns.loss_at_step) out += ",loss_at_step_" + std::to_string(*columns.loss_at_step);
+  for (const auto& site : columns.sites)
+    for (const char* op : {".a", ".b"}) {
+      out += ',';
+      out += csv_field("clip_rate_" + site + op);
+    }
+  out += "\n";
   for (const auto& row : rows) {
     out += csv_field(row.label) + "," + std::to_string(row.seeds) + "," + std::to_string(row.diverged) + "," +
            csv_field(divergence_list(row, ";")) + "," + shortest(row.median_divergence_step) + "," +
            shortest(row.median_train_loss) + "," + shortest(row.median_val_loss);
-    for (double c : row.clip_rate) out += "," + shortest(c);
+    // (Appended field by field: `"," + std::string` trips g++ 12's -Wrestrict false positive.)
+    auto cell = [&](const std::string& v) {
+      out += ',';
+      out += v;
+    };
+    for (double c : row.clip_rate) cell(shortest(c));
+    for (double x : {row.min_val_loss, row.max_val_loss, row.min_divergence_step, row.max_divergence_step,
+                     row.elementwise_clip_rate, row.diag_cosine, row.diag_rel_error, row.diag_bias})
+      cell(shortest(x));
+    cell(row.bound_violations ? std::to_string(*row.bound_violations) : std::string());
+    if (columns.loss_at_step) cell(shortest(median_loss_at(row, *columns.loss_at_step)));
+    for (const auto& site : columns.sites) {
+      const auto c = mean_site_clip_rate(row, site);
+      cell(shortest(c[0]));
+      cell(shortest(c[1]));
+    }
     out += "\n";
   }
   return out;
@@ -113,7 +181,7 @@ std::string seeds_csv(const std::vector<PolicyRow>& rows) {
   return out;
 }
 
-ojson comparison_json(const std::vector<PolicyRow>& rows, CompareTables tables) {
+ojson comparison_json(const std::vector<PolicyRow>& rows, CompareTables tables, const CompareColumns& columns) {
   ojson j = ojson::object();
   if (tables != CompareTables::seeds) {
     ojson pol = ojson::array();
@@ -132,7 +200,19 @@ ojson comparison_json(const std::vector<PolicyRow>& rows, CompareTables tables) 
                      {"median_final_train_loss", num(row.median_train_loss)},
                      {"median_final_val_loss", num(row.median_val_loss)},
                      {"clip_rate", clip},
+                     {"val_loss_range", {num(row.min_val_loss), num(row.max_val_loss)}},
+                     {"divergence_step_range", {num(row.min_divergence_step), num(row.max_divergence_step)}},
+                     {"clip_rate_elementwise", num(row.elementwise_clip_rate)},
+                     {"diag", {{"grad_cosine", num(row.diag_cosine)}, {"grad_rel_error", num(row.diag_rel_error)},
+                               {"grad_bias", num(row.diag_bias)},
+                               {"bound_violations", row.bound_violations ? ojson(*row.bound_violations) : ojson(nullptr)}}},
                      {"runs", dirs}});
+      if (columns.loss_at_step)
+        pol.back()["loss_at_step"] = {{"step", *columns.loss_at_step}, {"median", num(median_loss_at(row, *columns.loss_at_step))}};
+      for (const auto& site : columns.sites) {
+        const auto c = mean_site_clip_rate(row, site);
+        pol.back()["site_clip_rate"][site] = {{"a", num(c[0])}, {"b", num(c[1])}};
+      }
     }
     j["policies"] = pol;
   }
@@ -183,6 +263,11 @@ std::string fmt_rate(double x) {
   return b;
 }
 
+std::string fmt_range(double lo, double hi, std::string (*fmt)(double)) {
+  if (std::isnan(lo)) return kDash;
+  return lo == hi ? fmt(lo) : fmt(lo) + "\u2013" + fmt(hi);
+}
+
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string q = "\"";
@@ -224,14 +309,15 @@ std::string render_grid(const std::vector<std::vector<std::string>>& rows, const
   return out;
 }
 
-std::string render_comparison(const std::vector<PolicyRow>& rows, CompareFormat format, CompareTables tables) {
+std::string render_comparison(const std::vector<PolicyRow>& rows, CompareFormat format, CompareTables tables,
+                              const CompareColumns& columns) {
   const bool pol = tables != CompareTables::seeds, seeds = tables != CompareTables::policies;
   switch (format) {
     case CompareFormat::json:
-      return comparison_json(rows, tables).dump(2) + "\n";
+      return comparison_json(rows, tables, columns).dump(2) + "\n";
     case CompareFormat::csv:
       if (pol && seeds) throw std::invalid_argument("CSV holds one table: choose --table policies or --table seeds");
-      return pol ? policies_csv(rows) : seeds_csv(rows);
+      return pol ? policies_csv(rows, columns) : seeds_csv(rows);
     case CompareFormat::table:
     case CompareFormat::markdown: {
       const bool md = format == CompareFormat::markdown;
@@ -242,13 +328,13 @@ std::string render_comparison(const std::vector<PolicyRow>& rows, CompareFormat 
                     "mean fraction of operand elements clipped per step)\n\n"
                   : "policies, most robust first (losses: median over the seeds that did not diverge; clip: mean "
                     "fraction of operand elements clipped per step)\n";
-        out += policies_grid(rows, md);
+        out += grid_text(policy_table_cells(rows, columns), md);
       }
       if (pol && seeds) out += "\n";
       if (seeds) {
         out += md ? "**Per seed** (div N: diverged at step N; otherwise the final validation loss)\n\n"
                   : "per seed (div N: diverged at step N; otherwise the final validation loss)\n";
-        out += seeds_grid(rows, md);
+        out += grid_text(seed_table_cells(rows), md);
       }
       return out;
     }

@@ -99,6 +99,78 @@ std::array<double, 3> mean_clip_rates(const std::vector<json>& lines) {
   return mean;
 }
 
+double mean_clip_rate_under(const std::vector<json>& lines, const char* key) {
+  double sum = 0;
+  size_t n = 0;
+  for (const auto& l : lines) {
+    if (!l.contains(key) || !l[key].is_object()) continue;
+    double elements = 0, clipped = 0;
+    for (const auto& [name, q] : l[key].items())
+      if (q.is_object() && q.contains("elements") && q.contains("clipped"))
+        elements += q["elements"].get<double>(), clipped += q["clipped"].get<double>();
+    if (elements > 0) sum += clipped / elements, ++n;
+  }
+  return n ? sum / static_cast<double>(n) : NAN;
+}
+
+namespace {
+
+// Per site, the mean over lines of each operand's clipped / elements.
+std::map<std::string, std::array<double, 2>> site_clip_rates(const std::vector<json>& lines) {
+  std::map<std::string, std::array<std::pair<double, size_t>, 2>> acc;
+  for (const auto& l : lines) {
+    if (!l.contains("sites") || !l["sites"].is_object()) continue;
+    for (const auto& [site, ops] : l["sites"].items())
+      for (size_t k = 0; k < 2; ++k) {
+        const char* op = k ? "b" : "a";
+        if (!ops.is_object() || !ops.contains(op)) continue;
+        const json& q = ops[op];
+        const double e = q.value("elements", 0.0);
+        if (e > 0) acc[site][k].first += q.value("clipped", 0.0) / e, ++acc[site][k].second;
+      }
+  }
+  std::map<std::string, std::array<double, 2>> out;
+  for (const auto& [site, a] : acc)
+    for (size_t k = 0; k < 2; ++k) out[site][k] = a[k].second ? a[k].first / static_cast<double>(a[k].second) : NAN;
+  return out;
+}
+
+std::vector<json> read_lines(const fs::path& file) {
+  std::vector<json> lines;
+  std::ifstream m(file);
+  std::string line;
+  size_t n = 0;
+  while (m && std::getline(m, line)) {
+    ++n;
+    if (line.empty()) continue;
+    try {
+      lines.push_back(json::parse(line));
+    } catch (const json::parse_error& e) {
+      throw std::runtime_error(file.string() + ":" + std::to_string(n) + ": not valid JSON");
+    }
+  }
+  return lines;
+}
+
+// diag.jsonl's means (RunRecord::diag_*).
+void summarise_diag(const std::vector<json>& lines, RunRecord& r) {
+  std::array<double, 3> sum = {0, 0, 0};
+  std::array<size_t, 3> n = {0, 0, 0};
+  const char* keys[3] = {"cosine", "rel_error", "bias"};
+  for (const auto& l : lines) {
+    if (l.contains("grad") && l["grad"].is_object() && l["grad"].contains("overall"))
+      for (size_t k = 0; k < 3; ++k)
+        if (l["grad"]["overall"].contains(keys[k]) && l["grad"]["overall"][keys[k]].is_number())
+          sum[k] += l["grad"]["overall"][keys[k]].get<double>(), ++n[k];
+    if (l.contains("bound_violations") && l["bound_violations"].is_number_unsigned())
+      r.bound_violations = r.bound_violations.value_or(0) + l["bound_violations"].get<uint64_t>();
+  }
+  double* out[3] = {&r.diag_cosine, &r.diag_rel_error, &r.diag_bias};
+  for (size_t k = 0; k < 3; ++k) *out[k] = n[k] ? sum[k] / static_cast<double>(n[k]) : NAN;
+}
+
+}  // namespace
+
 std::string sweep_run_label(const json& entry, const std::string& fallback) {
   std::string label = entry.contains("policy") && entry["policy"].is_string() && !entry["policy"].get<std::string>().empty()
                           ? entry["policy"].get<std::string>()
@@ -135,21 +207,17 @@ RunRecord read_run(const std::string& dir) {
     name = r.config["output"]["name"].get<std::string>();
   const auto entry = sweep_entry_for(d);
   r.label = entry ? sweep_run_label(*entry, name) : name;
+  // A bisect's runs (repeat1, fp32_baseline, restore-forward, ...) are named by their directory.
+  if (!entry && fs::exists(d.parent_path() / "bisect.json")) r.label = name + " " + d.filename().string();
 
-  std::vector<json> lines;
-  std::ifstream m(d / "metrics.jsonl");
-  std::string line;
-  size_t n = 0;
-  while (m && std::getline(m, line)) {
-    ++n;
-    if (line.empty()) continue;
-    try {
-      lines.push_back(json::parse(line));
-    } catch (const json::parse_error& e) {
-      throw std::runtime_error((d / "metrics.jsonl").string() + ":" + std::to_string(n) + ": not valid JSON");
-    }
-  }
+  const std::vector<json> lines = read_lines(d / "metrics.jsonl");
   r.clip_rate = mean_clip_rates(lines);
+  r.elementwise_clip_rate = mean_clip_rate_under(lines, "elementwise");
+  r.site_clip_rate = site_clip_rates(lines);
+  for (const auto& l : lines)
+    if (l.contains("step") && l["step"].is_number_unsigned())
+      r.loss_at[l["step"].get<uint64_t>()] = l.contains("loss") && l["loss"].is_number() ? l["loss"].get<double>() : NAN;
+  if (fs::exists(d / "diag.jsonl")) summarise_diag(read_lines(d / "diag.jsonl"), r);
   return r;
 }
 

@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -18,7 +19,8 @@ constexpr std::array<const char*, 3> kTensorClasses = {"activation", "weight", "
 struct RunRecord {
   std::string dir;
   uint64_t seed = 0;
-  std::string label;              // the sweep's policy label plus its --set values, else output.name
+  std::string label;  // the sweep's policy label plus its --set values; in a bisect, output.name and the
+                      // run's directory (e.g. "cfg restore-forward"); else output.name
   nlohmann::json config;          // config.json
   bool diverged = false;
   std::optional<int64_t> divergence_step;
@@ -30,6 +32,16 @@ struct RunRecord {
   // Mean over logged steps of clipped / elements, per tensor class (metrics.jsonl "classes");
   // NaN where no logged step has elements of that class.
   std::array<double, 3> clip_rate = {NAN, NAN, NAN};
+  // The same mean over the elementwise quantizers' elements (precision.elementwise); NaN without.
+  double elementwise_clip_rate = NAN;
+  // Per matmul site ("layer.role"): the mean clip rate of operands a and b over logged steps.
+  std::map<std::string, std::array<double, 2>> site_clip_rate;
+  // The training loss at each logged step (NaN where it was not finite).
+  std::map<uint64_t, double> loss_at;
+  // diag.jsonl summary (NaN / absent without it): the means over its lines of grad.overall's
+  // cosine, rel_error and bias, and the sum of bound_violations.
+  double diag_cosine = NAN, diag_rel_error = NAN, diag_bias = NAN;
+  std::optional<uint64_t> bound_violations;
 };
 
 // The run directories under each path (a run directory itself, or any directory above runs),
@@ -39,7 +51,11 @@ std::vector<std::string> find_run_dirs(const std::vector<std::string>& paths);
 // Mean clip rate per class over the metrics.jsonl lines given (see RunRecord::clip_rate).
 std::array<double, 3> mean_clip_rates(const std::vector<nlohmann::json>& metrics_lines);
 
-// Reads one run directory (summary.json, config.json, metrics.jsonl). A sweep.json in the
+// Mean over lines of clipped / elements summed over the objects under `key` of each line
+// ("elementwise": every quantized tensor); NaN when no line has elements there.
+double mean_clip_rate_under(const std::vector<nlohmann::json>& metrics_lines, const char* key);
+
+// Reads one run directory (summary.json, config.json, metrics.jsonl, diag.jsonl when present). A sweep.json in the
 // directory's parents that lists it supplies the label. Throws std::runtime_error naming the file.
 RunRecord read_run(const std::string& dir);
 

@@ -104,6 +104,23 @@ MatmulPolicy resolve_site_policy(const json& rules, const std::string& path, con
   return p;
 }
 
+MatmulPolicy resolve_site_policy_traced(const json& rules, const std::string& path, const MatmulSite& site,
+                                        const MatmulPolicy& base, FieldOrigins& origins) {
+  check_matmul_rules(rules, path);
+  MatmulPolicy p = base;
+  json before = policy_to_json(p).flatten();
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const json& r = rules[i];
+    if (r.contains("match") && !matches(r["match"], site)) continue;
+    p = apply_rule(r, at(path, i), site, p);
+    const json after = policy_to_json(p).flatten();
+    for (auto it = after.begin(); it != after.end(); ++it)
+      if (!before.contains(it.key()) || before[it.key()] != it.value()) origins[it.key()] = at(path, i);
+    before = after;
+  }
+  return p;
+}
+
 void resolve_sites(const json& rules, const std::string& path, MatmulSites& sites) {
   check_matmul_rules(rules, path);
   for (auto& s : sites.sites()) s.policy = resolve_site_policy(rules, path, s);
@@ -145,5 +162,49 @@ std::string describe_accumulator(const Accumulator& a) {
   if (a.promote_every) s += " /" + std::to_string(a.promote_every);
   return s;
 }
+
+namespace {
+
+std::string rounding_text(const Format& f, const RoundSpec& r) {
+  std::string s = format_name(f) + " " + to_string(r.mode);
+  if (r.mode == Rounding::sr) s += std::to_string(r.sr_bits);
+  s += std::string(" ") + to_string(r.overflow);
+  if (f.kind == Kind::floating && flushes(f, r)) s += " flush";
+  return s;
+}
+
+// The scale each kind of scaling applies (the format its scale factors are kept in), and where.
+std::string scale_text(const Scaling& sc) {
+  const std::string fp32_or_pow2 = sc.pow2 ? "a power of two" : "fp32";
+  const std::string dims = std::to_string(sc.block) + (sc.two_d ? "x" + std::to_string(sc.block) : " along K");
+  switch (sc.kind) {
+    case ScaleKind::none: return "";
+    case ScaleKind::tensor: return "scale " + fp32_or_pow2 + " per tensor (current amax)";
+    case ScaleKind::delayed: return "scale " + fp32_or_pow2 + " per tensor (amax history " + std::to_string(sc.history) + ")";
+    case ScaleKind::block: return std::string("scale e8m0 per ") + dims + ", " + to_string(sc.rule) +
+                                  (sc.offset ? " offset " + std::to_string(sc.offset) : "");
+    case ScaleKind::tile: return "scale " + fp32_or_pow2 + " per " + dims;
+    case ScaleKind::nvfp4: return "scale fp8_e4m3 per " + dims + " under an fp32 tensor scale";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string describe_operand_rounding(const Quantizer& q) {
+  std::string s = rounding_text(q.format, q.round);
+  if (const std::string sc = scale_text(q.scaling); !sc.empty()) s += "; " + sc;
+  if (q.scaling.hadamard) s += "; Hadamard " + std::to_string(q.scaling.hadamard);
+  return s;
+}
+
+std::string describe_sum(const Accumulator& a) {
+  std::string s = rounding_text(a.format, a.round) + " ";
+  s += a.fused ? "fused tensor-core model" : to_string(a.order);
+  if (a.promote_every) s += ", promoted every " + std::to_string(a.promote_every);
+  return s;
+}
+
+std::string describe_output(const Format& f, const RoundSpec& r) { return rounding_text(f, r); }
 
 }  // namespace drift

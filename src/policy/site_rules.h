@@ -10,6 +10,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <map>
 #include <string>
 
 #include "arith/matmul.h"
@@ -29,8 +30,25 @@ MatmulPolicy resolve_site_policy(const nlohmann::json& rules, const std::string&
 // default policy, so that a typo does not pass silently. Throws ConfigError.
 void resolve_sites(const nlohmann::json& rules, const std::string& path, MatmulSites& sites);
 
+// Which rule set each field of a site's policy: the leaves of policy_to_json (JSON pointers such as
+// "/a/format", "/inner/order") mapped to the path of the last rule that changed them
+// ("precision.matmul[1]"); a leaf no rule changed is absent (the default, MatmulPolicy()).
+using FieldOrigins = std::map<std::string, std::string>;
+
+// resolve_site_policy, recording in `origins` (updated in place, so that a later rule list applied
+// on top, e.g. a schedule entry, adds to the attributions of an earlier one).
+MatmulPolicy resolve_site_policy_traced(const nlohmann::json& rules, const std::string& path, const MatmulSite& site,
+                                        const MatmulPolicy& base, FieldOrigins& origins);
+
 // A one-line description of a quantizer / accumulator / rounding target for tables.
 std::string describe_quantizer(const Quantizer& q);
 std::string describe_accumulator(const Accumulator& a);
+// The same with every decision spelled out, for drift explain: rounding and overflow always, flush
+// when in force, and the scale: its format (e8m0 for MX blocks, e4m3 blocks under an fp32 tensor
+// scale for nvfp4, fp32 or a power of two for tensor, delayed and tile scales), e.g.
+// "fp8_e4m3 rne saturate; scale e8m0 per 32 along K, floor"; the sum's order ("fp32 rne sequential").
+std::string describe_operand_rounding(const Quantizer& q);
+std::string describe_sum(const Accumulator& a);
+std::string describe_output(const Format& f, const RoundSpec& r);
 
 }  // namespace drift

@@ -490,6 +490,22 @@ void check_run_rules(const RunConfig& c, const MatmulSites& sites, const Element
   }
 }
 
+std::vector<std::string> surprising_settings(const RunConfig& c) {
+  std::vector<std::string> w;
+  const auto n = [](size_t v) { return std::to_string(v); };
+  const auto& t = c.train;
+  if (t.warmup > 0 && t.warmup >= t.steps)
+    w.push_back("train.warmup (" + n(t.warmup) + ") >= train.steps (" + n(t.steps) +
+                "): the whole run is warmup (the learning rate reaches train.lr at the last step at best, and never decays)");
+  if (t.eval_every > t.steps)
+    w.push_back("train.eval_every (" + n(t.eval_every) + ") > train.steps (" + n(t.steps) +
+                "): the validation loss is measured only after the last step");
+  if (t.log_every > t.steps)
+    w.push_back("train.log_every (" + n(t.log_every) + ") > train.steps (" + n(t.steps) +
+                "): metrics.jsonl gets only step 0, evaluation and last-step lines");
+  return w;
+}
+
 void check_run_rules(const RunConfig& c) {
   ModelConfig m = c.model;
   if (m.vocab == 0) m.vocab = 256;
@@ -502,15 +518,36 @@ void check_run_rules(const RunConfig& c) {
   check_run_rules(c, model->sites, model->elementwise);
 }
 
-void resolve_sites_at_step(const PrecisionConfig& p, uint64_t step, MatmulSites& sites) {
-  resolve_sites(p.matmul, "precision.matmul", sites);
+namespace {
+
+// The schedule entries' matmul rule lists in force at `step`, with their paths.
+std::vector<std::pair<const json*, std::string>> scheduled_matmul_rules(const PrecisionConfig& p, uint64_t step) {
+  std::vector<std::pair<const json*, std::string>> out;
   for (size_t i = 0; i < p.schedule.size(); ++i) {
     const json& e = p.schedule[i];
     if (e["step"].get<uint64_t>() > step) break;
-    if (!e.contains("matmul")) continue;
-    const std::string path = "precision.schedule[" + std::to_string(i) + "].matmul";
-    for (auto& s : sites.sites()) s.policy = resolve_site_policy(e["matmul"], path, s, s.policy);
+    if (e.contains("matmul")) out.emplace_back(&e["matmul"], "precision.schedule[" + std::to_string(i) + "].matmul");
   }
+  return out;
+}
+
+}  // namespace
+
+void resolve_sites_at_step(const PrecisionConfig& p, uint64_t step, MatmulSites& sites) {
+  resolve_sites(p.matmul, "precision.matmul", sites);
+  for (const auto& [rules, path] : scheduled_matmul_rules(p, step))
+    for (auto& s : sites.sites()) s.policy = resolve_site_policy(*rules, path, s, s.policy);
+}
+
+std::vector<FieldOrigins> site_field_origins(const PrecisionConfig& p, uint64_t step, const MatmulSites& sites) {
+  std::vector<FieldOrigins> out;
+  for (const auto& s : sites.sites()) {
+    FieldOrigins o;
+    MatmulPolicy policy = resolve_site_policy_traced(p.matmul, "precision.matmul", s, MatmulPolicy(), o);
+    for (const auto& [rules, path] : scheduled_matmul_rules(p, step)) policy = resolve_site_policy_traced(*rules, path, s, policy, o);
+    out.push_back(std::move(o));
+  }
+  return out;
 }
 
 }  // namespace drift

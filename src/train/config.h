@@ -10,6 +10,7 @@
 
 #include "model/model.h"
 #include "policy/config_error.h"
+#include "policy/site_rules.h"
 #include "train/data.h"
 #include "train/allreduce.h"
 #include "train/loss_scale.h"
@@ -108,6 +109,9 @@ void apply_set(nlohmann::json& root, const std::string& assignment);
 // Resolves every site's policy at `step`: precision.matmul, then the rules of every schedule entry
 // with entry.step <= step on top (errors name the rule's own path). Throws ConfigError.
 void resolve_sites_at_step(const PrecisionConfig& p, uint64_t step, MatmulSites& sites);
+// For each site (in order), which rule set each field of its policy at `step` (site_rules.h
+// FieldOrigins: the leaf's JSON pointer in policy_to_json -> the rule's path); for drift explain.
+std::vector<FieldOrigins> site_field_origins(const PrecisionConfig& p, uint64_t step, const MatmulSites& sites);
 // The same, and the elementwise quantizers: precision.elementwise, then the "elementwise" rules of
 // every schedule entry in force.
 void resolve_sites_at_step(const PrecisionConfig& p, uint64_t step, MatmulSites& sites, ElementwiseSites& elementwise);
@@ -119,5 +123,10 @@ void resolve_sites_at_step(const PrecisionConfig& p, uint64_t step, MatmulSites&
 void check_run_rules(const RunConfig& c, const MatmulSites& sites, const ElementwiseSites& elementwise);
 // The same on the sites of a model built from c.model (they do not depend on the vocabulary).
 void check_run_rules(const RunConfig& c);
+
+// Settings that are legal but probably not what was meant, each as a sentence naming the keys
+// (train.warmup >= train.steps, train.eval_every or train.log_every > train.steps): drift train
+// prints them as warnings and runs anyway.
+std::vector<std::string> surprising_settings(const RunConfig& c);
 
 }  // namespace drift

@@ -48,18 +48,37 @@ void decode_utf8(const std::string& s, const std::string& file, std::vector<uint
 
 }  // namespace
 
+std::string resolve_data_path(const DataConfig& cfg) {
+  std::error_code ec;
+  const fs::path p(cfg.path);
+  if (p.is_absolute() || fs::exists(p, ec) || cfg.config_dir.empty()) {
+    if (!fs::exists(p, ec))
+      throw io::IoError(cfg.path + ": no such file or directory (a relative path is looked for in the "
+                        "current directory, then beside the config file and in the directories above it)");
+    return cfg.path;
+  }
+  std::string tried;
+  for (fs::path dir = fs::absolute(cfg.config_dir, ec).lexically_normal();; dir = dir.parent_path()) {
+    if (fs::exists(dir / p, ec)) return (dir / p).string();
+    tried += (tried.empty() ? "" : ", ") + dir.string();
+    if (dir == dir.root_path() || dir.empty()) break;
+  }
+  throw io::IoError(cfg.path + ": no such file or directory (a relative path is looked for in the current directory, "
+                    "then in the config file's directory and each one above it: " + tried + ")");
+}
+
 Corpus load_corpus(const DataConfig& cfg, size_t context) {
   Corpus c;
   c.tok.kind = cfg.tokenizer;
   std::error_code ec;
-  if (fs::is_directory(cfg.path, ec)) {
-    for (const auto& e : fs::directory_iterator(cfg.path))
+  const std::string path = resolve_data_path(cfg);
+  if (fs::is_directory(path, ec)) {
+    for (const auto& e : fs::directory_iterator(path))
       if (e.is_regular_file() && e.path().extension() == ".txt") c.files.push_back(e.path().string());
     std::sort(c.files.begin(), c.files.end());
-    if (c.files.empty()) throw io::IoError(cfg.path + ": directory holds no *.txt files");
+    if (c.files.empty()) throw io::IoError(path + ": directory holds no *.txt files");
   } else {
-    if (!fs::exists(cfg.path, ec)) throw io::IoError(cfg.path + ": no such file or directory");
-    c.files.push_back(cfg.path);
+    c.files.push_back(path);
   }
   std::string text;
   for (const auto& f : c.files) {

@@ -13,7 +13,15 @@ struct DataConfig {
   std::string path = "data/austen";  // a UTF-8 text file, or a directory: its *.txt files in name order
   std::string tokenizer = "byte";    // byte (vocabulary 256) | char (the corpus's code points, sorted)
   double val_fraction = 0.1;         // the last fraction of the token stream is the validation split
+  // Not a config key: the directory of the config file the run was read from (set by drift train and
+  // explain). A relative `path` is looked for in the current directory, then in this directory and
+  // each directory above it, so that the shipped configs (configs/*.json, "data/austen") work from
+  // anywhere. Empty: the current directory only.
+  std::string config_dir;
 };
+
+// Where `cfg.path` is, by the rule above; throws io::IoError naming every place looked in.
+std::string resolve_data_path(const DataConfig& cfg);
 
 struct Tokenizer {
   std::string kind = "byte";

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
+#include <tuple>
 
 namespace drift {
 
@@ -61,6 +63,26 @@ ojson class_metrics(const MatmulSites& sites) {
                        {"subnormal", a.subnormal}, {"amax", a.amax}};
   }
   return j;
+}
+
+std::string short_scale_blocks(const MatmulSites& sites) {
+  std::string list;
+  for (const auto& s : sites.sites()) {
+    if (!s.calls) continue;
+    for (const auto& [name, q, st] : {std::tuple{"a", &s.policy.a, &s.tel.a}, std::tuple{"b", &s.policy.b, &s.tel.b}}) {
+      if (q->scaling.kind != ScaleKind::block || st->scale_count == 0) continue;
+      const uint64_t block = static_cast<uint64_t>(q->scaling.block) * (q->scaling.two_d ? q->scaling.block : 1);
+      if (st->elements >= block * st->scale_count) continue;
+      char b[160];
+      std::snprintf(b, sizeof b, "%s%s.%s %.3g of %llu", list.empty() ? "" : ", ", s.name().c_str(), name,
+                    static_cast<double>(st->elements) / static_cast<double>(st->scale_count),
+                    static_cast<unsigned long long>(block));
+      list += b;
+    }
+  }
+  if (list.empty()) return "";
+  return "MX scale blocks shorter than the format's, where the matmul's K is smaller than the block (or not a "
+         "multiple of it); elements per block on average: " + list;
 }
 
 double RollingZ::z(double x) const {

@@ -7,6 +7,7 @@
 #include <deque>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "model/params.h"
 #include "model/sites.h"
@@ -26,6 +27,14 @@ nlohmann::ordered_json class_metrics(const MatmulSites& sites);
 // Per site, the calls of each route (MatmulSite::routes): {"hidden0.forward": {"fast.fp32": 2000}}.
 // How the products were computed (it differs between CPUs and backends), never what they are.
 nlohmann::ordered_json route_metrics(const MatmulSites& sites);
+
+// Block-scaled (MX) operands whose blocks came out shorter than the format's block: the matmul's K
+// is smaller than the block (or not a multiple of it), legal but not the format's block size. One
+// sentence naming each such site.operand and its average block ("" when none), from the telemetry
+// since the last reset (elements / scale blocks < block; blocks of zeros carry no scale and are not
+// counted, so a short block can only be missed, never invented). drift train prints it after its
+// first step.
+std::string short_scale_blocks(const MatmulSites& sites);
 
 // The largest per-tensor gradient norm and the tensor it belongs to (a tail statistic beside the
 // global norm; train/grad_norms.h computes both).

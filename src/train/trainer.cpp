@@ -64,8 +64,8 @@ std::vector<std::string> previous_run_files(const std::string& run_dir, const st
     const nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object() || !j.contains("version")) return out;
   }
-  static const char* const kOwned[] = {"config.json", "metrics.jsonl", "summary.json", "checkpoint.bin",
-                                       "diag.jsonl",  "init",          ".init.partial"};
+  static const char* const kOwned[] = {"config.json", "metrics.jsonl", "summary.json",     "checkpoint.bin",
+                                       "diag.jsonl",  "init",          ".init.partial", "provenance.json"};
   auto owned = [](const std::string& name) {
     for (const char* f : kOwned)
       if (name == f) return true;
@@ -104,7 +104,7 @@ ojson elementwise_metrics(const ElementwiseSites& e) {
   ojson j = ojson::object();
   for (const auto& s : e.sites())
     if (s.calls)
-      j[s.name()] = {{"clipped", s.stats.clipped}, {"flushed", s.stats.flushed}, {"subnormal", s.stats.subnormal},
+      j[s.name()] = {{"elements", s.stats.elements}, {"clipped", s.stats.clipped}, {"flushed", s.stats.flushed}, {"subnormal", s.stats.subnormal},
                      {"amax", s.stats.amax}};
   return j;
 }
@@ -408,6 +408,8 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
                << "\n";
       diag_out.flush();
     }
+    if (steps_this_session == 0 && opts.notice)  // legal but surprising: MX blocks longer than K
+      if (const std::string w = short_scale_blocks(m.sites); !w.empty()) opts.notice("warning: " + w);
     const GradNorms norms = gradient_norms(m.table, m.grads.data());
     const double gnorm = norms.global;
     const TensorNormMax& gmax = norms.max_tensor;

@@ -83,7 +83,7 @@ struct TrainOptions {
 };
 
 // The files and folders of a run directory that a run writes (config.json, metrics.jsonl,
-// summary.json, checkpoint.bin, checkpoint-<step>.bin, diag.jsonl, init/, and their temporary
+// summary.json, checkpoint.bin, checkpoint-<step>.bin, diag.jsonl, init/, provenance.json, and their temporary
 // files); a new (not resumed) run removes the previous run's before it writes its own, so that
 // nothing of an older run can pass for this one's. Only a directory whose config.json a drift run
 // wrote counts (else nothing is listed). Other files are left alone; `keep` (e.g. the

@@ -156,4 +156,48 @@ cp c.npy keep.npy
 expect_bad "existing output" "unknown format" /nonexistent -- \
   matmul --a a.npy --b b.npy --policy '{"b": {"format": "nope"}}' --out keep.npy
 cmp -s c.npy keep.npy || fail "a failed run changed an existing output"
+# ---- --exact-error: C's error against the exact product, checked in Fractions. A's rows hold large
+# terms that cancel, under fp32 and MXFP8; a K of 20 under MXFP8 (block 32) is warned about.
+python3 - <<'EOF'
+import sys, random; sys.path.insert(0, ".")
+from npy import write
+rnd = random.Random(7)
+A = [[rnd.choice([1e8, -1e8, 1.0]) * rnd.uniform(0.5, 2) for k in range(20)] for i in range(4)]
+B = [[rnd.uniform(-1, 1) for j in range(3)] for k in range(20)]
+A[0] = [1e16, 1.0, -1e16] + [0.0] * 17     # with B[2] = B[0]: exactly B[1][j] (an fp64 sum in order gives 0)
+B[2] = list(B[0])
+write("ea.npy", "f8", (4, 20), [v for r in A for v in r])
+write("eb.npy", "f8", (20, 3), [v for r in B for v in r])
+EOF
+"$drift" matmul --a ea.npy --b eb.npy --policy fp32 --out ec.npy --exact-error > ee.json || fail "matmul --exact-error exited $?"
+"$drift" matmul --a ea.npy --b eb.npy --policy mxfp8_e4m3 --out ec8.npy --exact-error > ee8.json 2> ee8.err ||
+  fail "matmul mxfp8 --exact-error exited $?"
+grep -q "warning: operand a's scale block (32 elements along K) is longer than K = 20" ee8.err || fail "no block > K warning: $(cat ee8.err)"
+python3 - <<'EOF' || fail "--exact-error differs from the Fractions reference"
+import sys, json; sys.path.insert(0, ".")
+from fractions import Fraction
+from npy import read
+_, _, a = read("ea.npy"); _, _, b = read("eb.npy")
+def floor_log2(x):  # x > 0, a Fraction
+    e = x.numerator.bit_length() - x.denominator.bit_length()
+    return e - 1 if Fraction(2) ** e > x else e
+for cfile, tfile in (("ec.npy", "ee.json"), ("ec8.npy", "ee8.json")):
+    _, _, c = read(cfile)
+    got = json.load(open(tfile))["exact_error"]
+    rels, ulps = [], []
+    for i in range(4):
+        for j in range(3):
+            e = sum(Fraction(a[i * 20 + k]) * Fraction(b[k * 3 + j]) for k in range(20))
+            err = abs(Fraction(c[i * 3 + j]) - e)
+            if e != 0: rels.append(err / abs(e))
+            ex = max(floor_log2(abs(e)), -126) if e != 0 else -126   # the fp32 output format's ulp
+            ulps.append(err / Fraction(2) ** (ex - 23))
+    # drift rounds the exact value to fp64 once (relative error <= 2^-53), which moves a relative
+    # error by at most about 2^-53 and an error in fp32 ulps by at most 2^-53 * 2^24 = 2^-29.
+    for key, want, slack in (("max_rel_error", max(rels), 2**-50), ("mean_rel_error", sum(rels) / len(rels), 2**-50),
+                             ("max_ulps", max(ulps), 2**-27), ("mean_ulps", sum(ulps) / len(ulps), 2**-27)):
+        assert abs(got[key] - float(want)) <= slack + 1e-12 * float(want), (tfile, key, got[key], float(want))
+    assert got["ulp_format"] == "fp32" and got["exact_zeros"] == 0 and got["nonfinite"] == 0, got
+EOF
+
 echo "cli_matmul: all checks passed"

@@ -150,6 +150,10 @@ assert j["policies"][-1]["divergence_steps"][0]["step"] is not None
 PY
 # A run directory by itself, and bad input.
 "$drift" compare sw/fp32/train.lr=0.03/seed1 --format csv | grep -q "^fp32 train.lr=0.03,1,0," || fail "compare one run"
+"$drift" compare sw --site head.forward --at-step 10 --table policies > cols.txt || fail "compare --site --at-step"
+head -2 cols.txt | grep -q "val loss range.*loss at 10  clip head.forward.a  clip head.forward.b" || fail "compare columns: $(cat cols.txt)"
+set +e; "$drift" compare sw --site nosuch.site 2> err.txt; rc=$?; set -e
+[ "$rc" -eq 2 ] && grep -q "site nosuch.site: no run has this matmul site (sites: head.forward" err.txt || fail "compare bad site: $rc $(cat err.txt)"
 set +e; "$drift" compare nosuchdir 2> err.txt; rc=$?; set -e
 [ "$rc" -eq 2 ] && grep -q "nosuchdir: no such directory" err.txt || fail "compare bad dir: $rc"
 set +e; "$drift" compare sw --format csv --table both 2> err.txt; rc=$?; set -e

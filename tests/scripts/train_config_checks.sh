@@ -46,7 +46,7 @@ expect_error 2 "precision.matmul[1].operand.scaling.block" "$drift" train --conf
 "$drift" explain --config small.json \
   --set 'precision.matmul=[{"preset": "mxfp8_e4m3", "b": {"scaling": {"kind": "block", "block": 16}}}]' > ok.txt ||
   fail "nesting blocks 32/16 refused: $(cat ok.txt)"
-grep -q "block16" ok.txt || fail "explain does not show the 16-block: $(cat ok.txt)"
+grep -q "weight: fp8_e4m3 rne saturate; scale e8m0 per 16 along K" ok.txt || fail "explain does not show the 16-block: $(cat ok.txt)"
 # ... through a schedule entry, which applies only at step 30: still refused before step 0.
 expect_error 2 "precision.schedule[0].matmul[0].b.scaling.block" "$drift" train --config small.json --out X --quiet \
   --set "precision.schedule=[{\"step\": 30, \"matmul\": $nest}]"

@@ -67,8 +67,10 @@ expect_error "short.txt: too short" --set data.path=short.txt
 
 # explain: every site of the model, with the cascade applied.
 "$drift" explain --config tiny.json > explain.txt
-grep -q "hidden0.grad_weight .*activation: fp8_e4m3 sr block32" explain.txt || fail "explain: $(cat explain.txt)"
-grep -q "hidden0.forward .*activation: fp8_e4m3 block32" explain.txt || fail "explain: $(cat explain.txt)"
+grep -A1 "^hidden0.grad_weight$" explain.txt | grep -q "^  a  *activation: fp8_e4m3 sr24 saturate; scale e8m0 per 32 along K" ||
+  fail "explain: $(cat explain.txt)"
+grep -A1 "^hidden0.forward$" explain.txt | grep -q "^  a  *activation: fp8_e4m3 rne saturate; scale e8m0 per 32 along K" ||
+  fail "explain: $(cat explain.txt)"
 "$drift" explain --config tiny.json --json | python3 -c '
 import json, sys
 j = json.load(sys.stdin)

@@ -45,6 +45,13 @@ kill -INT $pid; rc=0; wait $pid || rc=$?
 [ -f intr/summary.json ] && fail "an interrupted run must not write summary.json"
 "$drift" train --config cfg.json --quiet --out intr --resume
 cmp <(no_timing whole/metrics.jsonl) <(no_timing intr/metrics.jsonl) || fail "metrics after Ctrl-C + resume differ"
+# provenance.json: the first start and the resume, each with its command line and thread count.
+python3 - intr/provenance.json <<'PY' || fail "provenance.json after a resume: $(cat intr/provenance.json)"
+import json, sys
+inv = json.load(open(sys.argv[1]))["invocations"]
+assert [i["resumed"] for i in inv] == [False, True], inv
+assert "--resume" in inv[1]["command_line"] and "--resume" not in inv[0]["command_line"], inv
+PY
 
 # SIGUSR1 (a scheduler's preemption notice): the same checkpoint, but its own exit status 75 (so a
 # job script or drift sweep --run-task knows to requeue), and --resume completes it identically.
