@@ -29,6 +29,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -210,7 +211,10 @@ EndToEnd time_command(const BenchModel& bm, const BenchPolicy& bp, const Options
   const auto t0 = std::chrono::steady_clock::now();
   const pid_t pid = fork();
   if (pid < 0) throw InputError("bench train: cannot start a child process");
+  const fs::path log = scratch / "e2e.log";
   if (pid == 0) {
+    // The command's own output (progress, warnings) goes to a log, never into the bench's output.
+    if (!std::freopen(log.c_str(), "w", stdout) || !std::freopen(log.c_str(), "a", stderr)) _exit(126);
     const std::string threads = std::to_string(o.threads);
     setenv("OMP_NUM_THREADS", threads.c_str(), 1);
     execl(self.c_str(), self.c_str(), "train", "--config", cfg_path.c_str(), "--quiet", static_cast<char*>(nullptr));
@@ -220,9 +224,13 @@ EndToEnd time_command(const BenchModel& bm, const BenchPolicy& bp, const Options
   waitpid(pid, &status, 0);
   e.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   e.cpu_s = children_cpu_seconds() - cpu0;
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::ifstream f(log);
+    std::stringstream text;
+    text << f.rdbuf();
     throw InputError("bench train: `drift train --config " + cfg_path.string() + "` failed (" + bm.name + ", " +
-                     bp.name + ")");
+                     bp.name + "): " + text.str());
+  }
   return e;
 }
 
