@@ -362,17 +362,26 @@ void FloatMagnitudeRange(const float* v, size_t rows, size_t cols, size_t ld, Fl
   float mn = INFINITY, mx = 0;
   bool any_bad = false;
   uint64_t sub = 0;
+  // A second set of accumulators for every other vector: two independent dependency chains, so the
+  // loop runs at load speed instead of at the latency of Max/Min (the results combine exactly).
+  V vmin2 = inf, vmax2 = zero;
+  auto bad2 = bad;
+  auto subs2 = subs;
+  auto note = [&](const V a, V& mn_acc, V& mx_acc, decltype(bad)& bad_acc, decltype(subs)& subs_acc) {
+    bad_acc = hn::Or(bad_acc, hn::Not(hn::Le(a, top)));  // inf or NaN
+    mx_acc = hn::Max(mx_acc, a);
+    const auto is_zero = hn::Eq(a, zero);
+    mn_acc = hn::Min(mn_acc, hn::IfThenElse(is_zero, inf, a));
+    subs_acc = hn::Sub(subs_acc, hn::BitCast(di, hn::VecFromMask(d, hn::AndNot(is_zero, hn::Lt(a, min_normal)))));
+  };
   for (size_t r = 0; r < rows; ++r) {
     const float* row = v + r * ld;
     size_t i = 0;
-    for (; i + L <= cols; i += L) {
-      const V a = hn::Abs(hn::LoadU(d, row + i));
-      bad = hn::Or(bad, hn::Not(hn::Le(a, top)));  // inf or NaN
-      vmax = hn::Max(vmax, a);
-      const auto is_zero = hn::Eq(a, zero);
-      vmin = hn::Min(vmin, hn::IfThenElse(is_zero, inf, a));
-      subs = hn::Sub(subs, hn::BitCast(di, hn::VecFromMask(d, hn::AndNot(is_zero, hn::Lt(a, min_normal)))));
+    for (; i + 2 * L <= cols; i += 2 * L) {
+      note(hn::Abs(hn::LoadU(d, row + i)), vmin, vmax, bad, subs);
+      note(hn::Abs(hn::LoadU(d, row + i + L)), vmin2, vmax2, bad2, subs2);
     }
+    for (; i + L <= cols; i += L) note(hn::Abs(hn::LoadU(d, row + i)), vmin, vmax, bad, subs);
     for (; i < cols; ++i) {
       const float a = std::fabs(row[i]);
       any_bad |= !(a <= 0x1.fffffep127f);
@@ -383,11 +392,15 @@ void FloatMagnitudeRange(const float* v, size_t rows, size_t cols, size_t ld, Fl
     }
     lane_adds += cols / L;
     if (lane_adds >= (size_t{1} << 30)) {
-      sub += static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, subs)));
-      subs = hn::Zero(di);
+      sub += static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, hn::Add(subs, subs2))));
+      subs = subs2 = hn::Zero(di);
       lane_adds = 0;
     }
   }
+  vmin = hn::Min(vmin, vmin2);
+  vmax = hn::Max(vmax, vmax2);
+  bad = hn::Or(bad, bad2);
+  subs = hn::Add(subs, subs2);
   mn = std::min(mn, hn::GetLane(hn::MinOfLanes(d, vmin)));
   mx = std::max(mx, hn::GetLane(hn::MaxOfLanes(d, vmax)));
   any_bad |= !hn::AllFalse(d, bad);
