@@ -26,6 +26,7 @@
 #include <cstring>
 
 #include "arith/cast_span.h"
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -129,6 +130,11 @@ HWY_INLINE hn::Vec<DU> CountInto(DU du, hn::Vec<DU> c, hn::Mask<DU> m) {
 template <bool kConstShift>
 CastStats CastSpanRne(const float* in, float* out, size_t n, const detail::CastParams& p) {
   constexpr size_t kRneChunk = size_t{1} << 16;
+  // Inputs are prefetched this many elements (2 KiB) ahead: the kernel's instructions per vector
+  // leave fewer loads in flight than a plain copy has, and the hardware prefetcher alone did not
+  // keep up on the (shared) measurement machine: fp8 rne at 16M values went from about 0.65 to about
+  // 0.8 of a SIMD copy.
+  constexpr size_t kAhead = 512;
   using DU = hn::ScalableTag<uint32_t>;
   const DU du;
   const hn::RebindToFloat<DU> df;
@@ -149,6 +155,7 @@ CastStats CastSpanRne(const float* in, float* out, size_t n, const detail::CastP
     const size_t end = std::min(n - N + 1, i + kRneChunk);  // vectors starting before `end`
     VU c_ovf = hn::Zero(du), c_nan = hn::Zero(du), c_fl = hn::Zero(du), c_sub = hn::Zero(du);
     for (; i < end; i += N) {
+      if (i + kAhead < n) hwy::Prefetch(in + i + kAhead);
       const VU u = hn::BitCast(du, hn::LoadU(df, in + i));
       const VU r = RneVec<kConstShift>(du, c, u, &m);
       hn::StoreU(hn::BitCast(df, r), df, out + i);
