@@ -12,7 +12,8 @@
 // field is the binade change; into 0x7f800000 is the overflow to inf); when nothing is kept
 // (x < 2^q) the truncation is 0 and rounding up gives 2^q. Overflow, flush and the special values
 // then select constants that the scalar core computed once per call, so the two paths cannot
-// disagree about what an overflow or a special value becomes.
+// disagree about what an overflow or a special value becomes. Round to nearest even on floating
+// formats (the common case) takes a leaner kernel of the same construction, cast_rne-inl.h.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "arith/cast_span.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
