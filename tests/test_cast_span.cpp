@@ -311,6 +311,74 @@ TEST_CASE("cast_span == scalar core exhaustively near each format's boundaries, 
   }
 }
 
+// The formats the rne kernel (cast_rne-inl.h) takes in the catalogue, with both overflow and both
+// subnormal settings: every fp32 exponent field and sign, with mantissas that put every pattern of
+// the rounding decision (just below, at and above half; zero and all-ones discarded bits; an odd and
+// an even kept bit) at every shift from 1 to 23, plus random mantissas.
+TEST_CASE("cast_span rne kernel == scalar core: every exponent, rounding boundaries at every shift, every target") {
+  std::vector<float> in;
+  std::vector<uint32_t> words(4096 + 1024);
+  for (uint32_t field = 0; field < 256; ++field)
+    for (uint32_t sign = 0; sign < 2; ++sign) {
+      random_fill(field, sign, 0, words.data(), words.size());
+      std::vector<uint32_t> mants(words.begin(), words.begin() + 4096);
+      for (uint32_t t = 1; t <= 23; ++t) {
+        const uint32_t half = 1u << (t - 1);
+        for (uint32_t low : {0u, 1u, half - 1, half, half + 1, (half << 1) - 1})
+          for (uint32_t k = 0; k < 8; ++k) {
+            const uint32_t high = k < 2 ? k : words[4096 + t * 8 + k];  // kept bits ...0 and ...1, then random
+            mants.push_back(((high << t) | low) & 0x7fffffu);
+          }
+      }
+      for (uint32_t m : mants) in.push_back(float_of((sign << 31) | (field << 23) | m));
+    }
+  int checked = 0;
+  for (const auto& nf : float_formats()) {
+    if (nf.f.kind != Kind::floating || nf.f.quantum_mant > 22) continue;  // the kernel's formats
+    for (const auto& sc : all_specs()) {
+      if (sc.spec.mode != Rounding::rne) continue;
+      CHECK(compare_all_targets(in, nf.f, sc, "rne boundaries") == 0);
+      ++checked;
+    }
+  }
+  CHECK(checked == 10 * 4);  // tf32, bf16, fp16, the four fp8s, two fp6s and fp4 under the four specs
+  // The kernel is the one these formats take (else the comparisons above test the general kernel).
+  using Rne = detail::CastParams::Rne;
+  for (const char* name : {"bf16", "tf32"}) CHECK(prepare_span_cast(*find_format(name), RoundSpec{}).params.rne.kind == Rne::const_shift);
+  for (const char* name : {"fp16", "fp8_e4m3", "fp8_e5m2fnuz", "fp4_e2m1"})
+    CHECK(prepare_span_cast(*find_format(name), RoundSpec{}).params.rne.kind == Rne::var_shift);
+  RoundSpec sr;
+  sr.mode = Rounding::sr;
+  CHECK(prepare_span_cast(*find_format("bf16"), sr).params.rne.kind == Rne::none);
+  CHECK(prepare_span_cast(*find_format("int8"), RoundSpec{}).params.rne.kind == Rne::none);
+  CHECK(prepare_span_cast(*find_format("e8m0"), RoundSpec{}).params.rne.kind == Rne::none);
+}
+
+// Every one of the 2^32 fp32 inputs through bf16 and fp8_e4m3 under rne (saturate with subnormals
+// kept, IEEE overflow, flushing), on every target, against the scalar core, bits and counts. About
+// 3 minutes of one core per spec: not in CI (the test above covers every exponent and the rounding
+// boundaries at every shift); run by hand with
+//   drift_tests -tc='*all 2^32*' --no-skip
+TEST_CASE("cast_span rne kernel == scalar core on all 2^32 fp32 inputs (bf16, fp8_e4m3)" * doctest::skip()) {
+  constexpr uint64_t kPiece = uint64_t{1} << 24;
+  std::vector<float> in(kPiece);
+  RoundSpec ieee, flush;
+  ieee.overflow = Overflow::ieee;
+  flush.subnormals = Subnormals::flush;
+  const SpecCase specs[] = {{"rne/saturate/keep", RoundSpec{}}, {"rne/ieee/keep", ieee}, {"rne/saturate/flush", flush}};
+  for (const std::string name : {"bf16", "fp8_e4m3"})
+    for (const SpecCase& sc : specs) {
+      const Format f = *find_format(name);
+      int failures = 0;
+      for (uint64_t base = 0; base < (uint64_t{1} << 32) && failures == 0; base += kPiece) {
+        for (uint64_t i = 0; i < kPiece; ++i) in[i] = float_of(static_cast<uint32_t>(base + i));
+        failures += compare_all_targets(in, f, sc, "all inputs, piece " + std::to_string(base >> 24));
+      }
+      CHECK(failures == 0);
+      MESSAGE(name << " " << sc.name << ": all 2^32 inputs agree on " << cast_span_targets().size() << " targets");
+    }
+}
+
 TEST_CASE("cast_span_parallel: same bits and counts at 1, 2 and 4 threads") {
   const Format f = *find_format("fp8_e4m3");
   RoundSpec spec;

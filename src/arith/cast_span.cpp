@@ -12,11 +12,14 @@
 // field is the binade change; into 0x7f800000 is the overflow to inf); when nothing is kept
 // (x < 2^q) the truncation is 0 and rounding up gives 2^q. Overflow, flush and the special values
 // then select constants that the scalar core computed once per call, so the two paths cannot
-// disagree about what an overflow or a special value becomes.
+// disagree about what an overflow or a special value becomes. Round to nearest even on floating
+// formats (the common case) takes a leaner kernel of the same construction, cast_rne-inl.h.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "arith/cast_span.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+
+#include "arith/cast_rne-inl.h"
 
 #include <algorithm>
 #include <cstring>
@@ -260,6 +263,8 @@ CastStats CastSpanMode(const float* in, float* out, size_t n, const detail::Cast
 
 CastStats CastSpanImpl(const float* in, float* out, size_t n, const detail::CastParams& p, int mode,
                        uint64_t seed, uint64_t stream, uint64_t first) {
+  if (p.rne.kind == detail::CastParams::Rne::const_shift) return CastSpanRne<true>(in, out, n, p);
+  if (p.rne.kind == detail::CastParams::Rne::var_shift) return CastSpanRne<false>(in, out, n, p);
   switch (static_cast<Rounding>(mode)) {
     case Rounding::rne: return CastSpanMode<static_cast<int>(Rounding::rne)>(in, out, n, p, seed, stream, first);
     case Rounding::rna: return CastSpanMode<static_cast<int>(Rounding::rna)>(in, out, n, p, seed, stream, first);
@@ -273,6 +278,15 @@ CastStats CastSpanImpl(const float* in, float* out, size_t n, const detail::Cast
 }
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+// The cast's loads and stores without its arithmetic (the same vectors, the same store kind).
+void CopySpanImpl(const float* in, float* out, size_t n) {
+  const hn::ScalableTag<float> df;
+  const size_t N = hn::Lanes(df);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::LoadU(df, in + i), df, out + i);
+  if (i < n) std::memcpy(out + i, in + i, (n - i) * sizeof(float));
+}
 
 // Per block of b consecutive floats of a row of n: the largest finite |x| (on the encodings, which
 // order as the magnitudes: an integer max is exact) and the number of NaN/inf. Whole vectors inside
@@ -315,6 +329,7 @@ namespace drift {
 HWY_EXPORT(CastSpanImpl);
 HWY_EXPORT(BlockAmaxImpl);
 HWY_EXPORT(TargetName);
+HWY_EXPORT(CopySpanImpl);
 
 namespace {
 
@@ -325,6 +340,38 @@ void check_castable(const Format& f, const RoundSpec& spec) {
     throw std::invalid_argument("cast_span: the format's grid does not fit in float (output is float)");
   if (spec.sr_bits < 0 || spec.sr_bits > 32)
     throw std::invalid_argument("cast_span: sr_bits must be between 0 and 32 (got " + std::to_string(spec.sr_bits) + ")");
+}
+
+// The constants of the rne kernel (cast_rne-inl.h), or kind none where it does not apply: it
+// needs a floating format under rne that keeps at least one fp32 bit fewer than fp32
+// (quantum_mant <= 22, so 2^(s-1) exists) and whose quantum for fp32's subnormal inputs is
+// quantum_min (the kernel derives s from the exponent field); the special results must be the
+// shapes the kernel builds (checked against what the scalar core gave for each sign).
+detail::CastParams::Rne rne_params(const Format& f, const RoundSpec& spec, const detail::CastParams& p) {
+  using Rne = detail::CastParams::Rne;
+  Rne r;
+  if (f.kind != Kind::floating || spec.mode != Rounding::rne || p.qm > 22 || p.qmin < -126 - p.qm) return r;
+  r.s_norm = 23 - p.qm;
+  r.s_sub = p.qmin + 150;
+  r.tiny_enc = enc_of(pow2(p.qmin));
+  r.tiny_half = enc_of(pow2(p.qmin - 1));
+  r.zero_thr = p.flush_thr != 0 ? p.flush_thr : 1;
+  r.zero_sign = f.has_neg_zero ? 0x80000000u : 0;
+  r.ovf_mag = p.res_ovf[0];
+  r.ovf_is_nan = (p.res_ovf[0] & 0x7fffffffu) > 0x7f800000u;
+  r.ovf_sign = r.ovf_is_nan ? 0 : 0x80000000u;
+  const bool shapes_hold = p.res_ovf[1] == (r.ovf_mag | r.ovf_sign) && p.res_inf[0] == p.res_ovf[0] &&
+                           p.res_inf[1] == p.res_ovf[1] && p.neg_nan == 0;
+  bool zeros_hold = true;
+  for (int neg = 0; neg < 2; ++neg) {
+    const uint32_t zero = neg ? r.zero_sign : 0;
+    zeros_hold = zeros_hold && p.res_zero[neg] == zero && p.res_under[neg] == zero && p.res_flush[neg] == zero;
+  }
+  if (!shapes_hold || !zeros_hold) return r;
+  // Constant shift: fp32's subnormal inputs and its smallest normals discard the same s_norm bits,
+  // and the last kept bit is a mantissa bit (s_norm <= 22; at 23 it is the implicit bit).
+  r.kind = p.qmin == -126 - p.qm && r.s_norm <= 22 ? Rne::const_shift : Rne::var_shift;
+  return r;
 }
 
 detail::CastParams make_params(const Format& f, const RoundSpec& spec) {
@@ -347,6 +394,7 @@ detail::CastParams make_params(const Format& f, const RoundSpec& spec) {
     p.res_zero[neg] = enc_of(round_to(sgn * 0.0, f, spec));
     p.res_inf[neg] = enc_of(round_to(sgn * infinity(false), f, spec));
   }
+  p.rne = rne_params(f, spec, p);
   return p;
 }
 
@@ -447,6 +495,8 @@ CastStats cast_span_parallel(const float* in, float* out, size_t n, const Format
   }
   return total;
 }
+
+void copy_span(const float* in, float* out, size_t n) { HWY_DYNAMIC_DISPATCH(CopySpanImpl)(in, out, n); }
 
 const char* cast_span_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
 

@@ -62,6 +62,22 @@ struct CastParams {
   uint32_t res_ovf[2] = {0, 0};    // a finite input whose rounded magnitude exceeds max_finite
   uint32_t res_zero[2] = {0, 0};   // input +-0
   uint32_t res_inf[2] = {0, 0};    // input +-inf
+  // The round-to-nearest-even kernel (cast_rne-inl.h), for the floating formats where it applies.
+  struct Rne {
+    // none: the general kernel; const_shift: every lane discards the same number of encoding bits
+    // (bf16, tf32: the format's smallest normal is fp32's); var_shift: the shift grows below the
+    // format's smallest normal (fp16, the fp8s, fp6, fp4).
+    enum Kind : uint8_t { none, const_shift, var_shift } kind = none;
+    int32_t s_norm = 0;       // discarded bits in the format's normal range: 23 - quantum_mant
+    int32_t s_sub = 0;        // discarded bits of a lane with exponent field F >= 1: s_sub - F
+    uint32_t tiny_enc = 0;    // encoding of 2^quantum_min: below it a lane rounds to 0 or to it
+    uint32_t tiny_half = 0;   // encoding of 2^(quantum_min - 1)
+    uint32_t zero_thr = 1;    // rounded magnitudes below this are zero (min_normal when flushing)
+    uint32_t ovf_mag = 0;     // magnitude bits of an overflowed result (res_ovf[0])
+    uint32_t ovf_sign = 0;    // 0x80000000 when an overflowed result keeps the input's sign
+    uint32_t zero_sign = 0;   // 0x80000000 when a zero result keeps the input's sign (has -0)
+    bool ovf_is_nan = false;  // an overflowed result is NaN (counted under nan)
+  } rne;
 };
 
 }  // namespace detail
@@ -108,6 +124,10 @@ CastStats cast_span_parallel(const float* in, float* out, size_t n, const Format
 // the b-element blocks of row[0, n) (the last may be shorter), amax[i] = its largest finite |x| and
 // nonfinite[i] = its number of NaN and inf. SIMD; single-threaded.
 void block_amax(const float* row, size_t n, size_t b, float* amax, uint32_t* nonfinite);
+
+// out[i] = in[i] for i in [0, n) by SIMD loads and stores on cast_span's target: the memory traffic
+// of a cast without its arithmetic, the reference `drift bench cast` measures casts against.
+void copy_span(const float* in, float* out, size_t n);
 
 // Name of the Highway target cast_span dispatches to now (e.g. "AVX2"), and the targets compiled
 // into cast_span that this CPU supports (hwy target bits), for tests and `drift bench`.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <vector>
 
 namespace drift {
 
@@ -38,6 +39,27 @@ inline double best_seconds_per_call(const std::function<void()>& fn, double min_
     best = std::min(best, s);
     total += s;
     ++calls;
+  }
+  return best;
+}
+
+// Fastest single call of each of `fns`, their calls taking turns (f0, f1, ..., f0, f1, ...) after
+// one warm-up of each, for at least `min_seconds` in all (at least two calls each): a benchmark and
+// its references see the same machine load, so their ratios hold on a busy machine.
+inline std::vector<double> best_seconds_alternating(const std::vector<std::function<void()>>& fns,
+                                                    double min_seconds) {
+  using clock = std::chrono::steady_clock;
+  for (const auto& fn : fns) fn();
+  std::vector<double> best(fns.size(), 1e300);
+  double total = 0;
+  for (int calls = 0; calls < 2 || total < min_seconds; ++calls) {
+    for (size_t k = 0; k < fns.size(); ++k) {
+      const auto t0 = clock::now();
+      fns[k]();
+      const double s = std::chrono::duration<double>(clock::now() - t0).count();
+      best[k] = std::min(best[k], s);
+      total += s;
+    }
   }
   return best;
 }

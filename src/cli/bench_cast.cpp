@@ -1,6 +1,8 @@
 // drift bench cast: values per second of the span cast, scalar twin (round_to per element, one
-// thread) against the Highway SIMD path on one thread and on all OpenMP threads, same inputs,
-// same run. Every SIMD result is checked bit for bit against the scalar twin before it is timed.
+// thread) against the Highway SIMD path on one thread and on all OpenMP threads, and the SIMD path
+// on one thread as a ratio to plain copies of the same span (SIMD loads and stores on the same
+// target; memcpy, which may move large spans with fast-string or non-temporal stores that skip the
+// read-for-ownership of the destination), same inputs, same run. Every SIMD result is checked bit for bit against the scalar twin before it is timed.
 #include <omp.h>
 
 #include <algorithm>
@@ -120,10 +122,11 @@ void run_bench_cast(const CastBenchOptions& opt) {
   const std::string target = cast_span_target_name();
   nlohmann::json results = nlohmann::json::array();
   if (!opt.json) {
-    std::printf("drift bench cast: SIMD target %s, %d OpenMP threads; values/s (millions), best of repeats\n",
+    std::printf("drift bench cast: SIMD target %s, %d OpenMP threads; values/s (millions), best of repeats;\n"
+                "copy-1t: SIMD loads and stores of the same span, memcpy-1t: memcpy of it, both taking turns with simd-1t\n",
                 target.c_str(), threads);
-    std::printf("%-10s %-4s %5s %12s %12s %12s %9s %9s\n", "format", "mode", "n", "scalar-1t", "simd-1t",
-                "simd-all", "simd/sc", "all/1t");
+    std::printf("%-10s %-4s %5s %10s %10s %10s %10s %10s %9s %8s %8s %8s\n", "format", "mode", "n", "scalar-1t",
+                "simd-1t", "simd-all", "copy-1t", "memcpy-1t", "simd/sc", "all/1t", "1t/copy", "1t/memcpy");
   }
   for (size_t n : opt.sizes) {
     const std::vector<float> in = bench_inputs(n);
@@ -137,8 +140,15 @@ void run_bench_cast(const CastBenchOptions& opt) {
         CastStats s_ref, s_simd, s_par;
         const double t_scalar = best_seconds_per_call(
             [&] { s_ref = cast_span_scalar(in.data(), ref.data(), n, f, spec, seed, stream, 0); }, opt.min_time);
-        const double t_simd =
-            best_seconds_per_call([&] { s_simd = cast_span(in.data(), out.data(), n, f, spec, seed, stream, 0); }, opt.min_time);
+        // The references: plain copies of the same span (the same bytes read and written), by SIMD
+        // loads and stores on the cast's target and by memcpy, their calls taking turns with the
+        // cast's so that all three see the same machine load.
+        const std::vector<double> t = best_seconds_alternating(
+            {[&] { copy_span(in.data(), out.data(), n); },
+             [&] { std::memcpy(out.data(), in.data(), n * sizeof(float)); },
+             [&] { s_simd = cast_span(in.data(), out.data(), n, f, spec, seed, stream, 0); }},
+            opt.min_time);
+        const double t_copy = t[0], t_memcpy = t[1], t_simd = t[2];
         bool same = std::memcmp(ref.data(), out.data(), n * sizeof(float)) == 0 && s_simd == s_ref;
         std::fill(out.begin(), out.end(), 0.0f);
         const double t_par = best_seconds_per_call(
@@ -148,7 +158,8 @@ void run_bench_cast(const CastBenchOptions& opt) {
           throw std::runtime_error("bench cast: SIMD result differs from the scalar core for " + fname + " " +
                                    to_string(mode) + " (a bug: please report)");
         const double vs = static_cast<double>(n) / t_scalar, v1 = static_cast<double>(n) / t_simd,
-                     va = static_cast<double>(n) / t_par;
+                     va = static_cast<double>(n) / t_par, vc = static_cast<double>(n) / t_copy,
+                     vm = static_cast<double>(n) / t_memcpy;
         if (opt.json) {
           results.push_back({{"format", fname},
                              {"mode", to_string(mode)},
@@ -157,13 +168,18 @@ void run_bench_cast(const CastBenchOptions& opt) {
                              {"scalar_1t_values_per_s", vs},
                              {"simd_1t_values_per_s", v1},
                              {"simd_all_values_per_s", va},
+                             {"copy_1t_values_per_s", vc},
+                             {"memcpy_1t_values_per_s", vm},
+                             {"simd_1t_vs_copy", v1 / vc},
+                             {"simd_1t_vs_memcpy", v1 / vm},
                              {"clipped", s_ref.clipped},
                              {"flushed", s_ref.flushed},
                              {"subnormal", s_ref.subnormal},
                              {"nan", s_ref.nan}});
         } else {
-          std::printf("%-10s %-4s %5s %12.1f %12.1f %12.1f %8.1fx %8.2fx\n", fname.c_str(), to_string(mode),
-                      size_label(n).c_str(), vs * 1e-6, v1 * 1e-6, va * 1e-6, v1 / vs, va / v1);
+          std::printf("%-10s %-4s %5s %10.1f %10.1f %10.1f %10.1f %10.1f %8.1fx %7.2fx %7.2fx %7.2fx\n",
+                      fname.c_str(), to_string(mode), size_label(n).c_str(), vs * 1e-6, v1 * 1e-6, va * 1e-6,
+                      vc * 1e-6, vm * 1e-6, v1 / vs, va / v1, v1 / vc, v1 / vm);
           std::fflush(stdout);
         }
       }
@@ -185,7 +201,8 @@ void add_bench_cast_command(CLI::App& bench) {
   auto* cmd = bench.add_subcommand(
       "cast",
       "Values/s of the fp32 -> format span cast: scalar core (1 thread) vs Highway SIMD (1 thread, all "
-      "OpenMP threads); results are checked bit for bit before timing");
+      "OpenMP threads), and SIMD on 1 thread as a ratio to a plain copy of the same span (SIMD loads and "
+      "stores; memcpy) timed in turns with it; results are checked bit for bit before timing");
   cmd->add_option("--sizes", *sizes, "Comma-separated span lengths (K/M suffixes allowed)")->capture_default_str();
   cmd->add_option("--formats", *formats, "Comma-separated target formats (must fit in float)")->capture_default_str();
   cmd->add_option("--modes", *modes, "Comma-separated roundings: rne rna rtz rup rdn rto sr")->capture_default_str();
