@@ -209,6 +209,8 @@ EndToEnd time_command(const BenchModel& bm, const BenchPolicy& bp, const Options
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   const double cpu0 = children_cpu_seconds();
   const auto t0 = std::chrono::steady_clock::now();
+  std::fflush(stdout);  // else the child would write this process's buffered output a second time
+  std::fflush(stderr);
   const pid_t pid = fork();
   if (pid < 0) throw InputError("bench train: cannot start a child process");
   const fs::path log = scratch / "e2e.log";
@@ -282,8 +284,13 @@ void run_bench_train(const Options& o) {
   omp_set_num_threads(o.threads);
   std::vector<TorchFigures> pytorch;
   if (!o.pytorch.empty()) pytorch = read_pytorch(o.pytorch);
-  // The corpus is checked before any output (prepare_run would name it only at the first text model).
-  if (std::error_code ec; !fs::exists(o.data, ec)) throw InputError("--data: " + o.data + ": no such file or directory");
+  // The corpus, when a selected model reads text, is checked before any output (prepare_run would
+  // name it only at the first text model).
+  bool text = false;
+  for (const auto& bm : kModels)
+    text = text || (selected(o.models, bm.name) && nlohmann::json::parse(bm.model_json)["kind"] != "proxy");
+  if (std::error_code ec; text && !fs::exists(o.data, ec))
+    throw InputError("--data: " + o.data + ": no such file or directory");
   ScratchDir scratch;
 
   ojson rows = ojson::array();

@@ -45,6 +45,11 @@ for r in rows:
     json.dump(r["config"], open("%s_%s.json" % (r["model"], r["policy"]), "w"))
 PY
 
+# The table: its header once (the end-to-end child must not repeat this process's buffered output).
+OMP_NUM_THREADS=1 "$drift" bench train --steps 1 --models proxy --policies fp32 --e2e-steps 2 > table.txt
+[ "$(grep -c '^model ' table.txt)" -eq 1 ] || fail "bench train table header not once: $(cat table.txt)"
+[ "$(grep -c '^proxy ' table.txt)" -eq 1 ] || fail "bench train table: no proxy row: $(cat table.txt)"
+
 # The same configs through `drift train`: each site takes the route the benchmark reported.
 for model in mlp proxy; do
   for policy in fp32 mxfp8_e4m3; do
