@@ -119,3 +119,23 @@ TEST_CASE("dump_init into an unusable directory is an IoError naming it, and wri
   }
   CHECK(file_bytes(t.dir / "blocker") == "a file, not a directory");
 }
+
+TEST_CASE("dump_init of the proxy model (no corpus: it draws its own inputs) writes the weights alone") {
+  TempDir t;
+  const drift::PreparedRun run = tiny_run("proxy");
+  REQUIRE(run.corpus.train.empty());
+  const fs::path rd = t.dir / "run";
+  drift::dump_init(run, rd.string());
+  const auto& m = *run.model;
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(rd / "init")) files += e.is_regular_file();
+  CHECK(files == m.table.specs.size());
+  CHECK_FALSE(fs::exists(rd / "init" / "batches.npy"));
+  for (const auto& p : m.table.specs) {
+    CAPTURE(p.name);
+    const drift::io::Array a = drift::io::read_npy((rd / "init" / (p.name + ".npy")).string());
+    CHECK(a.shape == p.shape);
+    REQUIRE(a.data.size() == p.size);
+    for (size_t i = 0; i < p.size; ++i) CHECK(static_cast<float>(a.data[i]) == m.params[p.offset + i]);
+  }
+}
