@@ -8,9 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "io/json_read.h"
 #include "cli/child_runs.h"
 #include "cli/commands.h"
 #include "diag/sweep_plan.h"
+#include "io/out_dir.h"
 #include "io/npy.h"
 
 namespace drift::cli {
@@ -29,11 +31,13 @@ struct SweepOptions {
 
 // A --set value as drift train reads it: JSON if it parses, else a string.
 ojson value_json(const std::string& text) {
+  nlohmann::json j;
   try {
-    return ojson::parse(text);
-  } catch (const ojson::parse_error&) {
-    return text;
+    if (!io::try_parse_json(text, "--set value '" + text + "'", j)) return text;
+  } catch (const io::IoError& e) {
+    throw InputError(e.what());
   }
+  return ojson::parse(j.dump());
 }
 
 ojson pairs_json(const std::vector<std::pair<std::string, std::string>>& kv) {
@@ -85,6 +89,7 @@ void run_sweep(const SweepOptions& o) {
     j.log = (out / "logs" / (flat + ".log")).string();
     jobs.push_back(std::move(j));
   }
+  io::check_output_dir(o.out, "--out");
   preflight(jobs);  // every config resolves, finished runs match: before anything starts
 
   std::vector<ChildResult> results(jobs.size());
@@ -125,7 +130,7 @@ void run_sweep(const SweepOptions& o) {
       runs.push_back(e);
     }
     j["runs"] = runs;
-    fs::create_directories(out);
+    io::create_output_dir(out.string(), "--out");
     io::write_file_atomic((out / "sweep.json").string(), j.dump(2) + "\n");
   };
   write_index();
@@ -179,7 +184,7 @@ void add_sweep_command(CLI::App& app) {
                   "key=v1,v2,...: one run per value (commas inside [] {} or quotes do not split), repeatable");
   cmd->add_option("--policies", o->policies,
                   "Policy files (JSON): matmul rule list, precision section, or config overlay; label = file stem");
-  cmd->add_option("-j,--jobs", o->jobs, "Runs at a time")->capture_default_str();
+  cmd->add_option("-j,--jobs", o->jobs, "Runs at a time")->check(job_count())->capture_default_str();
   cmd->add_option("--out", o->out, "Sweep directory: <policy>/<key=value,...>/seed<s> and sweep.json")->required();
   cmd->add_flag("--quiet", o->quiet, "Report only failures");
   cmd->callback([o] { run_sweep(*o); });
