@@ -175,15 +175,10 @@ RunRecord read_run(const std::string& dir) {
   std::error_code ec;
   if (fs::exists(mp, ec)) {
     const std::string text = io::read_regular_file(mp.string(), "run's metrics", io::kMaxDataBytes);
-    size_t start = 0, n = 0;
-    while (start < text.size()) {
-      const size_t nl = std::min(text.find('\n', start), text.size());
-      const std::string line = text.substr(start, nl - start);
-      start = nl + 1;
-      ++n;
-      if (line.empty()) continue;
-      json j = io::parse_json(line, mp.string() + " line " + std::to_string(n));
-      if (!j.is_object()) throw io::IoError(mp.string() + " line " + std::to_string(n) + ": expected a JSON object");
+    for (const io::TextLine& l : io::split_lines(text)) {
+      const std::string where = mp.string() + " line " + std::to_string(l.number);
+      json j = io::parse_json(l.text, where);
+      if (!j.is_object()) throw io::IoError(where + ": expected a JSON object");
       lines.push_back(std::move(j));
     }
   }

@@ -85,6 +85,19 @@ bool try_parse_json(const std::string& text, const std::string& source, nlohmann
   return parse_strict(text, source, out, false);
 }
 
+std::vector<TextLine> split_lines(const std::string& text) {
+  std::vector<TextLine> lines;
+  size_t start = 0, number = 0;
+  while (start < text.size()) {
+    const size_t nl = text.find('\n', start);
+    const bool cut = nl == std::string::npos;
+    ++number;
+    if ((cut ? text.size() : nl) > start) lines.push_back({text.substr(start, (cut ? text.size() : nl) - start), number, cut});
+    start = cut ? text.size() : nl + 1;
+  }
+  return lines;
+}
+
 nlohmann::json read_json_file(const std::string& path, const char* kind) {
   return parse_json(read_regular_file(path, kind, kMaxJsonBytes), path);
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "io/io_error.h"
 #include "io/read_file.h"
@@ -27,6 +28,15 @@ bool try_parse_json(const std::string& text, const std::string& source, nlohmann
 // A JSON file read through read_regular_file (a regular file of at most kMaxJsonBytes).
 nlohmann::json read_json_file(const std::string& path, const char* kind);
 nlohmann::ordered_json read_ordered_json_file(const std::string& path, const char* kind);
+
+// The non-empty lines of a JSON-lines file (metrics.jsonl, diag.jsonl): each line's text, its
+// 1-based number, and whether it ends without a newline (the last line of a write cut short).
+struct TextLine {
+  std::string text;
+  size_t number = 0;
+  bool cut = false;
+};
+std::vector<TextLine> split_lines(const std::string& text);
 
 // A library exception's message without its "[json.exception.type.N] " tag.
 std::string json_error_text(const std::exception& e);

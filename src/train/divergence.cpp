@@ -99,15 +99,9 @@ std::map<uint64_t, double> read_reference_losses(const std::string& run_dir) {
   const std::string text =
       io::read_regular_file(path, "reference run's metrics (--reference expects a run directory)", io::kMaxDataBytes);
   std::map<uint64_t, double> out;
-  size_t start = 0, n = 0;
-  while (start < text.size()) {
-    const size_t nl = std::min(text.find('\n', start), text.size());
-    const std::string line = text.substr(start, nl - start);
-    start = nl + 1;
-    ++n;
-    if (line.empty()) continue;
-    const std::string where = path + " line " + std::to_string(n);
-    const nlohmann::json j = io::parse_json(line, where);
+  for (const io::TextLine& l : io::split_lines(text)) {
+    const std::string where = path + " line " + std::to_string(l.number);
+    const nlohmann::json j = io::parse_json(l.text, where);
     if (!j.is_object() || !j.contains("step") || !j.contains("loss") || !j["step"].is_number_unsigned())
       throw io::IoError(where + ": not a metrics line (expected an object with \"step\", an integer >= 0, and \"loss\")");
     if (j["loss"].is_number()) out[j["step"].get<uint64_t>()] = j["loss"].get<double>();

@@ -297,24 +297,17 @@ void restore_checkpoint(const std::string& path, bool same_run, const RunConfig&
 std::string metrics_before(const std::string& path, uint64_t next_step) {
   const std::string text = io::read_regular_file(path, "run's metrics (to resume)", io::kMaxDataBytes);
   std::string kept;
-  size_t start = 0, lineno = 0;
-  while (start < text.size()) {
-    const size_t nl = text.find('\n', start);
-    const bool cut = nl == std::string::npos;
-    const std::string line = text.substr(start, cut ? std::string::npos : nl - start);
-    start = cut ? text.size() : nl + 1;
-    ++lineno;
-    if (line.empty()) continue;
-    const std::string where = path + " line " + std::to_string(lineno);
+  for (const io::TextLine& l : io::split_lines(text)) {
+    const std::string where = path + " line " + std::to_string(l.number);
     nlohmann::json j;
-    if (!io::try_parse_json(line, where, j)) {
-      if (cut) break;
+    if (!io::try_parse_json(l.text, where, j)) {
+      if (l.cut) break;
       throw io::IoError(where + ": not a JSON line; cannot resume over a metrics file drift did not write");
     }
     if (!j.is_object() || !j.contains("step") || !j["step"].is_number_unsigned())
       throw io::IoError(where + ": expected a JSON object with \"step\" (an integer >= 0); cannot resume over it");
     if (j["step"].get<uint64_t>() >= next_step) break;
-    kept += line + "\n";
+    kept += l.text + "\n";
   }
   return kept;
 }
