@@ -22,7 +22,7 @@ bool parse_strict(const std::string& text, const std::string& source, Json& out,
       if (!o.name.empty()) p += (p.empty() ? "" : ".") + o.name;
     return p.empty() ? key : p + "." + key;
   };
-  const std::string at = source.empty() ? "" : source + ": ";  // (an inline value: the caller names it)
+  const std::string prefix = source.empty() ? "" : source + ": ";  // (an inline value: the caller names it)
   auto callback = [&](int, typename Json::parse_event_t ev, Json& parsed) -> bool {
     using E = typename Json::parse_event_t;
     if (ev == E::object_start) {
@@ -35,7 +35,7 @@ bool parse_strict(const std::string& text, const std::string& source, Json& out,
     } else if (ev == E::key) {
       const std::string k = parsed.template get<std::string>();
       if (!open.back().keys.insert(k).second)
-        throw IoError(at + "duplicate key '" + path(k) + "' (each key may appear once in an object)");
+        throw IoError(prefix + "duplicate key '" + path(k) + "' (each key may appear once in an object)");
       pending_key = k;
     } else if (ev == E::value) {
       pending_key.clear();
@@ -47,14 +47,14 @@ bool parse_strict(const std::string& text, const std::string& source, Json& out,
     return true;
   } catch (const typename Json::parse_error& e) {
     if (!syntax_errors_throw) return false;
-    throw IoError(at + "not valid JSON (" + json_error_text(e) + ")");
+    throw IoError(prefix + "not valid JSON (" + json_error_text(e) + ")");
   } catch (const typename Json::out_of_range& e) {
     // 406: a number that overflows a double; the key being read is the one it belongs to.
     const std::string at = pending_key.empty() ? "" : " at " + path(pending_key);
-    throw IoError(at + "a number out of range" + at + " (" + json_error_text(e) +
+    throw IoError(prefix + "a number out of range" + at + " (" + json_error_text(e) +
                   "; a number must fit a double, magnitude below 1.8e308)");
   } catch (const typename Json::exception& e) {
-    throw IoError(at + "not valid JSON (" + json_error_text(e) + ")");
+    throw IoError(prefix + "not valid JSON (" + json_error_text(e) + ")");
   }
 }
 

@@ -58,20 +58,20 @@ void check_output_dir(const std::string& dir, const std::string& what) {
     fail(what, dir, existing.string() + " is " + (S_ISREG(st.st_mode) ? std::string("a file") : file_kind_words(st.st_mode)) +
                         ", not a directory: nothing can be created under it");
   }
+  // A file created and removed in the nearest existing directory: permissions, read-only and pseudo
+  // file systems (/proc) all refuse it. (No directory is probed: a sibling run may be creating the
+  // same missing parent at this moment.)
   probe_write(what, dir, existing);
-  if (existing == p) return;
-  // The first missing component must be creatable there (a pseudo file system such as /proc accepts
-  // no new directory even where a file probe is refused for another reason).
-  fs::path first = p;
-  while (first.has_parent_path() && first.parent_path() != existing && !first.parent_path().empty()) first = first.parent_path();
-  if (::mkdir(first.c_str(), 0777) != 0 && errno != EEXIST)
-    fail(what, dir, "cannot create it (" + std::string(std::strerror(errno)) + ")");
-  ::rmdir(first.c_str());
 }
 
 void create_output_dir(const std::string& dir, const std::string& what) {
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  // Runs of a sweep create sibling directories under shared parents at once, and a run that fails
+  // early removes the empty parents it created: a parent may vanish between two mkdirs. Retry.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    fs::create_directories(dir, ec);
+    if (!ec) break;
+  }
   if (ec) fail(what, dir, "cannot create it (" + ec.message() + ")");
   if (!fs::is_directory(dir, ec)) fail(what, dir, "is not a directory");
 }
