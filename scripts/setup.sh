@@ -6,8 +6,11 @@ cd "$(dirname "$0")/.."
 
 # python3-torch and python3-numpy: the independent PyTorch reference (scripts/reference_pytorch.py) and
 # its test; they install for Debian's /usr/bin/python3, which is how the scripts call Python for them.
+# clang, libclang-rt-14-dev (ASan/UBSan/libFuzzer runtimes) and libomp-dev (clang's OpenMP): the
+# sanitizer and fuzzing build of scripts/sanitize.sh.
 packages=(g++ cmake make pkg-config python3 libcli11-dev nlohmann-json3-dev libspdlog-dev libhwy-dev
-          doctest-dev librandom123-dev libopenblas-dev python3-torch python3-numpy)
+          doctest-dev librandom123-dev libopenblas-dev python3-torch python3-numpy
+          clang libclang-rt-14-dev libomp-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
