@@ -429,18 +429,30 @@ json load_config_file(const std::string& path) {
   }
 }
 
+void require_utf8(const std::string& text, const std::string& path, const std::string& what) {
+  try {
+    (void)json(text).dump();
+  } catch (const json::type_error&) {
+    throw ConfigError(path, what + ": " + json(text).dump(-1, ' ', true, json::error_handler_t::replace) +
+                                " is not UTF-8 text (it would be written to config.json as a JSON string)");
+  }
+}
+
 json config_with_overrides(const std::string& file, const std::vector<std::string>& sets, const uint64_t* seed,
                            const std::string& out) {
   json j = load_config_file(file);
   if (!j.is_object()) throw ConfigError("", "config file '" + file + "': expected a JSON object");
   const char* output_expected = "expected an object {\"dir\": DIR, \"name\": NAME}";
   if (j.contains("output") && !j["output"].is_object()) throw ConfigError("output", output_expected);
-  if (!j.contains("output") || !j["output"].contains("name"))
+  if (!j.contains("output") || !j["output"].contains("name")) {
     j["output"]["name"] = std::filesystem::path(file).stem().string();
+    require_utf8(j["output"]["name"].get<std::string>(), "output.name", "the config file's name");
+  }
   for (const auto& s : sets) apply_set(j, s);
   if (seed) j["seed"] = *seed;
   if (!out.empty()) {
     if (j.contains("output") && !j["output"].is_object()) throw ConfigError("output", output_expected);
+    require_utf8(out, "output.dir", "--out");
     j["output"]["dir"] = out;
   }
   return j;
@@ -451,6 +463,7 @@ void apply_set(json& root, const std::string& assignment) {
   if (eq == std::string::npos || eq == 0)
     throw ConfigError("", "--set expects path=value (e.g. train.lr=0.01), got '" + assignment + "'");
   const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  require_utf8(assignment, "", "--set");
   json value;
   try {
     if (!io::try_parse_json(text, "--set " + path, value)) value = text;  // not JSON: a bare string

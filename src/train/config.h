@@ -108,6 +108,10 @@ nlohmann::json load_config_file(const std::string& path);
 nlohmann::json config_with_overrides(const std::string& file, const std::vector<std::string>& sets,
                                      const uint64_t* seed, const std::string& out);
 
+// Throws ConfigError(path, "<what>: ... is not UTF-8 text") unless `text` is UTF-8 (command-line
+// bytes that would go into config.json as a JSON string).
+void require_utf8(const std::string& text, const std::string& path, const std::string& what);
+
 // `--set a.b.c=value`: value parsed as JSON, else taken as a string; intermediate objects are
 // created; a numeric segment indexes an existing array element. Throws ConfigError.
 void apply_set(nlohmann::json& root, const std::string& assignment);

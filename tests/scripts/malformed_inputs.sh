@@ -79,6 +79,8 @@ bad set-no-equals "--set" "$drift" train --config tiny.json --out o --quiet --se
 bad set-empty-segment "train..lr" "$drift" train --config tiny.json --out o --quiet --set train..lr=1
 bad set-inside-number "train.steps" "$drift" train --config tiny.json --out o --quiet --set train.steps.x=1
 bad set-output-number-then-out "output" "$drift" train --config tiny.json --out o --quiet --set output=3
+bad set-invalid-utf8 "not UTF-8" "$drift" train --config tiny.json --out o --quiet --set $'output.name=\xfd'
+bad out-invalid-utf8 "not UTF-8" "$drift" train --config tiny.json --out $'o\xfd' --quiet
 bad set-seed-negative "--seed" "$drift" train --config tiny.json --out o --quiet --seed -1
 
 # --- .npy files (drift quantize --in, drift matmul --a) ------------------------------------------
