@@ -10,9 +10,11 @@ cd "$(dirname "$0")/.."
 # key, config and daemons in a scratch directory) to test drift sweep --launcher slurm.
 # libjs-dygraphs: the charting library drift report inlines into its page; chromium: the headless
 # browser the report test renders it in (tests/scripts/report_browser.sh).
+# clang, libclang-rt-14-dev (ASan/UBSan/libFuzzer runtimes) and libomp-dev (clang's OpenMP): the
+# sanitizer and fuzzing build of scripts/sanitize.sh.
 packages=(g++ cmake make pkg-config python3 libcli11-dev nlohmann-json3-dev libspdlog-dev libhwy-dev
           doctest-dev librandom123-dev libopenblas-dev python3-torch python3-numpy slurm-wlm munge
-          libjs-dygraphs chromium)
+          libjs-dygraphs chromium clang libclang-rt-14-dev libomp-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -47,7 +47,7 @@ TEST_CASE("lossy layers per role, at step 0 and at every schedule step") {
   CHECK(lossy.at("grad_input").empty());
   // The fp32 preset is the passthrough: nothing to restore.
   const auto none = lossy_layers_by_role(json::parse(R"({"model": {"hidden": 8}, "precision": {"matmul": "fp32"}})"));
-  for (const auto& [role, l] : none) CHECK_MESSAGE(l.empty(), role);
+  for (const auto& entry : none) CHECK_MESSAGE(entry.second.empty(), entry.first);
 }
 
 TEST_CASE("classes in order, cheapest first; those not lossy are skipped with a note") {

@@ -411,10 +411,32 @@ TEST_CASE("probes: another policy's gradient, the run untouched") {
   // MXFP4 casts lose magnitude and the site's cast error says so; its products stray from fp64.
   CHECK(line["sites"]["hidden0.forward"]["a_cast"]["rel_error"].get<double>() > 0.01);
   CHECK(line["sites"]["hidden0.forward"]["out_max_rel_dev"].get<double>() > 1e-3);
-  // Same inputs, same line.
-  Diagnostics again(1, probes, cfg, 7);
-  again.begin_step(3, model->sites, model->elementwise);
-  CHECK(again.run(3, *model, model->grads.data(), 1.0, StepBatch{windows.data(), B}).dump() == line.dump());
+  // The numbers of the line against an independent computation: the cosine and relative error of
+  // the run's gradient and of a bf16 gradient computed here (another model, the same weights and
+  // batch, every site bf16), against the exact gradient, with plain sums in long double.
+  const std::vector<double>& exact = diag.exact_grad();
+  REQUIRE(exact.size() == grads.size());
+  auto cosine_and_error = [&](const std::vector<float>& g) {
+    long double gg = 0, rr = 0, gr = 0, ee = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      const long double x = g[i], r = exact[i];
+      gg += x * x, rr += r * r, gr += x * r, ee += (x - r) * (x - r);
+    }
+    return std::pair{static_cast<double>(gr / std::sqrt(gg * rr)), static_cast<double>(std::sqrt(ee / rr))};
+  };
+  const auto [cos_run, err_run] = cosine_and_error(grads);
+  CHECK(run_cos == doctest::Approx(cos_run).epsilon(1e-12));
+  CHECK(line["grad"]["overall"]["rel_error"].get<double>() == doctest::Approx(err_run).epsilon(1e-12));
+  auto bf16 = make_model<float>(cfg, 7);
+  bf16->sites.seed = 7;
+  for (auto& s : bf16->sites.sites()) s.policy = *find_matmul_preset("bf16");
+  bf16->params = params;
+  bf16->sites.begin_step(3);
+  bf16->forward(windows.data(), B);
+  bf16->backward();
+  const auto [cos_bf16, err_bf16] = cosine_and_error(bf16->grads);
+  CHECK(bf16_cos == doctest::Approx(cos_bf16).epsilon(1e-12));
+  CHECK(line["probes"][1]["grad"]["overall"]["rel_error"].get<double>() == doctest::Approx(err_bf16).epsilon(1e-12));
 }
 
 TEST_CASE("proxy model: the exact reference draws the float run's batch in fp64") {

@@ -73,6 +73,19 @@ void check_slices(const std::vector<int32_t>& w, size_t width, const std::vector
   }
 }
 
+// Every parameter is in init/<name>.npy, float32, in its shape, bit for bit.
+template <typename Model>
+void check_params(const Model& m, const fs::path& init) {
+  for (const auto& p : m.table.specs) {
+    CAPTURE(p.name);
+    const drift::io::Array a = drift::io::read_npy((init / (p.name + ".npy")).string());
+    CHECK(a.shape == p.shape);
+    REQUIRE(a.data.size() == p.size);
+    for (size_t i = 0; i < p.size; ++i) CHECK(static_cast<float>(a.data[i]) == m.params[p.offset + i]);
+    CHECK(file_bytes(init / (p.name + ".npy")).find("'descr': '<f4'") != std::string::npos);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("dump_init writes every parameter and every step's windows, atomically") {
@@ -86,14 +99,7 @@ TEST_CASE("dump_init writes every parameter and every step's windows, atomically
     size_t files = 0;
     for (const auto& e : fs::directory_iterator(rd / "init")) files += e.is_regular_file();
     CHECK(files == m.table.specs.size() + 2);
-    for (const auto& p : m.table.specs) {
-      CAPTURE(p.name);
-      const drift::io::Array a = drift::io::read_npy((rd / "init" / (p.name + ".npy")).string());
-      CHECK(a.shape == p.shape);
-      REQUIRE(a.data.size() == p.size);
-      for (size_t i = 0; i < p.size; ++i) CHECK(static_cast<float>(a.data[i]) == m.params[p.offset + i]);
-      CHECK(file_bytes(rd / "init" / (p.name + ".npy")).find("'descr': '<f4'") != std::string::npos);
-    }
+    check_params(m, rd / "init");
     const size_t width = 6;  // context + 1
     check_slices(read_windows(rd / "init" / "batches.npy", 4, 3, width), width, run.corpus.train);
     check_slices(read_windows(rd / "init" / "val_batches.npy", 2, 3, width), width, run.corpus.val);
@@ -118,4 +124,18 @@ TEST_CASE("dump_init into an unusable directory is an IoError naming it, and wri
     CHECK(std::string(e.what()).find("blocker") != std::string::npos);
   }
   CHECK(file_bytes(t.dir / "blocker") == "a file, not a directory");
+}
+
+TEST_CASE("dump_init of the proxy model (no corpus: it draws its own inputs) writes the weights alone") {
+  TempDir t;
+  const drift::PreparedRun run = tiny_run("proxy");
+  REQUIRE(run.corpus.train.empty());
+  const fs::path rd = t.dir / "run";
+  drift::dump_init(run, rd.string());
+  const auto& m = *run.model;
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(rd / "init")) files += e.is_regular_file();
+  CHECK(files == m.table.specs.size());
+  CHECK_FALSE(fs::exists(rd / "init" / "batches.npy"));
+  check_params(m, rd / "init");
 }

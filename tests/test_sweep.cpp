@@ -114,7 +114,7 @@ TEST_CASE("a child drift train: its arguments, its resolved config, a finished r
   CHECK(planned["seed"] == 3);
   CHECK(planned["output"]["name"] == "tiny_cfg");
   CHECK(planned["output"]["dir"] == "out/x/seed3");
-  CHECK(planned["precision"]["matmul"] == json::parse(R"([{"preset": "bf16"}])"));
+  CHECK(planned["precision"]["matmul"].dump() == json::parse(R"([{"preset": "bf16"}])").dump());
   CHECK(!planned.contains("version"));
   CHECK(!planned["model"].contains("vocab"));
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "arith/catalogue.h"
+#include "io/io_error.h"
 #include "io/npy.h"
 #include "policy/matmul_json.h"
 #include "policy/site_rules.h"
@@ -420,10 +421,26 @@ TEST_CASE("trainer: a new run clears the previous run's files; --resume before a
   c.diagnostics.every = 0;
   c.train.lr = 0.02;
   std::atomic<bool> stop{true};
+  // Without --force a finished run is not replaced: refused naming the directory, nothing touched.
   {
     PreparedRun r = prepare_run(c);
     TrainOptions o;
     o.stop_requested = &stop;
+    try {
+      train(r, o, {});
+      FAIL("expected a refusal: the directory holds a finished run");
+    } catch (const io::IoError& e) {
+      CHECK(std::string(e.what()).find(dir.string() + ": holds a finished run") == 0);
+      CHECK(std::string(e.what()).find("--force") != std::string::npos);
+    }
+    CHECK(fs::exists(dir / "summary.json"));
+    CHECK(fs::exists(dir / "checkpoint-10.bin"));
+  }
+  {
+    PreparedRun r = prepare_run(c);
+    TrainOptions o;
+    o.stop_requested = &stop;
+    o.force = true;
     const RunSummary s = train(r, o, {});
     CHECK(s.interrupted);
   }

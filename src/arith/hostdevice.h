@@ -37,12 +37,15 @@ DRIFT_HD float float_of(uint32_t u) {
   return x;
 }
 
-// Index of the highest set bit (x != 0).
+// Index of the highest set bit; -1 for x == 0 (nothing above bit 0: callers then get an exponent
+// below every double's, e.g. floor_log2(0) = -1075 and 2^that = 0). The device's __clzll(0) is 64,
+// which gives -1 already; the host's __builtin_clzll(0) is undefined, so 0 is decided first. Every
+// x != 0 gives the same bits as before.
 DRIFT_HD int top_bit(uint64_t x) {
 #if defined(__CUDA_ARCH__)
   return 63 - __clzll(static_cast<long long>(x));
 #else
-  return 63 - __builtin_clzll(x);
+  return x ? 63 - __builtin_clzll(x) : -1;
 #endif
 }
 

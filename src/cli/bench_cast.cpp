@@ -131,7 +131,8 @@ void run_bench_cast(const CastBenchOptions& opt) {
   for (size_t n : opt.sizes) {
     const std::vector<float> in = bench_inputs(n);
     std::vector<float> ref(n), out(n);
-    for (const auto& [fname, f] : formats) {
+    for (const auto& [fname, format] : formats) {
+      const auto& f = format;  // (a structured binding cannot be captured by the lambdas below before clang 16)
       for (Rounding mode : modes) {
         RoundSpec spec;
         spec.mode = mode;

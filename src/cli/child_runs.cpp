@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "io/json_read.h"
 #include "study/run_state.h"
 #include "train/config.h"
 
@@ -77,11 +78,9 @@ const char* to_string(RunStatus s) {
 }
 
 std::optional<nlohmann::json> read_summary(const std::string& dir) {
-  std::ifstream f(fs::path(dir) / "summary.json");
-  if (!f) return std::nullopt;
   try {
-    return nlohmann::json::parse(f);
-  } catch (const nlohmann::json::parse_error&) {
+    return io::read_json_file((fs::path(dir) / "summary.json").string(), "run's summary.json");
+  } catch (const io::IoError&) {
     return std::nullopt;
   }
 }
@@ -94,11 +93,10 @@ void preflight(std::vector<ChildJob>& jobs) {
     const fs::path dir(j.run.dir);
     const bool finished = fs::exists(dir / "summary.json");
     if (!finished && !fs::exists(dir / "checkpoint.bin")) continue;
-    std::ifstream f(dir / "config.json");
     nlohmann::json existing;
     try {
-      existing = nlohmann::json::parse(f);
-    } catch (const nlohmann::json::parse_error&) {
+      existing = io::read_json_file((dir / "config.json").string(), "run's config.json");
+    } catch (const io::IoError&) {
       if (!finished) continue;  // nothing to continue from: start afresh
       throw InputError(j.run.dir + ": holds a summary.json but no readable config.json; remove the directory");
     }

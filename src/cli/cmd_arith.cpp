@@ -1,5 +1,6 @@
 // drift arith: one correctly rounded operation per input line, for scripts and for checking the
 // rounding core against independent implementations (scripts/oracle.py, TestFloat vectors).
+#include <unistd.h>
 #include <cfenv>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "arith/codec.h"
 #include "arith/ops.h"
 #include "arith/random.h"
+#include "io/read_file.h"
 #include "cli/commands.h"
 #include "cli/format_text.h"
 
@@ -138,7 +140,9 @@ void run_arith(const ArithOptions& o) {
   std::string line;
   size_t lineno = 0;
   uint64_t index = 0;
-  while (std::getline(std::cin, line)) {
+  // All of stdin, bounded: an endless or enormous stream is refused, not buffered without end.
+  std::istringstream input(io::read_stream(STDIN_FILENO, "stdin", "drift arith input", io::kMaxArithInputBytes));
+  while (std::getline(input, line)) {
     ++lineno;
     std::istringstream fields(line);
     std::vector<std::string> toks;

@@ -12,10 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "io/json_read.h"
 #include "cli/child_runs.h"
 #include "cli/commands.h"
 #include "diag/bisect_plan.h"
 #include "diag/compare_render.h"
+#include "io/out_dir.h"
 #include "io/npy.h"
 
 namespace drift::cli {
@@ -180,7 +182,7 @@ class Bisector {
   void finish(const std::string& verdict, const std::string& conclusion) {
     report_["verdict"] = verdict;
     report_["conclusion"] = conclusion;
-    fs::create_directories(dir_);
+    io::create_output_dir(dir_, "--out");
     io::write_file_atomic((fs::path(dir_) / "bisect.json").string(), report_.dump(2) + "\n");
     std::printf("bisect %s, seed %llu (runs in %s)\n", o_.config.c_str(), static_cast<unsigned long long>(o_.seed),
                 dir_.c_str());
@@ -204,6 +206,7 @@ std::string join(const std::vector<std::string>& v) {
 }
 
 void Bisector::run() {
+  io::check_output_dir(dir_, "--out");
   // (1) and (2): the run twice, and the fp32 baseline (every precision key at its default).
   const auto first = run_batch({{"repeat1", {}}, {"repeat2", {}}, {"fp32_baseline", {"precision={}"}}});
   under_test_ = first[0];
@@ -241,10 +244,7 @@ void Bisector::run() {
 
   // (3) one class at a time, cheapest first.
   json config;
-  {
-    std::ifstream f(fs::path(r1) / "config.json");
-    config = json::parse(f);
-  }
+  config = io::read_json_file((fs::path(r1) / "config.json").string(), "run's config.json");
   const auto lossy = lossy_layers_by_role(config);
   const auto removes = try_restorations(plan_class_restorations(config, lossy), "classes");
 
@@ -298,7 +298,7 @@ void add_bisect_command(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "The diverging seed")->required()->check(non_negative_seed());
   cmd->add_option("--set", o->sets, "Override a key: path=value, as for drift train, repeatable");
   cmd->add_option("--out", o->out, "Directory for the runs and bisect.json (default runs/bisect/<config>-seed<S>)");
-  cmd->add_option("-j,--jobs", o->jobs, "Runs at a time")->capture_default_str();
+  cmd->add_option("-j,--jobs", o->jobs, "Runs at a time")->check(job_count())->capture_default_str();
   cmd->callback([o] {
     if (o->jobs == 0) throw InputError("-j: expected at least 1");
     Bisector(*o).run();

@@ -13,6 +13,8 @@
 #include "backend/backend.h"
 #include "arith/tc_presets.h"
 #include "cli/commands.h"
+#include "io/memory.h"
+#include "io/out_dir.h"
 #include "io/npy.h"
 #include "policy/matmul_json.h"
 #include "policy/presets.h"
@@ -22,6 +24,16 @@ namespace drift::cli {
 // Shared with cmd_quantize.cpp.
 nlohmann::ordered_json quant_stats_json(const QuantStats& s);
 io::Array read_input_array(const std::string& path, const char* option);
+// --out of matmul and quantize: a file that can be written (checked before any work).
+void check_output_file_option(const std::string& out);
+void check_output_file_option(const std::string& out) {
+  try {
+    io::check_output_file(out, "--out");
+  } catch (const io::IoError& e) {
+    throw InputError(e.what());
+  }
+}
+
 io::Dtype parse_out_dtype(const std::string& s);
 
 namespace {
@@ -150,6 +162,7 @@ void warn_blocks_beyond_k(const MatmulPolicy& p, size_t k) {
 void run_matmul(const MatmulOptions& o) {
   const io::Dtype dtype = parse_out_dtype(o.out_dtype);
   const MatmulPolicy policy = parse_matmul_policy(parse_json_argument(o.policy, "policy"), "policy");
+  check_output_file_option(o.out);
   const io::Array a = read_input_array(o.a, "--a");
   const io::Array b = read_input_array(o.b, "--b");
   const MatView va = view_of(a, o.transpose_a, true);
@@ -159,6 +172,9 @@ void run_matmul(const MatmulOptions& o) {
                      std::to_string(va.rows) + "x" + std::to_string(va.cols) + ", B" + (o.transpose_b ? "^T" : "") +
                      " is " + std::to_string(vb.rows) + "x" + std::to_string(vb.cols));
   const size_t m = va.rows, n = vb.cols;
+  const uint64_t c_elements = n && m > UINT64_MAX / n ? UINT64_MAX : uint64_t{m} * n;  // (saturating)
+  io::check_allocation(c_elements, sizeof(double),
+                       "the product C (" + std::to_string(m) + " x " + std::to_string(n) + ", from the shapes of --a and --b)");
   warn_blocks_beyond_k(policy, va.cols);
   io::Array c;
   c.shape = {m, n};
@@ -188,7 +204,7 @@ void run_matmul(const MatmulOptions& o) {
   try {
     io::write_array(o.out, c, dtype);
   } catch (const io::IoError& e) {
-    throw std::runtime_error(std::string("--out: ") + e.what());
+    throw InputError(std::string("--out: ") + e.what());
   }
   // Key order is kept for people reading it; the resolved policy comes last.
   nlohmann::ordered_json j = {

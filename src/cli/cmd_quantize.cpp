@@ -16,6 +16,7 @@ namespace drift::cli {
 // From cmd_matmul.cpp.
 nlohmann::ordered_json quant_stats_json(const QuantStats& s);
 io::Array read_input_array(const std::string& path, const char* option);
+void check_output_file_option(const std::string& out);
 io::Dtype parse_out_dtype(const std::string& s);
 
 namespace {
@@ -29,6 +30,7 @@ struct QuantizeOptions {
 void run_quantize(const QuantizeOptions& o) {
   const io::Dtype dtype = parse_out_dtype(o.out_dtype);
   const Quantizer qz = parse_quantizer(parse_json_argument(o.quantizer, "quantizer"), "quantizer");
+  check_output_file_option(o.out);
   const io::Array x = read_input_array(o.in, "--in");
   const int ndim = static_cast<int>(x.shape.size());
   if (o.axis < -ndim || o.axis >= ndim)
@@ -62,7 +64,7 @@ void run_quantize(const QuantizeOptions& o) {
   try {
     io::write_array(o.out, y, dtype);
   } catch (const io::IoError& e) {
-    throw std::runtime_error(std::string("--out: ") + e.what());
+    throw InputError(std::string("--out: ") + e.what());
   }
   nlohmann::ordered_json j = quant_stats_json(q.stats);
   j["rows"] = rows;

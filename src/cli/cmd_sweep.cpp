@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/sweep_jobs.h"
 #include "cli/sweep_progress.h"
+#include "io/out_dir.h"
 
 namespace drift::cli {
 
@@ -116,7 +117,7 @@ void add_sweep_command(CLI::App& app) {
                   "key=v1,v2,...: one run per value (commas inside [] {} or quotes do not split), repeatable");
   cmd->add_option("--policies", o->policies,
                   "Policy files (JSON): matmul rule list, precision section, or config overlay; label = file stem");
-  cmd->add_option("-j,--jobs", o->jobs, "Runs at a time (local launcher)")->capture_default_str();
+  cmd->add_option("-j,--jobs", o->jobs, "Runs at a time (local launcher)")->check(job_count())->capture_default_str();
   cmd->add_option("--out", o->out, "Sweep directory: <policy>/<key=value,...>/seed<s> and sweep.json");
   cmd->add_flag("--quiet", o->quiet, "Report only failures");
   cmd->add_option("--progress-every", *progress_every,

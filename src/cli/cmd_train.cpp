@@ -19,6 +19,7 @@
 #include "cli/commands.h"
 #include "cli/format_text.h"
 #include "io/npy.h"
+#include "io/out_dir.h"
 #include "policy/matmul_json.h"
 #include "policy/elementwise_rules.h"
 #include "policy/site_rules.h"
@@ -49,13 +50,8 @@ void add_config_options(CLI::App* cmd, ConfigOptions& o) {
 
 // The config file with the overrides applied, parsed and checked.
 RunConfig load_run_config(const ConfigOptions& o) {
-  nlohmann::json j = load_config_file(o.config);
-  if (!j.is_object()) throw ConfigError("", "config file '" + o.config + "': expected a JSON object");
-  if (!j.contains("output") || !j["output"].is_object() || !j["output"].contains("name"))
-    j["output"]["name"] = std::filesystem::path(o.config).stem().string();
-  for (const auto& s : o.sets) apply_set(j, s);
-  if (o.seed >= 0) j["seed"] = static_cast<uint64_t>(o.seed);
-  if (!o.out.empty()) j["output"]["dir"] = o.out;
+  const uint64_t seed = static_cast<uint64_t>(o.seed);
+  const nlohmann::json j = config_with_overrides(o.config, o.sets, o.seed >= 0 ? &seed : nullptr, o.out);
   RunConfig cfg = parse_run_config(j);
   cfg.data.config_dir = std::filesystem::path(o.config).parent_path().string();
   if (cfg.data.config_dir.empty()) cfg.data.config_dir = ".";
@@ -84,6 +80,7 @@ struct TrainCmdOptions : ConfigOptions {
   bool resume = false;
   std::string resume_from, reference;
   bool dump_init = false;
+  bool force = false;
 };
 
 // Ctrl-C (or SIGTERM) asks the loop to stop after the current step and write a checkpoint; a
@@ -112,6 +109,8 @@ int run_train(const TrainCmdOptions& o) {
   if (o.dump_init && (o.resume || !o.resume_from.empty()))
     throw InputError("--dump-init writes the initial weights: it cannot be combined with --resume or --resume-from");
   const RunConfig cfg = load_run_config(o);
+  // The run directory can be written (train checks it again, for every caller): before the data loads.
+  io::check_output_dir(cfg.run_dir(), "run directory (--out / output.dir)");
   PreparedRun run = prepare_or_throw(cfg);
   if (o.quiet) spdlog::set_level(spdlog::level::warn);
   const auto& c = run.cfg;
@@ -146,6 +145,7 @@ int run_train(const TrainCmdOptions& o) {
   topts.resume = o.resume;
   topts.resume_from = o.resume_from;
   topts.reference = o.reference;
+  topts.force = o.force;
   topts.stop_requested = &g_stop_requested;
   // After every check, and after a new run's directory lost the previous run's files.
   const auto provenance = provenance_record(command_line(), c.backend, o.resume);
@@ -310,6 +310,8 @@ void add_train_command(CLI::App& app) {
                     "Start this run from another run's checkpoint (weights, optimizer, step); the policy may differ");
   train->add_option("--reference", t->reference,
                     "A reference run directory (e.g. the fp32 run of this seed): records departure_step");
+  train->add_flag("--force", t->force,
+                  "Replace a finished run (a directory holding summary.json): without it drift train refuses");
   train->add_flag("--dump-init", t->dump_init,
                   "Also write init/: the initial weights (<param>.npy, float32) and every step's training windows "
                   "(batches.npy) and the validation windows (val_batches.npy), int32; see docs/config.md");
@@ -326,6 +328,7 @@ void add_explain_command(CLI::App& app) {
   explain->add_flag("--json", e->json, "Every site's full policy as JSON, with set_by: each field's rule");
   explain->add_flag("--fields", e->fields, "Also list, per site, every field a rule set and the rule that set it");
   explain->add_option("--step", e->step, "Resolve with the precision.schedule entries in force at this step")
+      ->check(non_negative())
       ->capture_default_str();
   explain->callback([e] { run_explain(*e); });
 }

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <charconv>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -44,17 +46,26 @@ constexpr int kExitInterrupted = 130;  // Ctrl-C or SIGTERM (128 + SIGINT, as a 
 // summary on stdout, a stop signal handled as drift train handles it. Returns the exit status.
 int train_in_process(const TrainRun& r);
 
-// The check of every --seed option: an integer >= 0, as the config's "seed" (CLI11 would otherwise
-// read "-1" into an unsigned seed as 2^64-1). A parse error: exit 2, "--seed: expected ...".
-inline CLI::Validator non_negative_seed() {
+// The check of every option read into an unsigned integer (--seed, --step, -j, ...): CLI11 would
+// otherwise read "-1" into it as 2^64-1. A parse error: exit 2, "--seed: expected an integer >= 0".
+inline CLI::Validator non_negative() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
         const size_t i = s.find_first_not_of(" \t");
         if (i != std::string::npos && s[i] == '-') return "expected an integer >= 0, got " + s;
+        // (CLI11 saturates an unsigned value past 2^64-1 instead of refusing it.)
+        uint64_t v = 0;
+        const char* b = s.data() + (i == std::string::npos ? s.size() : i);
+        const auto r = std::from_chars(b, s.data() + s.size(), v);
+        if (r.ec == std::errc::result_out_of_range) return "expected an integer in [0, 2^64-1], got " + s;
         return "";
       },
-      "SEED>=0", "non-negative seed");
+      "INT>=0", "non-negative integer");
 }
+// Every --seed option: an integer >= 0, as the config's "seed".
+inline CLI::Validator non_negative_seed() { return non_negative(); }
+// -j/--jobs: runs at a time, at least one (and not absurdly many processes).
+inline CLI::Validator job_count() { return CLI::Range(1, 1024); }
 
 // Thrown by commands for bad user input; main prints the message and exits 2.
 struct InputError : std::runtime_error {

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "io/io_error.h"
+#include "io/memory.h"
 #include "policy/config_error.h"
 
 namespace {
@@ -80,6 +83,18 @@ int main(int argc, char** argv) {
     return drift::cli::kExitBadInput;
   } catch (const drift::cli::InputError& e) {
     std::fprintf(stderr, "drift: error: %s\n", e.what());
+    return drift::cli::kExitBadInput;
+  } catch (const drift::io::IoError& e) {
+    // A bad, unreadable or unwritable file or directory: the message starts with its name.
+    std::fprintf(stderr, "drift: error: %s\n", e.what());
+    return drift::cli::kExitBadInput;
+  } catch (const drift::io::TooLarge& e) {
+    std::fprintf(stderr, "drift: error: %s\n", e.what());
+    return drift::cli::kExitBadInput;
+  } catch (const std::bad_alloc&) {
+    // Sizes from the input are checked before the large allocations (io/memory.h); this is the rest.
+    std::fprintf(stderr, "drift: error: out of memory: the sizes asked for (model dimensions, train.batch, matrix "
+                         "shapes) need more memory than this machine has\n");
     return drift::cli::kExitBadInput;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "drift: error: %s\n", e.what());

@@ -4,7 +4,9 @@
 #include <fstream>
 
 #include "cli/commands.h"
+#include "io/json_read.h"
 #include "io/npy.h"
+#include "io/out_dir.h"
 
 namespace drift::cli {
 
@@ -15,11 +17,13 @@ namespace {
 
 // A --set value as drift train reads it: JSON if it parses, else a string.
 ojson value_json(const std::string& text) {
+  nlohmann::json j;
   try {
-    return ojson::parse(text);
-  } catch (const ojson::parse_error&) {
-    return text;
+    if (!io::try_parse_json(text, "--set value '" + text + "'", j)) return text;
+  } catch (const io::IoError& e) {
+    throw InputError(e.what());
   }
+  return ojson::parse(j.dump());
 }
 
 ojson pairs_json(const std::vector<std::pair<std::string, std::string>>& kv) {
@@ -57,6 +61,7 @@ SweepJobs plan_sweep_jobs(const SweepOptions& o) {
     j.log = (out / "logs" / (flat + ".log")).string();
     s.jobs.push_back(std::move(j));
   }
+  io::check_output_dir(o.out, "--out");
   preflight(s.jobs);  // every config resolves, finished runs match: before anything starts
   return s;
 }
@@ -105,7 +110,7 @@ ojson sweep_index(const SweepOptions& o, const SweepJobs& s, const std::vector<C
 }
 
 void write_sweep_index(const std::string& dir, const ojson& index) {
-  fs::create_directories(dir);
+  io::create_output_dir(dir, "--out");
   io::write_file_atomic((fs::path(dir) / "sweep.json").string(), index.dump(2) + "\n");
 }
 

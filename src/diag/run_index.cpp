@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <stdexcept>
+
+#include "io/json_read.h"
 
 namespace drift {
 
@@ -15,13 +16,42 @@ using json = nlohmann::json;
 
 namespace {
 
-json read_json_file(const fs::path& p) {
-  std::ifstream f(p);
-  if (!f) throw std::runtime_error(p.string() + ": cannot read");
-  try {
-    return json::parse(f);
-  } catch (const json::parse_error& e) {
-    throw std::runtime_error(p.string() + ": not valid JSON: " + e.what());
+json read_json_file(const fs::path& p) { return io::read_json_file(p.string(), "run file"); }
+
+// The keys of summary.json that compare reads, with the JSON types drift writes there (null: the
+// event did not happen, or a value was not finite). A file without them, or with another type, was
+// not written by drift train: it is refused, naming the key, rather than shown as a row of defaults.
+enum Accept : unsigned { kBool = 1, kUint = 2, kInt = 4, kNumber = 8, kString = 16, kNull = 32 };
+struct SummaryKey {
+  const char* key;
+  unsigned accept;
+  const char* expected;
+};
+constexpr SummaryKey kSummaryKeys[] = {
+    {"diverged", kBool, "true or false"},
+    {"divergence_step", kUint | kNull, "a step (integer >= 0) or null"},
+    {"reason", kString | kNull, "a string or null"},
+    {"first_nonfinite_step", kUint | kNull, "a step (integer >= 0) or null"},
+    {"spike_step", kUint | kNull, "a step (integer >= 0) or null"},
+    {"departure_step", kUint | kNull, "a step (integer >= 0) or null"},
+    {"steps", kUint, "an integer >= 0"},
+    {"steps_completed", kUint, "an integer >= 0"},
+    {"final_train_loss", kNumber | kNull, "a number or null"},
+    {"final_val_loss", kNumber | kNull, "a number or null"},
+};
+
+bool accepted(const json& v, unsigned accept) {
+  return ((accept & kBool) && v.is_boolean()) || ((accept & kUint) && v.is_number_unsigned()) ||
+         ((accept & kInt) && v.is_number_integer()) || ((accept & kNumber) && v.is_number()) ||
+         ((accept & kString) && v.is_string()) || ((accept & kNull) && v.is_null());
+}
+
+void check_summary(const json& s, const fs::path& p) {
+  if (!s.is_object()) throw io::IoError(p.string() + ": expected a JSON object (a drift run's summary)");
+  for (const SummaryKey& k : kSummaryKeys) {
+    if (!s.contains(k.key)) throw io::IoError(p.string() + ": missing \"" + k.key + "\" (expected " + k.expected + ")");
+    if (!accepted(s[k.key], k.accept))
+      throw io::IoError(p.string() + ": \"" + k.key + "\" is " + s[k.key].dump() + ", expected " + k.expected);
   }
 }
 
@@ -87,7 +117,9 @@ std::array<double, 3> mean_clip_rates(const std::vector<json>& lines) {
     if (!l.contains("classes") || !l["classes"].is_object()) continue;
     for (size_t c = 0; c < kTensorClasses.size(); ++c) {
       const json& cl = l["classes"].contains(kTensorClasses[c]) ? l["classes"][kTensorClasses[c]] : json();
-      if (!cl.is_object() || !cl.contains("elements") || !cl.contains("clipped")) continue;
+      if (!cl.is_object() || !cl.contains("elements") || !cl.contains("clipped") || !cl["elements"].is_number() ||
+          !cl["clipped"].is_number())
+        continue;
       const double elements = cl["elements"].get<double>();
       if (!(elements > 0)) continue;
       sum[c] += cl["clipped"].get<double>() / elements;
@@ -135,19 +167,18 @@ std::map<std::string, std::array<double, 2>> site_clip_rates(const std::vector<j
   return out;
 }
 
+// The JSON lines of a run's metrics.jsonl or diag.jsonl (none when the file does not exist), each
+// an object; read through the input layer (a regular file, bounded; a bad line named).
 std::vector<json> read_lines(const fs::path& file) {
   std::vector<json> lines;
-  std::ifstream m(file);
-  std::string line;
-  size_t n = 0;
-  while (m && std::getline(m, line)) {
-    ++n;
-    if (line.empty()) continue;
-    try {
-      lines.push_back(json::parse(line));
-    } catch (const json::parse_error& e) {
-      throw std::runtime_error(file.string() + ":" + std::to_string(n) + ": not valid JSON");
-    }
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return lines;
+  const std::string text = io::read_regular_file(file.string(), "run's metrics", io::kMaxDataBytes);
+  for (const io::TextLine& l : io::split_lines(text)) {
+    const std::string where = file.string() + " line " + std::to_string(l.number);
+    json j = io::parse_json(l.text, where);
+    if (!j.is_object()) throw io::IoError(where + ": expected a JSON object");
+    lines.push_back(std::move(j));
   }
   return lines;
 }
@@ -186,18 +217,20 @@ RunRecord read_run(const std::string& dir) {
   RunRecord r;
   r.dir = dir;
   const json s = read_json_file(d / "summary.json");
+  check_summary(s, d / "summary.json");
   r.config = read_json_file(d / "config.json");
-  if (!s.is_object() || !r.config.is_object()) throw std::runtime_error(dir + ": summary.json/config.json must be objects");
+  if (!r.config.is_object()) throw io::IoError((d / "config.json").string() + ": expected a JSON object (a drift run's config)");
+  if (r.config.contains("seed") && !r.config["seed"].is_number_unsigned())
+    throw io::IoError((d / "config.json").string() + ": \"seed\" is " + r.config["seed"].dump() + ", expected an integer >= 0");
   r.seed = r.config.value("seed", uint64_t{0});
-  r.diverged = s.value("diverged", false);
-  if (s.contains("divergence_step") && s["divergence_step"].is_number_integer())
-    r.divergence_step = s["divergence_step"].get<int64_t>();
-  if (s.contains("reason") && s["reason"].is_string()) r.reason = s["reason"].get<std::string>();
+  r.diverged = s["diverged"].get<bool>();
+  if (s["divergence_step"].is_number()) r.divergence_step = s["divergence_step"].get<int64_t>();
+  if (s["reason"].is_string()) r.reason = s["reason"].get<std::string>();
   for (auto [key, field] : {std::pair{"first_nonfinite_step", &r.first_nonfinite_step}, std::pair{"spike_step", &r.spike_step},
                             std::pair{"departure_step", &r.departure_step}})
-    if (s.contains(key) && s[key].is_number_integer()) *field = s[key].get<int64_t>();
-  r.steps = s.value("steps", uint64_t{0});
-  r.steps_completed = s.value("steps_completed", uint64_t{0});
+    if (s[key].is_number()) *field = s[key].get<int64_t>();
+  r.steps = s["steps"].get<uint64_t>();
+  r.steps_completed = s["steps_completed"].get<uint64_t>();
   r.final_train_loss = number_or_nan(s, "final_train_loss");
   r.final_val_loss = number_or_nan(s, "final_val_loss");
 

@@ -1,4 +1,5 @@
 #include "diag/sweep_plan.h"
+#include "io/json_read.h"
 
 #include <charconv>
 #include <filesystem>
@@ -136,13 +137,11 @@ SweepPolicy policy_from_json(const json& j, const std::string& label, const std:
 }
 
 SweepPolicy load_policy_file(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw SweepError("--policies: cannot read '" + path + "'");
   json j;
   try {
-    j = json::parse(f);
-  } catch (const json::parse_error& e) {
-    throw SweepError("--policies: '" + path + "' is not valid JSON: " + e.what());
+    j = io::read_json_file(path, "policy file");
+  } catch (const io::IoError& e) {
+    throw SweepError(std::string("--policies: ") + e.what());
   }
   return policy_from_json(j, std::filesystem::path(path).stem().string(), path);
 }

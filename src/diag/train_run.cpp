@@ -59,13 +59,7 @@ TrainRun train_run_from_args(const std::vector<std::string>& args) {
 }
 
 nlohmann::ordered_json planned_config(const TrainRun& r) {
-  nlohmann::json j = load_config_file(r.config);
-  if (!j.is_object()) throw ConfigError("", "config file '" + r.config + "': expected a JSON object");
-  if (!j.contains("output") || !j["output"].is_object() || !j["output"].contains("name"))
-    j["output"]["name"] = std::filesystem::path(r.config).stem().string();
-  for (const auto& s : r.sets) apply_set(j, s);
-  j["seed"] = r.seed;
-  j["output"]["dir"] = r.dir;
+  const nlohmann::json j = config_with_overrides(r.config, r.sets, &r.seed, r.dir);
   const RunConfig cfg = parse_run_config(j);
   // The rules are checked against the model's sites (an unknown preset shows only there), at every
   // step where the policy changes. The sites do not depend on the vocabulary.

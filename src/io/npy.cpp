@@ -1,5 +1,7 @@
 #include "io/npy.h"
 
+#include "io/read_file.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,15 +21,6 @@ namespace {
 constexpr char kMagic[] = "\x93NUMPY";  // 6 bytes
 
 [[noreturn]] void fail(const std::string& path, const std::string& msg) { throw IoError(path + ": " + msg); }
-
-std::string read_whole_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, std::string("cannot open for reading (") + std::strerror(errno) + ")");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) fail(path, "read error");
-  return ss.str();
-}
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -113,8 +106,9 @@ std::string shortest(double x) {
 
 }  // namespace
 
-Array read_npy(const std::string& path) {
-  const std::string bytes = read_whole_file(path);
+Array read_npy(const std::string& path) { return parse_npy(read_regular_file(path, ".npy file", kMaxDataBytes), path); }
+
+Array parse_npy(const std::string& bytes, const std::string& path) {
   if (bytes.size() < 10 || bytes.compare(0, 6, kMagic, 6) != 0)
     fail(path, "not a .npy file (missing the \\x93NUMPY magic)");
   const int major = static_cast<unsigned char>(bytes[6]), minor = static_cast<unsigned char>(bytes[7]);
@@ -206,7 +200,7 @@ Array read_npy(const std::string& path) {
 }
 
 Array read_text_matrix(const std::string& path) {
-  const std::string text = read_whole_file(path);
+  const std::string text = read_regular_file(path, "text matrix", kMaxTextInputBytes);
   std::istringstream in(text);
   std::string line;
   size_t lineno = 0, cols = 0, rows = 0, first_line = 0;

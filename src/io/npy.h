@@ -10,12 +10,9 @@
 #include <string>
 #include <vector>
 
-namespace drift::io {
+#include "io/io_error.h"
 
-// A bad or unreadable input file, or a failed write; the message starts with the file name.
-struct IoError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+namespace drift::io {
 
 enum class Dtype { f4, f8 };
 
@@ -28,6 +25,8 @@ struct Array {
 };
 
 Array read_npy(const std::string& path);
+// The same from the file's bytes; `path` names it in errors.
+Array parse_npy(const std::string& bytes, const std::string& path);
 // Text matrix: '#' starts a comment line, blank lines are skipped; every row must have the same
 // count of numbers. Always 2-D (rows x cols).
 Array read_text_matrix(const std::string& path);

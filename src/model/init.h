@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "io/memory.h"
 #include "model/model.h"
 
 namespace drift::model_init {
@@ -24,6 +25,10 @@ void init_param(LmModel<T>& m, const std::string& name, double stddev, uint64_t 
 // Allocates params and grads once every tensor is in the table.
 template <typename T>
 void finish_table(LmModel<T>& m) {
+  // The parameters, their gradients and (in training) two optimizer moments per parameter.
+  io::check_allocation(uint64_t{4} * m.table.total, sizeof(T),
+                       "model parameters, gradients and optimizer state (" + std::to_string(m.table.total) +
+                           " parameters from the model's dimensions)");
   m.params.assign(m.table.total, T(0));
   m.grads.assign(m.table.total, T(0));
 }

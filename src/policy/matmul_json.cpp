@@ -1,6 +1,7 @@
 // JSON -> MatmulPolicy (schema in matmul_json.h and docs/policy.md). Every error names the JSON
 // path of the offending value and what was expected there.
 #include "policy/matmul_json.h"
+#include "io/json_read.h"
 
 #include <algorithm>
 #include <cmath>
@@ -507,21 +508,18 @@ json parse_json_argument(const std::string& text, const std::string& path) {
   std::string body = t, source;
   if (t[0] == '@') {
     source = t.substr(1);
-    std::ifstream in(source, std::ios::binary);
-    if (!in) throw ConfigError(path, "cannot read file '" + source + "'");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    body = ss.str();
+    try {
+      body = io::read_regular_file(source, "policy file", io::kMaxJsonBytes);
+    } catch (const io::IoError& e) {
+      throw ConfigError(path, e.what());
+    }
   } else if (t[0] != '{' && t[0] != '[' && t[0] != '"') {
     return json(t);  // a bare preset name
   }
   try {
-    return json::parse(body);
-  } catch (const json::parse_error& e) {
-    std::string msg = e.what();
-    if (const size_t pos = msg.find("] "); msg.rfind("[json.exception", 0) == 0 && pos != std::string::npos)
-      msg = msg.substr(pos + 2);
-    throw ConfigError(path, (source.empty() ? "" : source + ": ") + "invalid JSON: " + msg);
+    return io::parse_json(body, source);
+  } catch (const io::IoError& e) {
+    throw ConfigError(path, e.what());
   }
 }
 

@@ -28,7 +28,10 @@ class BlobWriter {
     u64(v.size());
     raw(v.data(), v.size() * sizeof(T));
   }
-  void raw(const void* p, size_t n) { buf_.append(static_cast<const char*>(p), n); }
+  // (An empty vector's data() may be null: nothing is appended then.)
+  void raw(const void* p, size_t n) {
+    if (n) buf_.append(static_cast<const char*>(p), n);
+  }
   const std::string& bytes() const { return buf_; }
 
  private:
@@ -71,6 +74,7 @@ class BlobReader {
   }
   void raw(void* p, size_t n) {
     if (n > n_ - at_) throw BlobError("truncated (needs " + std::to_string(n) + " more bytes at offset " + std::to_string(at_) + ")");
+    if (n == 0) return;  // memcpy with an empty vector's null data() is undefined, even for 0 bytes
     std::memcpy(p, p_ + at_, n);
     at_ += n;
   }

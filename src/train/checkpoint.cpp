@@ -1,10 +1,9 @@
 #include "train/checkpoint.h"
 
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 #include "io/npy.h"
+#include "io/read_file.h"
 #include "train/blob.h"
 
 namespace drift {
@@ -33,9 +32,12 @@ void write_checkpoint(const std::string& path, const std::string& payload) {
 }
 
 std::string read_checkpoint(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw CheckpointError(path + ": cannot read the checkpoint");
-  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string bytes;
+  try {
+    bytes = io::read_regular_file(path, "checkpoint", io::kMaxDataBytes);
+  } catch (const io::IoError& e) {
+    throw CheckpointError(e.what());
+  }
   if (bytes.size() < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
     throw CheckpointError(path + ": not a drift checkpoint (bad magic)");
   try {

@@ -1,5 +1,6 @@
 #include "train/config.h"
 
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 
 #include "arith/cast_span.h"
 #include "arith/catalogue.h"
+#include "io/json_read.h"
 #include "policy/elementwise_rules.h"
 #include "policy/probes.h"
 #include "policy/site_rules.h"
@@ -420,15 +422,40 @@ json load_config_file(const std::string& path) {
   if (std::filesystem::is_directory(path, ec))
     throw ConfigError("", "config file '" + path + "' is a directory (expected a JSON file, e.g. " +
                               (std::filesystem::path(path) / "config.json").string() + ")");
-  std::ifstream f(path);
-  if (!f) throw ConfigError("", "cannot read config file '" + path + "'");
   try {
-    return json::parse(f);
-  } catch (const json::parse_error& e) {
-    throw ConfigError("", "config file '" + path + "' is not valid JSON: " + e.what());
-  } catch (const std::ios_base::failure& e) {
-    throw ConfigError("", "cannot read config file '" + path + "': " + e.what());
+    return io::read_json_file(path, "config file");
+  } catch (const io::IoError& e) {
+    throw ConfigError("", std::string("config file ") + e.what());
   }
+}
+
+void require_utf8(const std::string& text, const std::string& path, const std::string& what) {
+  try {
+    (void)json(text).dump();
+  } catch (const json::type_error&) {
+    throw ConfigError(path, what + ": " + json(text).dump(-1, ' ', true, json::error_handler_t::replace) +
+                                " is not UTF-8 text (it would be written to config.json as a JSON string)");
+  }
+}
+
+json config_with_overrides(const std::string& file, const std::vector<std::string>& sets, const uint64_t* seed,
+                           const std::string& out) {
+  json j = load_config_file(file);
+  if (!j.is_object()) throw ConfigError("", "config file '" + file + "': expected a JSON object");
+  const char* output_expected = "expected an object {\"dir\": DIR, \"name\": NAME}";
+  if (j.contains("output") && !j["output"].is_object()) throw ConfigError("output", output_expected);
+  if (!j.contains("output") || !j["output"].contains("name")) {
+    j["output"]["name"] = std::filesystem::path(file).stem().string();
+    require_utf8(j["output"]["name"].get<std::string>(), "output.name", "the config file's name");
+  }
+  for (const auto& s : sets) apply_set(j, s);
+  if (seed) j["seed"] = *seed;
+  if (!out.empty()) {
+    if (j.contains("output") && !j["output"].is_object()) throw ConfigError("output", output_expected);
+    require_utf8(out, "output.dir", "--out");
+    j["output"]["dir"] = out;
+  }
+  return j;
 }
 
 void apply_set(json& root, const std::string& assignment) {
@@ -436,11 +463,12 @@ void apply_set(json& root, const std::string& assignment) {
   if (eq == std::string::npos || eq == 0)
     throw ConfigError("", "--set expects path=value (e.g. train.lr=0.01), got '" + assignment + "'");
   const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  require_utf8(assignment, "", "--set");
   json value;
   try {
-    value = json::parse(text);
-  } catch (const json::parse_error&) {
-    value = text;  // a bare string
+    if (!io::try_parse_json(text, "--set " + path, value)) value = text;  // not JSON: a bare string
+  } catch (const io::IoError& e) {
+    throw ConfigError(path, e.what());
   }
   json* cur = &root;
   std::string done;
@@ -451,9 +479,11 @@ void apply_set(json& root, const std::string& assignment) {
     if (seg.empty()) throw ConfigError(path, "--set: empty path segment");
     const bool last = dot == std::string::npos;
     if (cur->is_array()) {
-      if (seg.find_first_not_of("0123456789") != std::string::npos || std::stoull(seg) >= cur->size())
+      size_t index = 0;
+      const auto r = std::from_chars(seg.data(), seg.data() + seg.size(), index);
+      if (r.ec != std::errc() || r.ptr != seg.data() + seg.size() || index >= cur->size())
         throw ConfigError(done, "--set: '" + seg + "' is not an index of this list (size " + std::to_string(cur->size()) + ")");
-      cur = &(*cur)[std::stoull(seg)];
+      cur = &(*cur)[index];
     } else {
       if (cur->is_null()) *cur = json::object();
       if (!cur->is_object()) throw ConfigError(done, "--set: not an object, cannot set '" + seg + "' inside it");

@@ -102,6 +102,17 @@ nlohmann::ordered_json resolved_config_json(const RunConfig& c);
 // Reads a config file (JSON). Throws ConfigError at the root naming the file.
 nlohmann::json load_config_file(const std::string& path);
 
+// The config `drift train --config file [--set s]... [--seed N] [--out DIR]` runs, before
+// parse_run_config: the file (a JSON object), output.name defaulting to the file's stem, each
+// assignment in order, then the seed (when given) and output.dir (when `out` is not empty).
+// Throws ConfigError (e.g. "output: expected an object" when a --set made it a number).
+nlohmann::json config_with_overrides(const std::string& file, const std::vector<std::string>& sets,
+                                     const uint64_t* seed, const std::string& out);
+
+// Throws ConfigError(path, "<what>: ... is not UTF-8 text") unless `text` is UTF-8 (command-line
+// bytes that would go into config.json as a JSON string).
+void require_utf8(const std::string& text, const std::string& path, const std::string& what);
+
 // `--set a.b.c=value`: value parsed as JSON, else taken as a string; intermediate objects are
 // created; a numeric segment indexes an existing array element. Throws ConfigError.
 void apply_set(nlohmann::json& root, const std::string& assignment);

@@ -8,20 +8,13 @@
 
 #include "arith/random.h"
 #include "io/npy.h"
+#include "io/read_file.h"
 
 namespace drift {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw io::IoError(path + ": cannot open (missing or unreadable)");
-  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) throw io::IoError(path + ": read error");
-  return s;
-}
 
 // Appends the code points of UTF-8 text; throws naming the file and byte offset of a bad sequence.
 void decode_utf8(const std::string& s, const std::string& file, std::vector<uint32_t>* out) {
@@ -73,8 +66,9 @@ Corpus load_corpus(const DataConfig& cfg, size_t context) {
   std::error_code ec;
   const std::string path = resolve_data_path(cfg);
   if (fs::is_directory(path, ec)) {
-    for (const auto& e : fs::directory_iterator(path))
-      if (e.is_regular_file() && e.path().extension() == ".txt") c.files.push_back(e.path().string());
+    for (const auto& e : fs::directory_iterator(path, ec))
+      if (e.is_regular_file(ec) && e.path().extension() == ".txt") c.files.push_back(e.path().string());
+    if (ec) throw io::IoError(path + ": cannot list the directory (" + ec.message() + ")");
     std::sort(c.files.begin(), c.files.end());
     if (c.files.empty()) throw io::IoError(path + ": directory holds no *.txt files");
   } else {
@@ -82,7 +76,7 @@ Corpus load_corpus(const DataConfig& cfg, size_t context) {
   }
   std::string text;
   for (const auto& f : c.files) {
-    std::string s = read_file(f);
+    std::string s = io::read_regular_file(f, "training text", io::kMaxDataBytes);
     if (s.empty()) throw io::IoError(f + ": empty file");
     decode_utf8(s, f, nullptr);  // validates
     text += s;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "io/json_read.h"
 #include "io/npy.h"
 
 namespace drift {
@@ -95,22 +96,14 @@ void DivergenceTracker::restore(BlobReader& r) {
 
 std::map<uint64_t, double> read_reference_losses(const std::string& run_dir) {
   const std::string path = run_dir + "/metrics.jsonl";
-  std::ifstream f(path);
-  if (!f) throw io::IoError(path + ": cannot read the reference run's metrics (--reference expects a run directory)");
+  const std::string text =
+      io::read_regular_file(path, "reference run's metrics (--reference expects a run directory)", io::kMaxDataBytes);
   std::map<uint64_t, double> out;
-  std::string line;
-  size_t n = 0;
-  while (std::getline(f, line)) {
-    ++n;
-    if (line.empty()) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error&) {
-      throw io::IoError(path + ":" + std::to_string(n) + ": not a JSON line");
-    }
-    if (!j.is_object() || !j.contains("step") || !j.contains("loss"))
-      throw io::IoError(path + ":" + std::to_string(n) + ": not a metrics line (no step/loss)");
+  for (const io::TextLine& l : io::split_lines(text)) {
+    const std::string where = path + " line " + std::to_string(l.number);
+    const nlohmann::json j = io::parse_json(l.text, where);
+    if (!j.is_object() || !j.contains("step") || !j.contains("loss") || !j["step"].is_number_unsigned())
+      throw io::IoError(where + ": not a metrics line (expected an object with \"step\", an integer >= 0, and \"loss\")");
     if (j["loss"].is_number()) out[j["step"].get<uint64_t>()] = j["loss"].get<double>();
   }
   if (out.empty()) throw io::IoError(path + ": no logged losses");

@@ -41,13 +41,17 @@ void dump_init(const PreparedRun& run, const std::string& run_dir) {
   try {
     for (const ParamSpec& p : m.table.specs)
       io::write_npy_f32((tmp_dir / (p.name + ".npy")).string(), p.shape, m.params.data() + p.offset);
-    const size_t ctx = c.model.context, b = c.train.batch;
-    // The training loop draws step s's windows as draw s of the training stream; evaluation draws
-    // batch i as draw i of the validation stream (the same windows at every evaluation).
-    io::write_npy_i32((tmp_dir / "batches.npy").string(), {c.train.steps, b, ctx + 1},
-                      all_windows(run.corpus.train, ctx, b, c.seed, kTrainDataStream, c.train.steps).data());
-    io::write_npy_i32((tmp_dir / "val_batches.npy").string(), {c.train.eval_batches, b, ctx + 1},
-                      all_windows(run.corpus.val, ctx, b, c.seed, kValDataStream, c.train.eval_batches).data());
+    // Token windows exist only for the text models: the proxy model draws its Gaussian inputs
+    // itself (model/proxy.cpp) and has no corpus, so its dump is the weights alone.
+    if (m.needs_text()) {
+      const size_t ctx = c.model.context, b = c.train.batch;
+      // The training loop draws step s's windows as draw s of the training stream; evaluation draws
+      // batch i as draw i of the validation stream (the same windows at every evaluation).
+      io::write_npy_i32((tmp_dir / "batches.npy").string(), {c.train.steps, b, ctx + 1},
+                        all_windows(run.corpus.train, ctx, b, c.seed, kTrainDataStream, c.train.steps).data());
+      io::write_npy_i32((tmp_dir / "val_batches.npy").string(), {c.train.eval_batches, b, ctx + 1},
+                        all_windows(run.corpus.val, ctx, b, c.seed, kValDataStream, c.train.eval_batches).data());
+    }
   } catch (...) {
     fs::remove_all(tmp_dir, ec);
     throw;

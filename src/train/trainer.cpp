@@ -10,11 +10,14 @@
 
 #include "diag/diagnostics.h"
 #include "backend/backend.h"
+#include "io/json_read.h"
 #include "io/npy.h"
+#include "io/out_dir.h"
 #include "train/checkpoint.h"
 #include "train/divergence.h"
 #include "policy/elementwise_rules.h"
 #include "train/optimizer.h"
+#include "train/run_lock.h"
 #include "train/telemetry.h"
 #include "train/train_step.h"
 
@@ -59,9 +62,12 @@ std::vector<std::string> previous_run_files(const std::string& run_dir, const st
   // Only a directory a drift run wrote (its config.json, written first, carries "version") holds a
   // previous run: elsewhere (say --out pointing at a project folder) nothing is touched.
   {
-    std::ifstream f(fs::path(run_dir) / "config.json");
-    if (!f) return out;
-    const nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+    nlohmann::json j;
+    try {
+      j = io::read_json_file((fs::path(run_dir) / "config.json").string(), "run's config.json");
+    } catch (const io::IoError&) {
+      return out;  // no (readable) config.json: not a directory a drift run wrote
+    }
     if (!j.is_object() || !j.contains("version")) return out;
   }
   static const char* const kOwned[] = {"config.json", "metrics.jsonl", "summary.json",     "checkpoint.bin",
@@ -93,6 +99,15 @@ std::vector<std::string> previous_run_files(const std::string& run_dir, const st
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+void refuse_finished_run(const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path summary = fs::path(run_dir) / "summary.json";
+  if (!fs::exists(summary, ec) || previous_run_files(run_dir, "").empty()) return;
+  throw io::IoError(run_dir + ": holds a finished run (" + summary.string() +
+                    "); pass --force to replace it, or choose another --out");
 }
 
 namespace {
@@ -271,25 +286,28 @@ void restore_checkpoint(const std::string& path, bool same_run, const RunConfig&
   } catch (const BlobError& e) {
     throw CheckpointError(path + ": " + e.what());
   } catch (const nlohmann::json::exception& e) {
-    throw CheckpointError(path + ": bad config record: " + e.what());
+    throw CheckpointError(path + ": bad config record: " + io::json_error_text(e));
   }
 }
 
 // metrics.jsonl cut back to the lines of steps before `next_step` (a resumed run rewrites the rest).
+// Every line must be a JSON object with a "step" (an integer >= 0): anything else is not a file this
+// run wrote, and is refused rather than rewritten. The one exception is a last line without its
+// newline that is not JSON: a write cut by the kill, of a step after the checkpoint, rewritten anyway.
 std::string metrics_before(const std::string& path, uint64_t next_step) {
-  std::ifstream f(path);
-  if (!f) throw io::IoError(path + ": cannot read the run's metrics to resume");
-  std::string line, kept;
-  while (std::getline(f, line)) {
-    if (line.empty()) continue;
+  const std::string text = io::read_regular_file(path, "run's metrics (to resume)", io::kMaxDataBytes);
+  std::string kept;
+  for (const io::TextLine& l : io::split_lines(text)) {
+    const std::string where = path + " line " + std::to_string(l.number);
     nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error&) {
-      break;  // a line cut by the kill: everything after the checkpoint is rewritten anyway
+    if (!io::try_parse_json(l.text, where, j)) {
+      if (l.cut) break;
+      throw io::IoError(where + ": not a JSON line; cannot resume over a metrics file drift did not write");
     }
-    if (!j.contains("step") || j["step"].get<uint64_t>() >= next_step) break;
-    kept += line + "\n";
+    if (!j.is_object() || !j.contains("step") || !j["step"].is_number_unsigned())
+      throw io::IoError(where + ": expected a JSON object with \"step\" (an integer >= 0); cannot resume over it");
+    if (j["step"].get<uint64_t>() >= next_step) break;
+    kept += l.text + "\n";
   }
   return kept;
 }
@@ -298,15 +316,15 @@ std::string metrics_before(const std::string& path, uint64_t next_step) {
 // before the first step) must be this config's, and the run then starts over from step 0 (which
 // writes the bytes an uninterrupted run writes). Throws CheckpointError when it is missing or differs.
 void check_restart_config(const std::filesystem::path& cfg_path, const std::string& ckpt_path, const RunConfig& c) {
-  std::ifstream f(cfg_path);
-  if (!f)
+  std::error_code ec;
+  if (!std::filesystem::exists(cfg_path, ec))
     throw CheckpointError(ckpt_path + ": no checkpoint, and no config.json in " + cfg_path.parent_path().string() +
                           ": nothing to resume (start the run without --resume)");
   ojson existing;
   try {
-    existing = ojson::parse(f);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw CheckpointError(cfg_path.string() + ": not valid JSON (" + e.what() + "); cannot resume");
+    existing = io::read_ordered_json_file(cfg_path.string(), "run's config.json");
+  } catch (const io::IoError& e) {
+    throw CheckpointError(std::string(e.what()) + "; cannot resume");
   }
   const std::string key = first_difference(identity_of(existing), identity_of(resolved_config_json(c)));
   if (!key.empty())
@@ -315,6 +333,17 @@ void check_restart_config(const std::filesystem::path& cfg_path, const std::stri
 }
 
 }  // namespace
+
+void load_checkpoint_into(const std::string& path, PreparedRun& run) {
+  const RunConfig& c = run.cfg;
+  Optimizer opt(c.train, c.precision, run.model->table);
+  DivergenceTracker div(c.divergence, nullptr);
+  LoopState st;
+  st.scaler.start(c.precision.loss_scale);
+  st.loss_z = RollingZ(c.divergence.window);
+  st.grad_z = RollingZ(c.divergence.window);
+  restore_checkpoint(path, false, c, *run.model, opt, div, st);
+}
 
 RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function<void(const Progress&)>& progress) {
   namespace fs = std::filesystem;
@@ -325,6 +354,12 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
   const fs::path dir(sum.run_dir);
   const std::string metrics_path = (dir / "metrics.jsonl").string();
   const std::string ckpt_path = (dir / "checkpoint.bin").string();
+
+  // One run at a time in a directory, and a finished run is replaced only on request
+  // (train/run_lock.h): checked before anything is read or written.
+  io::check_output_dir(sum.run_dir, "run directory (--out / output.dir)");
+  const RunDirLock lock(sum.run_dir);
+  if (!opts.resume && !opts.force) refuse_finished_run(sum.run_dir);
 
   // Everything that can fail on bad input is read before anything is written.
   std::map<uint64_t, double> reference;
@@ -365,7 +400,7 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
       if (ec) throw io::IoError(p + ": cannot remove the previous run's file (" + ec.message() + ")");
     }
   if (opts.before_write) opts.before_write();
-  fs::create_directories(dir);
+  io::create_output_dir(sum.run_dir, "run directory (--out / output.dir)");
   io::write_file_atomic((dir / "config.json").string(), resolved_config_json(c).dump(2) + "\n");
   io::write_file_atomic(metrics_path, kept_metrics);
   std::ofstream metrics(metrics_path, std::ios::app);

@@ -70,6 +70,9 @@ struct TrainOptions {
   std::string resume_from;
   // A reference run directory (usually the fp32 run of the same seed): departure_step.
   std::string reference;
+  // A new run (not resume) into a directory that holds a finished run (its summary.json) replaces
+  // it only when forced; otherwise train refuses, naming the directory (--force).
+  bool force = false;
   // Set (by a signal handler) to stop after the current step with a checkpoint.
   const std::atomic<bool>* stop_requested = nullptr;
   // Called once everything has been checked and a new run's directory has been cleared of the
@@ -89,6 +92,14 @@ struct TrainOptions {
 // wrote counts (else nothing is listed). Other files are left alone; `keep` (e.g. the
 // checkpoint a --resume-from reads, when it lies in this directory) is never removed.
 std::vector<std::string> previous_run_files(const std::string& run_dir, const std::string& keep = "");
+// Reads the checkpoint at `path` into the run's model and a fresh training state, as --resume-from
+// does before its first step. Throws CheckpointError when the file is not a checkpoint of this
+// model (the reader the checkpoint fuzzer, tests/fuzz, drives).
+void load_checkpoint_into(const std::string& path, PreparedRun& run);
+
+// Throws io::IoError naming the directory when it holds a finished drift run (a summary.json beside
+// the config.json a drift run wrote): a new run replaces it only with TrainOptions::force.
+void refuse_finished_run(const std::string& run_dir);
 
 // Trains, writing the run directory. `progress` (may be empty) is called at every logged step.
 // Throws ConfigError, io::IoError or CheckpointError before anything is written for bad input.

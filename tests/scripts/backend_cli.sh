@@ -30,28 +30,35 @@ set +e
 "$drift" matmul --a a.txt --b b.txt --policy fp32 --backend cuda --out g.txt > g.json 2> g.err; rc=$?
 set -e
 if [ $rc -eq 0 ]; then
-  echo "a CUDA device is present: cuda runs"
+  # A CUDA device: matmul, bench gemm and train all run on it, with the CPU's bits.
+  echo "a CUDA device is present: cuda runs (matmul, bench gemm, train)"
   cmp c.txt g.txt || fail "cuda product differs from cpu"
-  exit 0
+  "$drift" bench gemm --backend cuda --shapes 16x16x16 --policies fp32 --min-seconds 0.01 > bench.out 2> bench.err ||
+    fail "bench gemm --backend cuda on a GPU: $(cat bench.err)"
+  grep -q "16x16x16" bench.out || fail "bench gemm --backend cuda printed no row for 16x16x16: $(cat bench.out)"
+  "$drift" train --config tiny.json --quiet --out run 2> train.err || fail "train backend cuda on a GPU: $(cat train.err)"
+  "$drift" train --config tiny.json --quiet --out run_cpu --set backend=cpu || fail "train backend cpu"
+  cmp <(no_timing run/metrics.jsonl) <(no_timing run_cpu/metrics.jsonl) || fail "train: cuda metrics differ from cpu"
+else
+  echo "no GPU: checking the refusals instead"
+  [ $rc -eq 2 ] || fail "matmul --backend cuda without a GPU: exit $rc"
+  grep -q -- "--backend" g.err || fail "matmul message does not name --backend: $(cat g.err)"
+  grep -Eq "without CUDA|no usable GPU" g.err || fail "matmul message does not say why: $(cat g.err)"
+  [ ! -e g.txt ] || fail "matmul --backend cuda wrote output"
+
+  set +e
+  "$drift" bench gemm --backend cuda --shapes 16x16x16 --policies fp32 --min-seconds 0.01 > bench.out 2> bench.err; rc=$?
+  set -e
+  [ $rc -eq 2 ] || fail "bench gemm --backend cuda without a GPU: exit $rc"
+  grep -q -- "--backend cuda" bench.err || fail "bench message: $(cat bench.err)"
+
+  set +e
+  "$drift" train --config tiny.json --quiet --out run 2> train.err; rc=$?
+  set -e
+  [ $rc -eq 2 ] || fail "train backend cuda without a GPU: exit $rc"
+  grep -q "^drift: error: backend: " train.err || fail "train message does not name the key: $(cat train.err)"
+  [ ! -e run ] || fail "train with an unusable backend wrote $(ls run)"
 fi
-echo "skipped: no GPU (checking the refusals instead)"
-[ $rc -eq 2 ] || fail "matmul --backend cuda without a GPU: exit $rc"
-grep -q -- "--backend" g.err || fail "matmul message does not name --backend: $(cat g.err)"
-grep -Eq "without CUDA|no usable GPU" g.err || fail "matmul message does not say why: $(cat g.err)"
-[ ! -e g.txt ] || fail "matmul --backend cuda wrote output"
-
-set +e
-"$drift" bench gemm --backend cuda --shapes 16x16x16 --policies fp32 --min-seconds 0.01 > bench.out 2> bench.err; rc=$?
-set -e
-[ $rc -eq 2 ] || fail "bench gemm --backend cuda without a GPU: exit $rc"
-grep -q -- "--backend cuda" bench.err || fail "bench message: $(cat bench.err)"
-
-set +e
-"$drift" train --config tiny.json --quiet --out run 2> train.err; rc=$?
-set -e
-[ $rc -eq 2 ] || fail "train backend cuda without a GPU: exit $rc"
-grep -q "^drift: error: backend: " train.err || fail "train message does not name the key: $(cat train.err)"
-[ ! -e run ] || fail "train with an unusable backend wrote $(ls run)"
 
 set +e
 "$drift" train --config tiny.json --set backend=gpu --quiet --out run 2> bad.err; rc=$?

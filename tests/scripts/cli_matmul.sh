@@ -136,7 +136,7 @@ expect_bad "unknown key" "policy.inner.ordr: unknown key" out.npy -- \
   matmul --a a.npy --b b.npy --policy '{"preset": "fp32", "inner": {"ordr": "reverse"}}' --out out.npy
 expect_bad "unknown preset" "unknown matmul preset 'mxfp7'" out.npy -- \
   matmul --a a.npy --b b.npy --policy mxfp7 --out out.npy
-expect_bad "invalid JSON" "policy: invalid JSON" out.npy -- \
+expect_bad "invalid JSON" "policy: not valid JSON" out.npy -- \
   matmul --a a.npy --b b.npy --policy '{"a": ' --out out.npy
 expect_bad "int dtype" "int.npy: dtype '<i4' is not supported" out.npy -- \
   matmul --a int.npy --b b.npy --policy fp32 --out out.npy

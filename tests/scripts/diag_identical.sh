@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Deep diagnostics never change the run: metrics.jsonl is byte-identical (timing fields aside) with
 # and without diagnostics and probes (mlp, attn and proxy); diag.jsonl has one line per diagnostic step, is itself
-# deterministic (1 and 2 threads), records zero bound violations and a bit-identical replay.
+# deterministic (1 and 2 threads), records zero bound violations and a bit-identical replay, and its
+# gradient measures agree with each other; --resume cuts diag.jsonl back and continues it exactly.
 # Usage: diag_identical.sh <drift-binary> <source-dir>
 source "$(dirname "$0")/common.bash" "$@"
 
@@ -37,8 +38,14 @@ assert [l["step"] for l in lines] == [0, 3, 6], [l["step"] for l in lines]
 for l in lines:
     assert l["replay_identical"] is True, l["step"]
     assert l["bound_violations"] == 0 and l["bound_checked"] > 0, l["step"]
+    # cosine, rel_error and bias of the run's gradient g against the exact r are three views of two
+    # numbers, a = g.r/|r|^2 = 1 + bias and b = |g|^2/|r|^2 = rel_error^2 + 2a - 1: cosine = a/sqrt(b)
+    # must hold (computed here, independently of drift's sums); and MXFP8 must cost something.
     g = l["grad"]["overall"]
-    assert 0.5 < g["cosine"] <= 1 and g["rel_error"] >= 0 and abs(g["bias"]) < 1, g
+    a = 1 + g["bias"]
+    b = g["rel_error"] ** 2 + 2 * a - 1
+    assert abs(g["cosine"] - a / b ** 0.5) < 1e-9, (g, a / b ** 0.5)
+    assert 0.9 < g["cosine"] < 1 - 1e-9 and g["rel_error"] > 1e-6, g
     names = [p["name"] for p in l["probes"]]
     assert names == ["fp32", "mxfp4", "probe2"], names
     fp32 = l["probes"][0]["grad"]["overall"]
@@ -59,25 +66,36 @@ PY
 done
 
 # --resume: diag.jsonl is cut back to the checkpoint's step and continues as an uninterrupted run's.
-# Ctrl-C stops after a step with a checkpoint; a line for a later step is appended by hand, as a
-# kill between the checkpoint and the next would leave one; the resumed file must equal the whole run's.
-args=(--set train.steps=40 --set train.checkpoint_every=2 --set diagnostics.every=2 --set 'diagnostics.probes=["bf16"]')
-"$drift" train --config tiny.json --quiet --out whole "${args[@]}"
-"$drift" train --config tiny.json --quiet --out intr "${args[@]}" & pid=$!
-while [ ! -f intr/checkpoint.bin ] && kill -0 $pid 2>/dev/null; do sleep 0.02; done
-kill -INT $pid 2>/dev/null || true; rc=0; wait $pid || rc=$?
-[ -f intr/summary.json ] && fail "resume: the run finished before Ctrl-C; make it longer"
-[ "$rc" = 130 ] || fail "resume: SIGINT gave exit $rc, expected 130"
-echo '{"step": 39, "stale": true}' >> intr/diag.jsonl
-"$drift" train --config tiny.json --quiet --out intr --resume "${args[@]}"
+# Deterministic: the whole run keeps its periodic checkpoints (checkpoint-<step>.bin), and the
+# directory a kill at step 15 leaves behind is built from it: the checkpoint of step 10, the
+# config.json, and the metrics.jsonl and diag.jsonl lines of steps 0-15 (plus a stale line of a
+# later step, as a kill between a checkpoint and the next write would leave). The resumed files must
+# equal the whole run's; the lines of steps 10-15 must have been there to cut (the path is exercised).
+args=(--set train.steps=40 --set train.checkpoint_every=2 --set train.keep_checkpoints=true)
+diag_args=(--set diagnostics.every=2 --set 'diagnostics.probes=["bf16"]')
+"$drift" train --config tiny.json --quiet --out whole "${args[@]}" "${diag_args[@]}"
+killed_at_15() {  # killed_at_15 DIR: DIR as a run killed after step 15, its last checkpoint at step 10
+  mkdir "$1"
+  [ -f whole/checkpoint-10.bin ] || fail "resume: no checkpoint-10.bin kept by the whole run"
+  cp whole/config.json "$1/"
+  cp whole/checkpoint-10.bin "$1/checkpoint.bin"
+  python3 - whole "$1" <<'PY' || fail "resume: building the killed run's directory"
+import json, sys
+src, dst = sys.argv[1:3]
+for name in ("metrics.jsonl", "diag.jsonl"):
+    lines = [l for l in open(f"{src}/{name}") if json.loads(l)["step"] < 16]
+    assert any(10 <= json.loads(l)["step"] < 16 for l in lines), (name, "no lines after the checkpoint to cut")
+    open(f"{dst}/{name}", "w").write("".join(lines) + '{"step": 39, "stale": true}\n')
+PY
+}
+killed_at_15 intr
+"$drift" train --config tiny.json --quiet --out intr --resume "${args[@]}" "${diag_args[@]}" 2> resume.err
+if grep -q "step 0" resume.err; then fail "resume: started from step 0 instead of the checkpoint: $(cat resume.err)"; fi
 cmp whole/diag.jsonl intr/diag.jsonl || fail "resume: diag.jsonl differs from the uninterrupted run's"
 cmp <(no_timing whole/metrics.jsonl) <(no_timing intr/metrics.jsonl) || fail "resume: metrics differ"
 # Diagnostics may be switched off on resume (they are not part of the run's identity).
-"$drift" train --config tiny.json --quiet --out intr2 "${args[@]}" & pid=$!
-while [ ! -f intr2/checkpoint.bin ] && kill -0 $pid 2>/dev/null; do sleep 0.02; done
-kill -INT $pid 2>/dev/null || true; wait $pid || true
-[ -f intr2/summary.json ] || "$drift" train --config tiny.json --quiet --out intr2 --resume --set train.steps=40 \
-  --set train.checkpoint_every=2 || fail "resume with diagnostics off was refused"
+killed_at_15 intr2
+"$drift" train --config tiny.json --quiet --out intr2 --resume "${args[@]}" || fail "resume with diagnostics off was refused"
 cmp <(no_timing whole/metrics.jsonl) <(no_timing intr2/metrics.jsonl) || fail "resume without diagnostics: metrics differ"
 
 # A bad probe is a config error naming it: exit 2, nothing written.

@@ -4,8 +4,8 @@
 # a diagnostics probe) are a config error (exit 2) naming the key, with the run directory untouched
 # and no sweep run started; a run's config.json is itself a config (drift train --config accepts
 # it; a "version" this build does not read is refused); train.beta1/beta2 = 1 are refused; a config
-# path that is a directory and a negative --seed are input errors; a new run in an old run's
-# directory removes that run's files first; --resume before the first checkpoint starts from step
+# path that is a directory and a negative --seed are input errors; a new run in a finished run's
+# directory is refused unless --force, and then removes that run's files first; --resume before the first checkpoint starts from step
 # 0 with the bytes of an uninterrupted run.
 # Usage: train_config_checks.sh <drift-binary> <source-dir>
 source "$(dirname "$0")/common.bash" "$@"
@@ -117,8 +117,12 @@ echo keep > K/notes.txt
 kbefore=$(fingerprint K)
 expect_error 2 "train.lr" "$drift" train --config small.json --out K --quiet --set train.lr=-1
 [ "$(fingerprint K)" = "$kbefore" ] || fail "a config error changed the old run's directory"
-# A new run killed before it finishes: none of the old run's files remain to pass for it.
-"$drift" train --config small.json --out K --quiet --set train.steps=100000 --set train.lr=0.02 & pid=$!
+# Without --force the finished run is not replaced: refused, naming it, nothing changed.
+expect_error 2 "K: holds a finished run" "$drift" train --config small.json --out K --quiet --set train.lr=0.02
+grep -q -- "--force" err.txt || fail "the refusal does not say how to replace the run: $(cat err.txt)"
+[ "$(fingerprint K)" = "$kbefore" ] || fail "the refused run changed the finished run's directory"
+# A new run (--force) killed before it finishes: none of the old run's files remain to pass for it.
+"$drift" train --config small.json --out K --quiet --set train.steps=100000 --set train.lr=0.02 --force & pid=$!
 # (Until the new run has written its config.json and a few steps: the old metrics.jsonl has them too.)
 new_run_going() { grep -q '"lr": 0.02' K/config.json 2>/dev/null && grep -q '"step":3,' K/metrics.jsonl 2>/dev/null; }
 while ! new_run_going && kill -0 $pid 2>/dev/null; do sleep 0.02; done
