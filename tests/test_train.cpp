@@ -22,6 +22,7 @@
 #include "train/data.h"
 #include "train/optimizer.h"
 #include "train/trainer.h"
+#include "run_files.h"
 
 using namespace drift;
 using json = nlohmann::json;
@@ -275,20 +276,8 @@ std::string error_message(const json& j) {
   return "(no error)";
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p.string(), std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// A metrics.jsonl without its timing fields (they come last on every line, from "tokens_per_s").
-std::string no_timing(const std::string& text) {
-  std::string out, line;
-  std::istringstream in(text);
-  while (std::getline(in, line)) out += line.substr(0, line.find(",\"tokens_per_s\"")) + "\n";
-  return out;
-}
+using test::no_timing;
+using test::slurp;
 
 // The resolved rules of `c` at every step and in every probe, on a tiny MLP's sites: the config error's path.
 std::string rules_error_path(const json& j) {

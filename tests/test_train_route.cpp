@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 
+#include "run_files.h"
 #include "staged_cpu_backend.h"
 #include "train/config.h"
 #include "train/trainer.h"
@@ -24,19 +25,8 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p.string(), std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::string no_timing(const std::string& text) {
-  std::string out, line;
-  std::istringstream in(text);
-  while (std::getline(in, line)) out += line.substr(0, line.find(",\"tokens_per_s\"")) + "\n";
-  return out;
-}
+using test::no_timing;
+using test::slurp;
 
 json summary_without_timing(const fs::path& p) {
   json s = json::parse(slurp(p));
