@@ -146,7 +146,7 @@ struct StepTiming {
 // at which enough steps and seconds have passed; train() then stops as after Ctrl-C.
 StepTiming time_training(const BenchModel& bm, const BenchPolicy& bp, const Options& o, const fs::path& scratch) {
   constexpr size_t kHuge = 100000000;  // steps (the most a config allows): the schedule stays in warm-up/early cosine
-  nlohmann::json j = bench_config(bm, bp, o, kHuge, (scratch / "steps").string());
+  nlohmann::json j = bench_config(bm, bp, o, kHuge, (scratch / (std::string("steps-") + bm.name + "-" + bp.name)).string());
   j["train"]["eval_every"] = kHuge;  // no evaluation inside the timed steps
   const RunConfig cfg = parse_run_config(j);
   PreparedRun run = prepare_run(cfg);
@@ -200,7 +200,9 @@ struct EndToEnd {
 EndToEnd time_command(const BenchModel& bm, const BenchPolicy& bp, const Options& o, const fs::path& scratch) {
   EndToEnd e;
   e.steps = o.e2e_steps ? o.e2e_steps : bm.e2e_steps;
-  const fs::path dir = scratch / "e2e", cfg_path = scratch / "e2e.json";
+  // A directory of its own per model and policy (drift train refuses to replace a finished run).
+  const std::string name = std::string("e2e-") + bm.name + "-" + bp.name;
+  const fs::path dir = scratch / name, cfg_path = scratch / (name + ".json");
   {
     std::ofstream f(cfg_path);
     f << bench_config(bm, bp, o, e.steps, dir.string()).dump(2) << "\n";
@@ -213,7 +215,7 @@ EndToEnd time_command(const BenchModel& bm, const BenchPolicy& bp, const Options
   std::fflush(stderr);
   const pid_t pid = fork();
   if (pid < 0) throw InputError("bench train: cannot start a child process");
-  const fs::path log = scratch / "e2e.log";
+  const fs::path log = scratch / (name + ".log");
   if (pid == 0) {
     // The command's own output (progress, warnings) goes to a log, never into the bench's output.
     if (!std::freopen(log.c_str(), "w", stdout) || !std::freopen(log.c_str(), "a", stderr)) _exit(126);
