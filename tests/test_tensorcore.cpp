@@ -161,10 +161,15 @@ TEST_CASE("tensorcore: B200 FP8 adds c after the fused products, not inside the 
   // below are those of scripts/tc_model_search.py (exact Python integers, written independently of
   // fused_accum.h) for the same model: 3207 and 3236 of 5000.
   const std::string root = std::string(DRIFT_SOURCE_DIR) + "/data/tensorcore/B200/";
-  for (const auto& [fmt, name, published] :
-       {std::tuple{"E4M3", "b200_fp8_e4m3", 3207}, std::tuple{"E5M2", "b200_fp8_e5m2", 3236}}) {
+  struct Published {
+    const char *fmt, *name;
+    int matched;
+  };
+  for (const Published& pub : {Published{"E4M3", "b200_fp8_e4m3", 3207}, Published{"E5M2", "b200_fp8_e5m2", 3236}}) {
+    const std::string fmt = pub.fmt, name = pub.name;  // (clang: no structured bindings in CAPTURE's lambda)
+    const int published = pub.matched;
     CAPTURE(name);
-    TcPreset p = preset(name);
+    TcPreset p = preset(pub.name);
     p.model.promote_every = 0;  // c in the group, as B200TC.m
     CHECK(tc_verify(root + fmt, p, {}).matched == static_cast<size_t>(published));
   }
