@@ -401,8 +401,15 @@ void FloatMagnitudeRange(const float* v, size_t rows, size_t cols, size_t ld, Fl
   vmax = hn::Max(vmax, vmax2);
   bad = hn::Or(bad, bad2);
   subs = hn::Add(subs, subs2);
-  mn = std::min(mn, hn::GetLane(hn::MinOfLanes(d, vmin)));
-  mx = std::max(mx, hn::GetLane(hn::MaxOfLanes(d, vmax)));
+  // The lanes reduced here rather than by MinOfLanes/MaxOfLanes: on some targets (EMU128) those
+  // start from the largest finite float, which would turn "no non-zero value" (inf) into FLT_MAX.
+  HWY_ALIGN float lanes_min[64], lanes_max[64];  // 64 floats: the widest vector Highway has
+  hn::Store(vmin, d, lanes_min);
+  hn::Store(vmax, d, lanes_max);
+  for (size_t l = 0; l < L; ++l) {
+    mn = std::min(mn, lanes_min[l]);
+    mx = std::max(mx, lanes_max[l]);
+  }
   any_bad |= !hn::AllFalse(d, bad);
   sub += static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, subs)));
   out->min_nonzero = mn;
