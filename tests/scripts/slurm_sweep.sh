@@ -170,11 +170,20 @@ rc=0; "$drift" sweep --config tiny.json --seeds 3 --policies fp32.json --launche
 
 # Running: once run 0 has logged step 60 (0-based 59), --status shows it with its step and loss...
 metric_step() { tail -n 1 "$1/metrics.jsonl" 2>/dev/null | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["step"])' 2>/dev/null || echo -1; }
-for _ in $(seq 600); do
-  [ "$(metric_step sl/fp32/seed1)" -ge 59 ] && break
-  sleep 0.1
+# The run is tiny: on a quiet machine it could finish between the poll and --status, so it is held
+# still (SIGSTOP) from step 60 until the preemption signal is on its way, then let go (SIGCONT):
+# the signal then lands mid-run whatever the machine's speed.
+task_pid=""
+for _ in $(seq 3000); do
+  if [ "$(metric_step sl/fp32/seed1)" -ge 59 ]; then
+    task_pid=$(pgrep -f -- "sweep --run-task" | head -n 1 || true)
+    [ -n "$task_pid" ] && kill -STOP "$task_pid"
+    break
+  fi
+  sleep 0.02
 done
 [ "$(metric_step sl/fp32/seed1)" -ge 59 ] || fail "run 0 did not reach step 60"
+[ -n "$task_pid" ] || fail "run 0's task process not found (pgrep 'sweep --run-task')"
 status
 row 0 | grep -qE "^0 +running +fp32/seed1 +step [0-9]+/$steps, loss [0-9.]+ \(job ${job}_0, R\)" \
   || fail "run 0 not shown running: $(cat status.txt)"
@@ -183,6 +192,16 @@ row 0 | grep -qE "^0 +running +fp32/seed1 +step [0-9]+/$steps, loss [0-9.]+ \(jo
 # then reports "Job can not be altered now, try again later" and retries for a minute and a half:
 # it runs in the background, and the task's log shows whether the signal arrived.)
 scancel --batch --signal=USR1 "${job}_0" 2> scancel.err & scancel_pid=$!
+# Let the held run go once SIGUSR1 (bit 9 of /proc/PID/status's pending masks) waits on it.
+usr1_pending() {
+  python3 -c 'import sys
+m = 0
+for line in open("/proc/%s/status" % sys.argv[1]):
+    if line.startswith(("SigPnd:", "ShdPnd:")): m |= int(line.split()[1], 16)
+sys.exit(0 if m & (1 << 9) else 1)' "$task_pid" 2>/dev/null
+}
+for _ in $(seq 600); do usr1_pending && break; sleep 0.05; done
+kill -CONT "$task_pid"
 for _ in $(seq 300); do
   grep -q "requeueing Slurm job" sl/slurm/task-0.log 2>/dev/null && break
   sleep 0.1
