@@ -146,10 +146,43 @@ int default_block(ScaleKind k) {
   }
 }
 
+// microxcaling emulation: each departure from OCP MX a field (docs/policy.md, "microxcaling emulation").
+const char* const kZeroSignNames[] = {"signed", "positive"};
+bool parse_zero_sign(const std::string& s, bool* positive) {
+  for (int i = 0; i < 2; ++i)
+    if (s == kZeroSignNames[i]) {
+      *positive = i == 1;
+      return true;
+    }
+  return false;
+}
+
+void apply_emulation(const json& j, const std::string& path, MxEmulation& e) {
+  expect_object(j, path, "an emulation object {exponent, scale_bits, zero}");
+  check_keys(j, path, {"exponent", "scale_bits", "zero"});
+  if (j.contains("exponent"))
+    e.exponent = get_enum<ExpSource>(j["exponent"], join(path, "exponent"), "exponent source", "exact|log2_fp32",
+                                     parse_exp_source);
+  if (j.contains("scale_bits")) {
+    const int64_t b = get_int(j["scale_bits"], join(path, "scale_bits"), 0, 30);
+    if (b == 1) throw ConfigError(join(path, "scale_bits"), "expected 0 (an E8M0 scale) or 2..30, got 1");
+    e.scale_bits = static_cast<int>(b);
+  }
+  if (j.contains("zero"))
+    e.positive_zero =
+        get_enum<bool>(j["zero"], join(path, "zero"), "zero sign", "signed|positive", parse_zero_sign);
+}
+
+json emulation_to_json(const MxEmulation& e) {
+  return {{"exponent", to_string(e.exponent)},
+          {"scale_bits", e.scale_bits},
+          {"zero", kZeroSignNames[e.positive_zero ? 1 : 0]}};
+}
+
 void apply_scaling(const json& j, const std::string& path, Scaling& s) {
-  expect_object(j, path, "a scaling object {kind, block, two_d, rule, offset, margin, pow2, amax_floor, history, algo, hadamard, hadamard_seed}");
+  expect_object(j, path, "a scaling object {kind, block, two_d, rule, offset, margin, pow2, amax_floor, history, algo, hadamard, hadamard_seed, emulate}");
   check_keys(j, path, {"kind", "block", "two_d", "rule", "offset", "margin", "pow2", "amax_floor", "history", "algo",
-                       "hadamard", "hadamard_seed"});
+                       "hadamard", "hadamard_seed", "emulate"});
   if (j.contains("kind")) {
     const ScaleKind k = get_enum<ScaleKind>(j["kind"], join(path, "kind"), "scaling kind",
                                             "none|tensor|delayed|block|tile|nvfp4", parse_scale_kind);
@@ -176,6 +209,7 @@ void apply_scaling(const json& j, const std::string& path, Scaling& s) {
     s.hadamard = static_cast<int>(h);
   }
   if (j.contains("hadamard_seed")) s.hadamard_seed = get_uint(j["hadamard_seed"], join(path, "hadamard_seed"));
+  if (j.contains("emulate")) apply_emulation(j["emulate"], join(path, "emulate"), s.emulate);
 }
 
 constexpr const char* kQuantExpected =
@@ -469,6 +503,9 @@ json quantizer_to_json(const Quantizer& q) {
                   {"algo", kAlgoNames[static_cast<int>(s.algo)]},
                   {"hadamard", s.hadamard},
                   {"hadamard_seed", s.hadamard_seed}};
+  // Written only when switched on, so that every other quantizer's resolved form (and a run's
+  // identity) is what it was before the key existed.
+  if (s.emulate.any()) j["scaling"]["emulate"] = emulation_to_json(s.emulate);
   return j;
 }
 
