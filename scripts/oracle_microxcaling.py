@@ -10,16 +10,16 @@ Re-derives, with Python integers and fractions only, what microxcaling's Python 
   scale range      scale_bits n: e < -(2^(n-1)-1) raised to it, e > 2^(n-1)-1 gives a NaN block;
                    the scale 2^e is a float32: 0 below 2^-149 (x/0, then 0*inf: a NaN block)
   elements         x / 2^e rounded to the element grid, nearest with ties away from zero
-                   (sign(x) * floor(|x| + 1/2) on the shifted significand), clamped to +-max
+                   (sign(x) * floor(|x| + 1/2) on the shifted significand, the sum in float32),
+                   clamped to +-max
   dequantisation   q * 2^e rounded to float32 (subnormals: multiples of 2^-149)
 
-The one float32 computation that matters, log2, is decided exactly: log2(amax) is bracketed by
-rational bounds (series for ln with explicit remainders, ln 2 from its atanh series) until the
-bracket lies inside one float32 rounding interval. The elements' own log2 (private exponents) and
-the float32 |x| + 1/2 are not modelled: for fp8 elements the first never changes a result (a value
-within 2^-23 relative of a power of two rounds to that power on either grid); the second differs
-for exactly one float32 value per scale (half the smallest subnormal, less 2^-25 of it), and the
-cases below avoid it (docs/policy.md lists it as not emulated).
+The float32 computations are decided exactly: log2(amax) is bracketed by rational bounds (series
+for ln with explicit remainders, ln 2 from its atanh series) until the bracket lies inside one
+float32 rounding interval; the sum |x| + 1/2 of "nearest" is rounded to float32 as a rational
+(scaling.emulate.nearest_sum fp32). The elements' own float32 log2 (private exponents) is not
+modelled: for fp8 elements it never changes a result (a value within 2^-23 relative
+of a power of two rounds to that power on either grid).
 
 Usage: oracle_microxcaling.py DRIFT_BINARY [--quick]
 Exit status 0 when drift agrees everywhere, 1 on any disagreement, 2 on a run error.
@@ -192,9 +192,11 @@ FORMATS = {
 }
 
 
-def round_elem_rna(x, f):
-    """x (a Fraction) to the element grid, nearest with ties away from zero, clamped to +-max.
-    Returns a Fraction or a signed zero marker (the input's sign)."""
+def round_elem_rna(x, f, sum_fp32=False):
+    """x (a Fraction) to the element grid, nearest with ties away from zero (floor(t + 1/2) grid
+    steps, t = |x| / step; with sum_fp32 the sum t + 1/2 is first rounded to float32, as
+    microxcaling's torch.floor(torch.abs(A) + 0.5) on float32), clamped to +-max. Returns a
+    Fraction or a signed zero marker (the input's sign)."""
     if x == 0:
         return "+0"
     neg = x < 0
@@ -202,16 +204,17 @@ def round_elem_rna(x, f):
     E = max(floor_log2(a), f["emin"])
     ulp = Fraction(2) ** (E - f["M"])
     q = a / ulp
-    n = q.numerator // q.denominator
-    if q - n >= Fraction(1, 2):
-        n += 1
+    s = q + Fraction(1, 2)
+    if sum_fp32:
+        s = rn_fp32(s)
+    n = s.numerator // s.denominator
     r = min(n * ulp, f["max"])
     if r == 0:
         return "-0" if neg else "+0"
     return -r if neg else r
 
 
-def mx_block(values, fmt, scale_bits, exponent, positive_zero, offset=0):
+def mx_block(values, fmt, scale_bits, exponent, positive_zero, offset=0, sum_fp32=False):
     """microxcaling's MX cast of one block of float32 values (Fractions / zero markers): the
     dequantised values. `offset` is drift's scaling.offset (added to the shared exponent)."""
     f = FORMATS[fmt]
@@ -236,7 +239,7 @@ def mx_block(values, fmt, scale_bits, exponent, positive_zero, offset=0):
         if isinstance(v, str):  # a zero
             q = v
         else:
-            q = round_elem_rna(v / s, f)
+            q = round_elem_rna(v / s, f, sum_fp32)
         if isinstance(q, str):
             out.append("+0" if positive_zero else q)
             continue
@@ -336,6 +339,8 @@ def element_sweep(fmt, scale_exps):
     # above max: values that round past max and saturate
     top_ulp = Fraction(2) ** (f["emax"] - f["M"])
     cand += [f["max"] + top_ulp / 4, f["max"] + top_ulp / 2, f["max"] + top_ulp * 3 / 4]
+    # Just below half the smallest subnormal: (1/2 - 2^-25) steps, whose float32 sum with 1/2 rounds to 1.
+    cand.append((Fraction(1, 2) - Fraction(1, 1 << 25)) * Fraction(2) ** (f["emin"] - f["M"]))
     blocks = []
     for se in scale_exps:
         s = Fraction(2) ** se
@@ -393,7 +398,7 @@ def f32_to_f64_bits(b):
     return f64_bits_of(v)
 
 
-def run_case(drift, tmp, name, blocks, quantizer, fmt, scale_bits, exponent, positive_zero):
+def run_case(drift, tmp, name, blocks, quantizer, fmt, scale_bits, exponent, positive_zero, sum_fp32=False):
     inp = os.path.join(tmp, name + "_in.npy")
     out = os.path.join(tmp, name + "_out.npy")
     write_npy(inp, len(blocks), BLOCK, [f32_to_f64_bits(b) for blk in blocks for b in blk])
@@ -406,7 +411,7 @@ def run_case(drift, tmp, name, blocks, quantizer, fmt, scale_bits, exponent, pos
     bad = 0
     shown = 0
     for i, blk in enumerate(blocks):
-        want = mx_block([f32_value(b) for b in blk], fmt, scale_bits, exponent, positive_zero)
+        want = mx_block([f32_value(b) for b in blk], fmt, scale_bits, exponent, positive_zero, 0, sum_fp32)
         for j, w in enumerate(want):
             gbits = got[i * BLOCK + j]
             g = f64_decode(gbits)
@@ -472,7 +477,7 @@ def coverage(blocks):
     """How many blocks the departures reach: the shared exponent one binade up (float32 log2), a NaN
     block from a float32 scale (scale_bits 16), elements whose float32 dequantisation rounds, and
     ties between two e4m3 grid values (rounded away from zero). Each must be non-zero."""
-    up = nan16 = dequant = ties = 0
+    up = nan16 = dequant = ties = fp32_sum = 0
     f = FORMATS["fp8_e4m3"]
     for blk in blocks:
         vals = [f32_value(b) for b in blk]
@@ -498,7 +503,9 @@ def coverage(blocks):
             t = x / Fraction(2) ** (E - f["M"])
             if t.denominator == 2:
                 ties += 1
-    return dict(exponent_up=up, nan_blocks=nan16, fp32_dequant=dequant, ties=ties)
+            if round_elem_rna(v / s, f, True) != round_elem_rna(v / s, f):
+                fp32_sum += 1
+    return dict(exponent_up=up, nan_blocks=nan16, fp32_dequant=dequant, ties=ties, fp32_sum=fp32_sum)
 
 
 def main():
@@ -524,7 +531,7 @@ def main():
             # (each departure alone: the scales where it shows, and one ordinary scale)
             someb = sweep + element_sweep(fmt, [-145, -140, -127, 0]) + specials
             # The preset: log2_fp32 exponent, scale_bits 16, rna, saturate.
-            bad += run_case(args.drift, tmp, preset, allb, preset, fmt, 16, "log2_fp32", False)
+            bad += run_case(args.drift, tmp, preset, allb, preset, fmt, 16, "log2_fp32", False, True)
             # Each departure alone on the OCP quantizer.
             base = {"format": fmt, "rounding": "rna", "scaling": {"kind": "block", "block": 32, "rule": "floor"}}
             q = json.loads(json.dumps(base))
@@ -533,6 +540,9 @@ def main():
             q = json.loads(json.dumps(base))
             q["scaling"]["emulate"] = {"scale_bits": 16, "zero": "positive"}
             bad += run_case(args.drift, tmp, fmt + " scale_bits 16, zero positive", someb, q, fmt, 16, "exact", True)
+            q = json.loads(json.dumps(base))
+            q["scaling"]["emulate"] = {"nearest_sum": "fp32"}
+            bad += run_case(args.drift, tmp, fmt + " nearest_sum fp32", someb, q, fmt, 0, "exact", False, True)
             q = json.loads(json.dumps(base))
             q["scaling"]["emulate"] = {"scale_bits": 8}
             bad += run_case(args.drift, tmp, fmt + " scale_bits 8", someb, q, fmt, 8, "exact", False)

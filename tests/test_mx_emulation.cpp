@@ -75,12 +75,14 @@ TEST_CASE("float32 log2: each threshold against long double log2") {
 
 TEST_CASE("emulate: JSON fields, defaults left out, errors at their path") {
   const Quantizer q = quantizer_of(
-      R"({"format": "fp8_e4m3", "scaling": {"kind": "block", "emulate": {"exponent": "log2_fp32", "scale_bits": 16, "zero": "positive"}}})");
+      R"({"format": "fp8_e4m3", "rounding": "rna", "scaling": {"kind": "block", "emulate": {"exponent": "log2_fp32", "scale_bits": 16, "zero": "positive", "nearest_sum": "fp32"}}})");
   CHECK(q.scaling.emulate.exponent == ExpSource::log2_fp32);
   CHECK(q.scaling.emulate.scale_bits == 16);
   CHECK(q.scaling.emulate.positive_zero);
+  CHECK(q.scaling.emulate.nearest_sum_fp32);
   const json back = quantizer_to_json(q);
-  CHECK(back["scaling"]["emulate"] == json::parse(R"({"exponent": "log2_fp32", "scale_bits": 16, "zero": "positive"})"));
+  CHECK(back["scaling"]["emulate"] ==
+        json::parse(R"({"exponent": "log2_fp32", "scale_bits": 16, "zero": "positive", "nearest_sum": "fp32"})"));
   CHECK(quantizer_to_json(parse_quantizer(back, "q")) == back);
   // Off: no key, so every existing quantizer's resolved form is unchanged.
   CHECK_FALSE(quantizer_to_json(quantizer_of(R"("mxfp8_e4m3")"))["scaling"].contains("emulate"));
@@ -92,6 +94,7 @@ TEST_CASE("emulate: JSON fields, defaults left out, errors at their path") {
     CHECK(p.scaling.emulate.exponent == ExpSource::log2_fp32);
     CHECK(p.scaling.emulate.scale_bits == 16);
     CHECK_FALSE(p.scaling.emulate.positive_zero);
+    CHECK(p.scaling.emulate.nearest_sum_fp32);
   }
   auto path_of = [](const char* text) {
     try {
@@ -111,6 +114,10 @@ TEST_CASE("emulate: JSON fields, defaults left out, errors at their path") {
             .find("microxcaling's departures apply to block (MX) scaling only") != std::string::npos);
   CHECK(path_of(R"({"a": {"format": "fp8_e4m3", "scaling": {"kind": "block", "rule": "rceil", "emulate": {"exponent": "log2_fp32"}}}})")
             .find("it needs rule floor") != std::string::npos);
+  CHECK(path_of(R"({"a": {"format": "fp8_e4m3", "scaling": {"kind": "block", "emulate": {"nearest_sum": "fp32"}}}})")
+            .find("it needs rounding rna") != std::string::npos);
+  CHECK(path_of(R"({"a": {"format": "fp8_e4m3", "scaling": {"kind": "block", "emulate": {"nearest_sum": "float"}}}})") ==
+        "m.a.scaling.emulate.nearest_sum: unknown nearest-rounding sum 'float' (expected exact|fp32)");
 }
 
 TEST_CASE("emulate: the SIMD cast, the element path and the CUDA quantizer's steps agree") {

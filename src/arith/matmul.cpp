@@ -60,6 +60,8 @@ std::string validate_quantizer(const Quantizer& q, const char* name) {
     if (s.kind != ScaleKind::block) return n + ".scaling.emulate: microxcaling's departures apply to block (MX) scaling only";
     if (s.emulate.exponent == ExpSource::log2_fp32 && s.rule != ExpRule::floor)
       return n + ".scaling.emulate.exponent log2_fp32 replaces the floor rule's exponent: it needs rule floor";
+    if (s.emulate.nearest_sum_fp32 && q.round.mode != Rounding::rna)
+      return n + ".scaling.emulate.nearest_sum fp32 is the float32 sum of microxcaling's nearest rounding: it needs rounding rna";
     if (s.emulate.scale_bits != 0 && (s.emulate.scale_bits < 2 || s.emulate.scale_bits > 30))
       return n + ".scaling.emulate.scale_bits must be 0 (E8M0) or in 2..30";
   }

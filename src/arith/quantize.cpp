@@ -34,23 +34,45 @@ using quant::floor_log2;
 using quant::nearest_saturating;
 double fp32_div(double a, double b) { return op_div(a, b, fp32_format(), nearest_saturating()); }
 
-// microxcaling's element step after rounding (MxEmulation::element_step): with a float32 scale
-// (scale_bits), the dequantised value q / mult is a float32, RN_fp32(q / mult) (rounded to a multiple
-// of 2^-149 below 2^-126, inf above fp32's range), so the element becomes RN_fp32(q / mult) * mult
-// (both products exact: mult is a power of two); with positive_zero every zero result is +0. The
-// counts follow the value that results.
+// microxcaling's "nearest" rounding with its sum in float32 (MxEmulation::nearest_sum_fp32): the
+// element's magnitude is floor(RN_fp32(t + 1/2)) grid steps, t = |scaled| / (the element grid's
+// spacing at |scaled|). The float32 sum rounds up to the next integer n + 1 exactly when t lies in
+// [n + 1/2 - h, n + 1/2), h half the float32 spacing just below n + 1; everywhere else the result
+// is rna's, `q`. The new magnitude is on the grid; round_to applies the quantizer's overflow rule.
+double nearest_with_fp32_sum(double scaled, double q, const Quantizer& qz) {
+  const Format& f = qz.format;
+  const double a = abs_of(scaled);
+  const int e = std::max(floor_log2(a), f.emin);
+  const double step = pow2(e - f.man_bits);
+  const double t = a / step;  // exact: a power of two
+  const double whole = std::floor(t), frac = t - whole;  // both exact
+  if (!(frac < 0.5)) return q;
+  const double next = whole + 1;
+  const double h = pow2(floor_log2(next) - (quant::is_pow2(next) ? 25 : 24));
+  if (frac < 0.5 - h) return q;
+  return round_to(sign_bit(scaled) ? -(next * step) : next * step, f, qz.round);
+}
+
+// microxcaling's element step after rounding (MxEmulation::element_step): the float32 sum of its
+// nearest rounding (nearest_sum_fp32); with a float32 scale (scale_bits), the dequantised value
+// q / mult is a float32, RN_fp32(q / mult) (a multiple of 2^-149 below 2^-126, inf above fp32's
+// range), so the element becomes RN_fp32(q / mult) * mult (both products exact: mult is a power of
+// two); with positive_zero every zero result is +0. The counts follow the value that results.
 ElementOutcome mx_emulated_element(ElementOutcome o, double scaled, double mult, const Quantizer& qz) {
   const MxEmulation& emu = qz.scaling.emulate;
+  const bool finite_in = quant::finite(scaled);
+  if (emu.nearest_sum_fp32 && finite_in && scaled != 0) o.value = nearest_with_fp32_sum(scaled, o.value, qz);
   if (emu.scale_bits != 0 && quant::finite(o.value) && o.value != 0) {
     RoundSpec ieee;
     ieee.mode = Rounding::rne;
     ieee.overflow = Overflow::ieee;
     o.value = round_to(o.value / mult, fp32_format(), ieee) * mult;
-    o.flags &= static_cast<uint8_t>(~kElemSubnormal);
-    if (is_inf(o.value)) o.flags |= kElemClipped;
-    else if (o.value == 0) o.flags |= kElemFlushed;  // (scaled was finite and non-zero: q was)
-    else if (abs_of(o.value) < qz.format.min_normal) o.flags |= kElemSubnormal;
   }
+  uint8_t flags = o.flags & kElemClipped;
+  if (finite_in && is_inf(o.value)) flags |= kElemClipped;  // the float32 dequantisation overflowed
+  else if (finite_in && scaled != 0 && o.value == 0) flags |= kElemFlushed;
+  if (o.value != 0 && quant::finite(o.value) && abs_of(o.value) < qz.format.min_normal) flags |= kElemSubnormal;
+  o.flags = flags;
   if (emu.positive_zero && o.value == 0) o.value = 0.0;
   return o;
 }

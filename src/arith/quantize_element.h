@@ -36,9 +36,15 @@ struct MxEmulation {
   // float32, which the element step models by rounding each element to a multiple of 2^-149 / 2^e).
   int scale_bits = 0;
   bool positive_zero = false;  // every zero result is +0 (microxcaling's CUDA element kernel)
-  bool any() const { return exponent != ExpSource::exact || scale_bits != 0 || positive_zero; }
+  // Round to nearest (ties away, rounding rna) as floor(RN_fp32(|x| + 1/2)) on the shifted significand,
+  // the sum in float32 (microxcaling's Python "nearest"): one value just below half a grid step at the
+  // bottom of the element grid rounds up.
+  bool nearest_sum_fp32 = false;
+  bool any() const {
+    return exponent != ExpSource::exact || scale_bits != 0 || positive_zero || nearest_sum_fp32;
+  }
   // Whether elements need the step after rounding (mx_emulated_element): not in the SIMD cast or CUDA.
-  bool element_step() const { return scale_bits != 0 || positive_zero; }
+  bool element_step() const { return scale_bits != 0 || positive_zero || nearest_sum_fp32; }
 };
 
 namespace quant {

@@ -157,9 +157,19 @@ bool parse_zero_sign(const std::string& s, bool* positive) {
   return false;
 }
 
+const char* const kNearestSumNames[] = {"exact", "fp32"};
+bool parse_nearest_sum(const std::string& s, bool* fp32) {
+  for (int i = 0; i < 2; ++i)
+    if (s == kNearestSumNames[i]) {
+      *fp32 = i == 1;
+      return true;
+    }
+  return false;
+}
+
 void apply_emulation(const json& j, const std::string& path, MxEmulation& e) {
-  expect_object(j, path, "an emulation object {exponent, scale_bits, zero}");
-  check_keys(j, path, {"exponent", "scale_bits", "zero"});
+  expect_object(j, path, "an emulation object {exponent, scale_bits, zero, nearest_sum}");
+  check_keys(j, path, {"exponent", "scale_bits", "zero", "nearest_sum"});
   if (j.contains("exponent"))
     e.exponent = get_enum<ExpSource>(j["exponent"], join(path, "exponent"), "exponent source", "exact|log2_fp32",
                                      parse_exp_source);
@@ -171,12 +181,16 @@ void apply_emulation(const json& j, const std::string& path, MxEmulation& e) {
   if (j.contains("zero"))
     e.positive_zero =
         get_enum<bool>(j["zero"], join(path, "zero"), "zero sign", "signed|positive", parse_zero_sign);
+  if (j.contains("nearest_sum"))
+    e.nearest_sum_fp32 = get_enum<bool>(j["nearest_sum"], join(path, "nearest_sum"), "nearest-rounding sum",
+                                        "exact|fp32", parse_nearest_sum);
 }
 
 json emulation_to_json(const MxEmulation& e) {
   return {{"exponent", to_string(e.exponent)},
           {"scale_bits", e.scale_bits},
-          {"zero", kZeroSignNames[e.positive_zero ? 1 : 0]}};
+          {"zero", kZeroSignNames[e.positive_zero ? 1 : 0]},
+          {"nearest_sum", kNearestSumNames[e.nearest_sum_fp32 ? 1 : 0]}};
 }
 
 void apply_scaling(const json& j, const std::string& path, Scaling& s) {

@@ -16,7 +16,7 @@ namespace {
 #define DRIFT_MX(fmt) R"({"format": ")" fmt R"(", "scaling": {"kind": "block", "block": 32, "rule": "floor"}})"
 #define DRIFT_MX_EMU(fmt)                                                                              \
   R"({"format": ")" fmt R"(", "rounding": "rna", "overflow": "saturate", "scaling": {"kind": "block", "block": 32, )" \
-  R"("rule": "floor", "emulate": {"exponent": "log2_fp32", "scale_bits": 16}}})"
+  R"("rule": "floor", "emulate": {"exponent": "log2_fp32", "scale_bits": 16, "nearest_sum": "fp32"}}})"
 
 const std::vector<MatmulPreset> kPresets = {
     {"fp32",
@@ -62,9 +62,11 @@ const std::vector<MatmulPreset> kPresets = {
     {"mxfp8_e4m3_microxcaling",
      "MXFP8 (E4M3) as microxcaling's Python MX quantizer computes it with the settings of the MX "
      "instability paper (scale_bits 16, rounding \"nearest\"): shared exponent floor(RN_fp32(log2 amax)) "
-     "(one binade high just below a power of two; an all-zero block's log2 of 2^-126), a float32 scale "
-     "clamped to [2^-32767, ...] instead of E8M0's [2^-127, 2^127], elements rounded to nearest with ties "
-     "away from zero, saturating. docs/policy.md, \"microxcaling emulation\". Reference quantizer path.",
+     "(one binade high just below a power of two; an all-zero block's log2 of 2^-126), scale exponents "
+     "in [-32767, 32767] instead of E8M0's [-127, 127] with the scale a float32 (NaN block below 2^-149, "
+     "dequantised values rounded to float32), elements rounded to nearest with ties away from zero "
+     "(the sum |x| + 1/2 in float32), saturating. docs/policy.md, \"microxcaling emulation\". The quantizer "
+     "rounds these operands element by element (no SIMD cast).",
      "{\"a\": " DRIFT_MX_EMU("fp8_e4m3") ", \"b\": " DRIFT_MX_EMU("fp8_e4m3") "}"},
     {"mxfp8_e5m2_microxcaling",
      "As mxfp8_e4m3_microxcaling with E5M2 elements (the paper's backward-pass format).",
