@@ -102,15 +102,19 @@ bool parse_nan_b(const std::string& s, NanCode* r) {
   if (v) *r = *v;
   return v.has_value();
 }
-const char* const kAlgoNames[] = {"max", "most_recent"};
-bool parse_algo_b(const std::string& s, AmaxAlgo* r) {
-  for (int i = 0; i < 2; ++i)
-    if (s == kAlgoNames[i]) {
-      *r = static_cast<AmaxAlgo>(i);
+// The position of s in a table of names, as E (an enum in table order, or bool for a two-name
+// table whose second name means true); false when s is not in the table.
+template <typename E, size_t N>
+bool parse_indexed(const char* const (&names)[N], const std::string& s, E* out) {
+  for (size_t i = 0; i < N; ++i)
+    if (s == names[i]) {
+      *out = static_cast<E>(i);
       return true;
     }
   return false;
 }
+const char* const kAlgoNames[] = {"max", "most_recent"};
+bool parse_algo_b(const std::string& s, AmaxAlgo* r) { return parse_indexed(kAlgoNames, s, r); }
 
 constexpr const char* kRoundingChoices = "rne|rna|rtz|rup|rdn|rto|sr";
 constexpr const char* kOverflowChoices = "saturate|ieee";
@@ -148,24 +152,9 @@ int default_block(ScaleKind k) {
 
 // microxcaling emulation: each departure from OCP MX a field (docs/policy.md, "microxcaling emulation").
 const char* const kZeroSignNames[] = {"signed", "positive"};
-bool parse_zero_sign(const std::string& s, bool* positive) {
-  for (int i = 0; i < 2; ++i)
-    if (s == kZeroSignNames[i]) {
-      *positive = i == 1;
-      return true;
-    }
-  return false;
-}
-
+bool parse_zero_sign(const std::string& s, bool* positive) { return parse_indexed(kZeroSignNames, s, positive); }
 const char* const kNearestSumNames[] = {"exact", "fp32"};
-bool parse_nearest_sum(const std::string& s, bool* fp32) {
-  for (int i = 0; i < 2; ++i)
-    if (s == kNearestSumNames[i]) {
-      *fp32 = i == 1;
-      return true;
-    }
-  return false;
-}
+bool parse_nearest_sum(const std::string& s, bool* fp32) { return parse_indexed(kNearestSumNames, s, fp32); }
 
 void apply_emulation(const json& j, const std::string& path, MxEmulation& e) {
   expect_object(j, path, "an emulation object {exponent, scale_bits, zero, nearest_sum}");
