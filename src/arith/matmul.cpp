@@ -56,6 +56,15 @@ std::string validate_quantizer(const Quantizer& q, const char* name) {
     if (q.format.kind != Kind::floating && s.kind != ScaleKind::tile)
       return n + ": block scaling needs a floating-point element format";
   }
+  if (s.emulate.any()) {
+    if (s.kind != ScaleKind::block) return n + ".scaling.emulate: microxcaling's departures apply to block (MX) scaling only";
+    if (s.emulate.exponent == ExpSource::log2_fp32 && s.rule != ExpRule::floor)
+      return n + ".scaling.emulate.exponent log2_fp32 replaces the floor rule's exponent: it needs rule floor";
+    if (s.emulate.nearest_sum_fp32 && q.round.mode != Rounding::rna)
+      return n + ".scaling.emulate.nearest_sum fp32 is the float32 sum of microxcaling's nearest rounding: it needs rounding rna";
+    if (s.emulate.scale_bits != 0 && (s.emulate.scale_bits < 2 || s.emulate.scale_bits > 30))
+      return n + ".scaling.emulate.scale_bits must be 0 (E8M0) or in 2..30";
+  }
   if (s.hadamard != 0 && s.hadamard != 16 && s.hadamard != 32) return n + ".scaling.hadamard must be 0, 16 or 32";
   if (s.history < 1) return n + ".scaling.history must be >= 1";
   if (!(s.amax_floor > 0)) return n + ".scaling.amax_floor must be > 0";

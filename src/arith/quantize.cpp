@@ -34,10 +34,54 @@ using quant::floor_log2;
 using quant::nearest_saturating;
 double fp32_div(double a, double b) { return op_div(a, b, fp32_format(), nearest_saturating()); }
 
+// microxcaling's "nearest" rounding with its sum in float32 (MxEmulation::nearest_sum_fp32): the
+// element's magnitude is floor(RN_fp32(t + 1/2)) grid steps, t = |scaled| / (the element grid's
+// spacing at |scaled|). The float32 sum rounds up to the next integer n + 1 exactly when t lies in
+// [n + 1/2 - h, n + 1/2), h half the float32 spacing just below n + 1; everywhere else the result
+// is rna's, `q`. The new magnitude is on the grid; round_to applies the quantizer's overflow rule.
+double nearest_with_fp32_sum(double scaled, double q, const Quantizer& qz) {
+  const Format& f = qz.format;
+  const double a = abs_of(scaled);
+  const int e = std::max(floor_log2(a), f.emin);
+  const double step = pow2(e - f.man_bits);
+  const double t = a / step;  // exact: a power of two
+  const double whole = std::floor(t), frac = t - whole;  // both exact
+  if (!(frac < 0.5)) return q;
+  const double next = whole + 1;
+  const double h = pow2(floor_log2(next) - (quant::is_pow2(next) ? 25 : 24));
+  if (frac < 0.5 - h) return q;
+  return round_to(sign_bit(scaled) ? -(next * step) : next * step, f, qz.round);
+}
+
+// microxcaling's element step after rounding (MxEmulation::element_step): the float32 sum of its
+// nearest rounding (nearest_sum_fp32); with a float32 scale (scale_bits), the dequantised value
+// q / mult is a float32, RN_fp32(q / mult) (a multiple of 2^-149 below 2^-126, inf above fp32's
+// range), so the element becomes RN_fp32(q / mult) * mult (both products exact: mult is a power of
+// two); with positive_zero every zero result is +0. The counts follow the value that results.
+ElementOutcome mx_emulated_element(ElementOutcome o, double scaled, double mult, const Quantizer& qz) {
+  const MxEmulation& emu = qz.scaling.emulate;
+  const bool finite_in = quant::finite(scaled);
+  if (emu.nearest_sum_fp32 && finite_in && scaled != 0) o.value = nearest_with_fp32_sum(scaled, o.value, qz);
+  if (emu.scale_bits != 0 && quant::finite(o.value) && o.value != 0) {
+    RoundSpec ieee;
+    ieee.mode = Rounding::rne;
+    ieee.overflow = Overflow::ieee;
+    o.value = round_to(o.value / mult, fp32_format(), ieee) * mult;
+  }
+  uint8_t flags = o.flags & kElemClipped;
+  if (finite_in && is_inf(o.value)) flags |= kElemClipped;  // the float32 dequantisation overflowed
+  else if (finite_in && scaled != 0 && o.value == 0) flags |= kElemFlushed;
+  if (o.value != 0 && quant::finite(o.value) && abs_of(o.value) < qz.format.min_normal) flags |= kElemSubnormal;
+  o.flags = flags;
+  if (emu.positive_zero && o.value == 0) o.value = 0.0;
+  return o;
+}
+
 // Rounds one scaled element (quantize_scaled, shared with the CUDA quantizer) and counts what
-// happened to it.
-double quantize_element(double scaled, const Quantizer& qz, uint32_t rnd, QuantStats& st) {
-  const ElementOutcome o = quantize_scaled(scaled, qz.format, qz.round, rnd);
+// happened to it. `mult` is the multiplier the element was scaled by (for the emulated element step).
+double quantize_element(double scaled, const Quantizer& qz, double mult, uint32_t rnd, QuantStats& st) {
+  ElementOutcome o = quantize_scaled(scaled, qz.format, qz.round, rnd);
+  if (qz.scaling.emulate.element_step()) o = mx_emulated_element(o, scaled, mult, qz);
   st.clipped += (o.flags & kElemClipped) != 0;
   st.flushed += (o.flags & kElemFlushed) != 0;
   st.subnormal += (o.flags & kElemSubnormal) != 0;
@@ -248,7 +292,7 @@ void quantize_region_with_multiplier(const StridedInputOf<T>& x, size_t k, const
     } else {
       for (size_t c = 0; c < len; ++c) {
         const uint32_t rnd = qz.round.mode == Rounding::sr ? random_u32(seed, stream, r * k + g.c0 + c) : 0;
-        const double v = quantize_element(scaled[c], qz, rnd, st);
+        const double v = quantize_element(scaled[c], qz, mult, rnd, st);
         if (q) q[c] = v;
         else qf[c] = static_cast<float>(v);  // exact: the format's grid fits in float
       }
@@ -341,7 +385,7 @@ void quantize_row_blocks(const StridedInputOf<T>& x, size_t k, size_t r, size_t 
     if (blk.nan) continue;  // already marked NaN
     for (size_t c = c0; c < c1; ++c) {
       const uint32_t rnd = qz.round.mode == Rounding::sr ? random_u32(seed, stream, r * k + c) : 0;
-      const double v = quantize_element(scaled[c], qz, rnd, st);
+      const double v = quantize_element(scaled[c], qz, blk.mult, rnd, st);
       if (q) q[c] = v;
       else qf[c] = static_cast<float>(v);  // exact: the format's grid fits in float
     }
@@ -467,6 +511,10 @@ BlockScaleSpec block_scale_spec(const Quantizer& qz, double s_enc) {
   s.pow2 = sc.pow2;
   s.s_enc = s_enc;
   s.e4m3 = e4m3_format();
+  if (sc.kind == ScaleKind::block) {
+    s.emulate = sc.emulate;
+    if (sc.emulate.exponent == ExpSource::log2_fp32) s.log2_table = log2_fp32_table();
+  }
   if (sc.kind == ScaleKind::block && sc.rule == ExpRule::rceil) s.rceil_rcp = fp32_div(1.0, qz.format.max_finite);
   if (sc.kind == ScaleKind::block && sc.rule == ExpRule::even) {
     std::string err;
@@ -530,8 +578,9 @@ void quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
   const bool counted_apart = sc.kind == ScaleKind::tensor || sc.kind == ScaleKind::nvfp4;
   if (counted_apart) count_inputs(x, rows, k, out.stats);
   // The SIMD cast's constants, once per operand (not per block).
+  // (None when microxcaling's element step is on: it runs on the element path, not in the SIMD cast.)
   std::optional<SpanCast> prepared;
-  if (fits_float(qz.format)) prepared = prepare_span_cast(qz.format, qz.round);
+  if (fits_float(qz.format) && !sc.emulate.element_step()) prepared = prepare_span_cast(qz.format, qz.round);
   const SpanCast* cast = prepared ? &*prepared : nullptr;
   switch (sc.kind) {
     case ScaleKind::none:
@@ -723,6 +772,7 @@ void hadamard_rows(double* x, size_t rows, size_t k, size_t ld, int n, uint64_t 
 namespace {
 const char* const kScaleKindNames[] = {"none", "tensor", "delayed", "block", "tile", "nvfp4"};
 const char* const kExpRuleNames[] = {"floor", "rceil", "ceil", "even"};
+const char* const kExpSourceNames[] = {"exact", "log2_fp32"};
 template <typename E, size_t N>
 bool parse_named(const std::string& s, const char* const (&names)[N], E* out) {
   for (size_t i = 0; i < N; ++i)
@@ -736,7 +786,9 @@ bool parse_named(const std::string& s, const char* const (&names)[N], E* out) {
 
 const char* to_string(ScaleKind k) { return kScaleKindNames[static_cast<int>(k)]; }
 const char* to_string(ExpRule r) { return kExpRuleNames[static_cast<int>(r)]; }
+const char* to_string(ExpSource s) { return kExpSourceNames[static_cast<int>(s)]; }
 bool parse_scale_kind(const std::string& s, ScaleKind* out) { return parse_named(s, kScaleKindNames, out); }
 bool parse_exp_rule(const std::string& s, ExpRule* out) { return parse_named(s, kExpRuleNames, out); }
+bool parse_exp_source(const std::string& s, ExpSource* out) { return parse_named(s, kExpSourceNames, out); }
 
 }  // namespace drift

@@ -36,6 +36,7 @@ struct Scaling {
   AmaxAlgo algo = AmaxAlgo::max;  // delayed: how the history becomes one amax
   int hadamard = 0;        // 0, 16 or 32: random Hadamard transform along k before quantizing
   uint64_t hadamard_seed = 0;
+  MxEmulation emulate;     // block: microxcaling's departures from OCP MX (quantize_element.h; off by default)
 };
 
 struct Quantizer {
@@ -178,7 +179,9 @@ void record_scale(QuantStats& st, double dequant_scale);
 // Names for parsing/printing.
 const char* to_string(ScaleKind k);
 const char* to_string(ExpRule r);
+const char* to_string(ExpSource s);
 bool parse_scale_kind(const std::string& s, ScaleKind* out);
 bool parse_exp_rule(const std::string& s, ExpRule* out);
+bool parse_exp_source(const std::string& s, ExpSource* out);
 
 }  // namespace drift

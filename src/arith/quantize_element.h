@@ -8,6 +8,7 @@
 // what is rounded (the scaled value) and what the rounding counts as (clipped, flushed, subnormal).
 #pragma once
 
+#include "arith/log2_fp32.h"
 #include "arith/ops.h"
 #include "arith/random.h"
 #include "arith/round.h"
@@ -18,6 +19,33 @@ enum class ScaleKind : uint8_t { none, tensor, delayed, block, tile, nvfp4 };
 
 // MX shared-exponent rules (see mx_exponent_of below for each definition).
 enum class ExpRule : uint8_t { floor, rceil, ceil, even };
+
+// How the floor rule's floor(log2 amax) is obtained: from the exponent bits (OCP MX v1.0), or as
+// floor(RN_fp32(log2(amax))) with an all-zero block's amax taken as 2^-126 (microxcaling's Python
+// quantizer: arith/log2_fp32.h).
+enum class ExpSource : uint8_t { exact, log2_fp32 };
+
+// Departures of microxcaling's MX quantizer from OCP MX v1.0 that a block quantizer can switch on
+// (docs/policy.md, "microxcaling emulation"); the defaults are the OCP rule. Element rounding ties
+// away from zero is the quantizer's rounding rna, not a field here.
+struct MxEmulation {
+  ExpSource exponent = ExpSource::exact;
+  // 0: an E8M0 scale, exponent clamped to [-127, 127]. n > 0: microxcaling's scale_bits n: exponents
+  // below -(2^(n-1) - 1) are raised to it, those above 2^(n-1) - 1 make the block NaN, and the scale
+  // is a float32 (2^e below 2^-149 is 0, so the block is NaN; the dequantised values are rounded to
+  // float32, which the element step models by rounding each element to a multiple of 2^-149 / 2^e).
+  int scale_bits = 0;
+  bool positive_zero = false;  // every zero result is +0 (microxcaling's CUDA element kernel)
+  // Round to nearest (ties away, rounding rna) as floor(RN_fp32(|x| + 1/2)) on the shifted significand,
+  // the sum in float32 (microxcaling's Python "nearest"): one value just below half a grid step at the
+  // bottom of the element grid rounds up.
+  bool nearest_sum_fp32 = false;
+  bool any() const {
+    return exponent != ExpSource::exact || scale_bits != 0 || positive_zero || nearest_sum_fp32;
+  }
+  // Whether elements need the step after rounding (mx_emulated_element): not in the SIMD cast or CUDA.
+  bool element_step() const { return scale_bits != 0 || positive_zero || nearest_sum_fp32; }
+};
 
 namespace quant {
 
@@ -105,6 +133,8 @@ struct BlockScaleSpec {
   bool pow2 = false;                  // tile: scale rounded up to a power of two
   double s_enc = 1.0;                 // nvfp4: the tensor's encode scale
   Format e4m3;                        // nvfp4: the block scales' format
+  MxEmulation emulate;                // block: microxcaling's departures (off by default)
+  Log2Fp32Table log2_table;           // block, emulate.exponent log2_fp32
 };
 
 // A block's stored dequantisation scale and the multiplier its elements are scaled by (exact: a
@@ -120,6 +150,7 @@ struct BlockScale {
 DRIFT_HD int mx_exponent_of(double amax, const BlockScaleSpec& s) {
   switch (s.rule) {
     case ExpRule::floor:  // OCP MX v1.0: X = floor(log2 amax) - emax(elem); the largest values may clip
+      if (s.emulate.exponent == ExpSource::log2_fp32) return floor_log2_rn_fp32(amax, s.log2_table) - s.emax;
       return quant::floor_log2(amax) - s.emax;
     case ExpRule::ceil:  // 2^ceil(log2(amax) - emax): never clips, may waste a binade
       return quant::ceil_log2(amax) - s.emax;
@@ -136,9 +167,24 @@ DRIFT_HD BlockScale block_scale_of(const BlockScaleSpec& s, double amax) {
   const Format& fp32 = s.fp32;
   const RoundSpec rn = quant::nearest_saturating();
   if (s.kind == ScaleKind::block) {
-    // All-zero block: the smallest e8m0 scale (2^-127), as TE and cuBLAS produce.
-    int e = amax == 0 ? -127 : mx_exponent_of(amax, s) + s.offset;
-    e = e < -127 ? -127 : (e > 127 ? 127 : e);
+    const MxEmulation& emu = s.emulate;
+    if (emu.scale_bits == 0 && emu.exponent == ExpSource::exact) {
+      // All-zero block: the smallest e8m0 scale (2^-127), as TE and cuBLAS produce.
+      int e = amax == 0 ? -127 : mx_exponent_of(amax, s) + s.offset;
+      e = e < -127 ? -127 : (e > 127 ? 127 : e);
+      return BlockScale{pow2(e), pow2(-e), true};
+    }
+    // microxcaling: an all-zero block's log2 is taken of 2^-126 (FP32_MIN_NORMAL).
+    int e = (amax == 0 ? (emu.exponent == ExpSource::log2_fp32 ? -126 - s.emax : -127) : mx_exponent_of(amax, s)) +
+            s.offset;
+    if (emu.scale_bits == 0) {
+      e = e < -127 ? -127 : (e > 127 ? 127 : e);
+    } else {
+      const int lim = (1 << (emu.scale_bits - 1)) - 1;
+      if (e > lim) return BlockScale{quiet_nan(), quiet_nan(), true};  // overflow: NaN scale
+      if (e < -lim) e = -lim;
+      if (e < -149) return BlockScale{quiet_nan(), quiet_nan(), true};  // fp32 2^e is 0: x / 0, then 0 * inf
+    }
     return BlockScale{pow2(e), pow2(-e), true};
   }
   if (s.kind == ScaleKind::tile) {

@@ -1,6 +1,7 @@
 #include "backend/quantize_plan.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 #include "arith/catalogue.h"
@@ -11,6 +12,9 @@ QuantizeSetup begin_quantize(size_t rows, size_t k, const Quantizer& qz, uint64_
                              DelayedState* state) {
   static const Format fp32 = *find_format("fp32");
   const Scaling& sc = qz.scaling;
+  if (sc.emulate.element_step())
+    throw std::invalid_argument(
+        "scaling.emulate scale_bits/zero: microxcaling's element step runs in the host quantizer (quantize_into) only");
   QuantizeSetup s;
   QuantizePlan& p = s.plan;
   p.rows = rows;

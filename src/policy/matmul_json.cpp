@@ -102,15 +102,19 @@ bool parse_nan_b(const std::string& s, NanCode* r) {
   if (v) *r = *v;
   return v.has_value();
 }
-const char* const kAlgoNames[] = {"max", "most_recent"};
-bool parse_algo_b(const std::string& s, AmaxAlgo* r) {
-  for (int i = 0; i < 2; ++i)
-    if (s == kAlgoNames[i]) {
-      *r = static_cast<AmaxAlgo>(i);
+// The position of s in a table of names, as E (an enum in table order, or bool for a two-name
+// table whose second name means true); false when s is not in the table.
+template <typename E, size_t N>
+bool parse_indexed(const char* const (&names)[N], const std::string& s, E* out) {
+  for (size_t i = 0; i < N; ++i)
+    if (s == names[i]) {
+      *out = static_cast<E>(i);
       return true;
     }
   return false;
 }
+const char* const kAlgoNames[] = {"max", "most_recent"};
+bool parse_algo_b(const std::string& s, AmaxAlgo* r) { return parse_indexed(kAlgoNames, s, r); }
 
 constexpr const char* kRoundingChoices = "rne|rna|rtz|rup|rdn|rto|sr";
 constexpr const char* kOverflowChoices = "saturate|ieee";
@@ -146,10 +150,42 @@ int default_block(ScaleKind k) {
   }
 }
 
+// microxcaling emulation: each departure from OCP MX a field (docs/policy.md, "microxcaling emulation").
+const char* const kZeroSignNames[] = {"signed", "positive"};
+bool parse_zero_sign(const std::string& s, bool* positive) { return parse_indexed(kZeroSignNames, s, positive); }
+const char* const kNearestSumNames[] = {"exact", "fp32"};
+bool parse_nearest_sum(const std::string& s, bool* fp32) { return parse_indexed(kNearestSumNames, s, fp32); }
+
+void apply_emulation(const json& j, const std::string& path, MxEmulation& e) {
+  expect_object(j, path, "an emulation object {exponent, scale_bits, zero, nearest_sum}");
+  check_keys(j, path, {"exponent", "scale_bits", "zero", "nearest_sum"});
+  if (j.contains("exponent"))
+    e.exponent = get_enum<ExpSource>(j["exponent"], join(path, "exponent"), "exponent source", "exact|log2_fp32",
+                                     parse_exp_source);
+  if (j.contains("scale_bits")) {
+    const int64_t b = get_int(j["scale_bits"], join(path, "scale_bits"), 0, 30);
+    if (b == 1) throw ConfigError(join(path, "scale_bits"), "expected 0 (an E8M0 scale) or 2..30, got 1");
+    e.scale_bits = static_cast<int>(b);
+  }
+  if (j.contains("zero"))
+    e.positive_zero =
+        get_enum<bool>(j["zero"], join(path, "zero"), "zero sign", "signed|positive", parse_zero_sign);
+  if (j.contains("nearest_sum"))
+    e.nearest_sum_fp32 = get_enum<bool>(j["nearest_sum"], join(path, "nearest_sum"), "nearest-rounding sum",
+                                        "exact|fp32", parse_nearest_sum);
+}
+
+json emulation_to_json(const MxEmulation& e) {
+  return {{"exponent", to_string(e.exponent)},
+          {"scale_bits", e.scale_bits},
+          {"zero", kZeroSignNames[e.positive_zero ? 1 : 0]},
+          {"nearest_sum", kNearestSumNames[e.nearest_sum_fp32 ? 1 : 0]}};
+}
+
 void apply_scaling(const json& j, const std::string& path, Scaling& s) {
-  expect_object(j, path, "a scaling object {kind, block, two_d, rule, offset, margin, pow2, amax_floor, history, algo, hadamard, hadamard_seed}");
+  expect_object(j, path, "a scaling object {kind, block, two_d, rule, offset, margin, pow2, amax_floor, history, algo, hadamard, hadamard_seed, emulate}");
   check_keys(j, path, {"kind", "block", "two_d", "rule", "offset", "margin", "pow2", "amax_floor", "history", "algo",
-                       "hadamard", "hadamard_seed"});
+                       "hadamard", "hadamard_seed", "emulate"});
   if (j.contains("kind")) {
     const ScaleKind k = get_enum<ScaleKind>(j["kind"], join(path, "kind"), "scaling kind",
                                             "none|tensor|delayed|block|tile|nvfp4", parse_scale_kind);
@@ -176,6 +212,7 @@ void apply_scaling(const json& j, const std::string& path, Scaling& s) {
     s.hadamard = static_cast<int>(h);
   }
   if (j.contains("hadamard_seed")) s.hadamard_seed = get_uint(j["hadamard_seed"], join(path, "hadamard_seed"));
+  if (j.contains("emulate")) apply_emulation(j["emulate"], join(path, "emulate"), s.emulate);
 }
 
 constexpr const char* kQuantExpected =
@@ -469,6 +506,9 @@ json quantizer_to_json(const Quantizer& q) {
                   {"algo", kAlgoNames[static_cast<int>(s.algo)]},
                   {"hadamard", s.hadamard},
                   {"hadamard_seed", s.hadamard_seed}};
+  // Written only when switched on, so that every other quantizer's resolved form (and a run's
+  // identity) is what it was before the key existed.
+  if (s.emulate.any()) j["scaling"]["emulate"] = emulation_to_json(s.emulate);
   return j;
 }
 

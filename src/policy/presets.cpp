@@ -14,6 +14,9 @@ namespace {
 
 // JSON fragments shared by several entries.
 #define DRIFT_MX(fmt) R"({"format": ")" fmt R"(", "scaling": {"kind": "block", "block": 32, "rule": "floor"}})"
+#define DRIFT_MX_EMU(fmt)                                                                              \
+  R"({"format": ")" fmt R"(", "rounding": "rna", "overflow": "saturate", "scaling": {"kind": "block", "block": 32, )" \
+  R"("rule": "floor", "emulate": {"exponent": "log2_fp32", "scale_bits": 16, "nearest_sum": "fp32"}}})"
 
 const std::vector<MatmulPreset> kPresets = {
     {"fp32",
@@ -56,6 +59,18 @@ const std::vector<MatmulPreset> kPresets = {
      "OCP MXFP8 (E5M2), OCP MX spec v1.0: 32-element blocks along K, E8M0 scale by the floor rule, "
      "fp32 accumulation per block, scaled into the fp32 outer sum.",
      "{\"a\": " DRIFT_MX("fp8_e5m2") ", \"b\": " DRIFT_MX("fp8_e5m2") "}"},
+    {"mxfp8_e4m3_microxcaling",
+     "MXFP8 (E4M3) as microxcaling's Python MX quantizer computes it with the settings of the MX "
+     "instability paper (scale_bits 16, rounding \"nearest\"): shared exponent floor(RN_fp32(log2 amax)) "
+     "(one binade high just below a power of two; an all-zero block's log2 of 2^-126), scale exponents "
+     "in [-32767, 32767] instead of E8M0's [-127, 127] with the scale a float32 (NaN block below 2^-149, "
+     "dequantised values rounded to float32), elements rounded to nearest with ties away from zero "
+     "(the sum |x| + 1/2 in float32), saturating. docs/policy.md, \"microxcaling emulation\". The quantizer "
+     "rounds these operands element by element (no SIMD cast).",
+     "{\"a\": " DRIFT_MX_EMU("fp8_e4m3") ", \"b\": " DRIFT_MX_EMU("fp8_e4m3") "}"},
+    {"mxfp8_e5m2_microxcaling",
+     "As mxfp8_e4m3_microxcaling with E5M2 elements (the paper's backward-pass format).",
+     "{\"a\": " DRIFT_MX_EMU("fp8_e5m2") ", \"b\": " DRIFT_MX_EMU("fp8_e5m2") "}"},
     {"mxfp6",
      "OCP MXFP6, OCP MX spec v1.0, with the E2M3 element format for both operands (the spec also defines "
      "E3M2: more range, less precision; override a.format/b.format with fp6_e3m2). 32-element blocks, E8M0 "

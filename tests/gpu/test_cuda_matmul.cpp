@@ -90,6 +90,20 @@ TEST_CASE("cuda equals cpu: every matmul preset, several shapes") {
   }
 }
 
+TEST_CASE("cuda equals cpu: microxcaling's float32-log2 exponent on the device quantizer") {
+  // The exponent option alone runs in the device quantizer (block_scale_of with the threshold
+  // table); operands whose block amaxes sit just below powers of two, where it moves the scale.
+  auto gpu = make_backend("cuda");
+  const MatmulPolicy p = parse_matmul_policy(nlohmann::json::parse(
+      R"({"preset": "mxfp8_e4m3", "a": {"rounding": "rna", "scaling": {"emulate": {"exponent": "log2_fp32"}}},
+          "b": {"scaling": {"emulate": {"exponent": "log2_fp32"}}}})"));
+  const Shape s{33, 96, 17};
+  std::vector<double> a = values(s.m * s.k, 41, 4.0), b = values(s.k * s.n, 42, 4.0);
+  for (size_t i = 0; i < a.size(); i += 32) a[i] = std::nextafter(8.0f, 0.0f);  // 8 - 2^-21: log2 rounds to 3
+  for (size_t i = 0; i < b.size(); i += 7) b[i] = -std::nextafter(16.0f, 0.0f);
+  compare_on(*gpu, p, s, a, b, 5, false);
+}
+
 TEST_CASE("cuda equals cpu: tensor-core presets, orders, stochastic rounding") {
   auto gpu = make_backend("cuda");
   for (const TcPreset& tc : tc_presets()) {

@@ -131,7 +131,9 @@ class CudaBackend final : public Backend {
   // One operand into device memory, quantized where this backend quantizes.
   void prepare(cuda::DeviceOperand& op, const StridedInput& x, size_t rows, size_t k, const Quantizer& qz,
                uint64_t seed, uint64_t stream, DelayedState* state, bool want_float) {
-    if (on_device_) {
+    // microxcaling's element step (scaling.emulate scale_bits / zero) is the host quantizer's only
+    // (begin_quantize refuses it): such an operand is quantized by quantize_into, then uploaded.
+    if (on_device_ && !qz.scaling.emulate.element_step()) {
       quantizer_.quantize(op, x, rows, k, qz, seed, stream, state, want_float);
     } else {
       quantize_into(host_q_, x, rows, k, qz, seed, stream, state);
