@@ -3,8 +3,11 @@
 // each against a computation written here from the definitions (the draws' stream layout and plain
 // double loops), and the config keys that select them.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,10 +18,15 @@
 #include "policy/matmul_json.h"
 #include "train/config.h"
 #include "train/data.h"
+#include "train/optimizer.h"
+#include "train/checkpoint.h"
 #include "train/train_step.h"
+#include "train/trainer.h"
+#include "run_files.h"
 
 using namespace drift;
 using json = nlohmann::json;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -256,4 +264,75 @@ TEST_CASE("config: the proxy's paper-form keys, their checks and defaults") {
   ModelConfig wrong = paper_proxy();
   wrong.output_dim = 5;
   CHECK_THROWS_AS(make_model<float>(wrong, 1), std::invalid_argument);
+}
+
+TEST_CASE("optimizer: train.adam_one_minus_beta fp64 uses float(1 - beta) as torch.optim.Adam does; fp32 1.0f - float(beta)") {
+  for (const char* mode : {"fp32", "fp64"}) {
+    CAPTURE(mode);
+    RunConfig rc = parse_run_config(json{{"train", {{"beta2", 0.999}, {"adam_one_minus_beta", mode}}}});
+    ParamTable tb;
+    tb.add("w", {1});
+    Optimizer opt(rc.train, rc.precision, tb);
+    float p = 0.5f;
+    const float g[2] = {0.25f, -0.125f};
+    // Two steps by hand in float: m = b1 m + c1' g, v = b2 v + c2' g^2, p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps).
+    const bool fp64 = std::string(mode) == "fp64";
+    const float b1 = 0.9f, b2 = 0.999f, lr = 3e-3f, eps = 1e-8f;
+    const float c1 = fp64 ? static_cast<float>(1.0 - 0.9) : 1.0f - b1, c2 = fp64 ? static_cast<float>(1.0 - 0.999) : 1.0f - b2;
+    float m = 0, v = 0, want = p;
+    for (int t = 1; t <= 2; ++t) {
+      opt.step(tb, &p, &g[t - 1], 3e-3, 1.0, 0, t - 1);
+      m = b1 * m + c1 * g[t - 1];
+      v = b2 * v + c2 * (g[t - 1] * g[t - 1]);
+      const float mhat = m / static_cast<float>(1.0 - std::pow(0.9, t)), vhat = v / static_cast<float>(1.0 - std::pow(0.999, t));
+      want = want - lr * (mhat / (std::sqrt(vhat) + eps));
+      CHECK(p == want);
+    }
+  }
+  // The two complements of 0.999 differ: 0.999 is not a float.
+  CHECK(static_cast<float>(1.0 - 0.999) != 1.0f - 0.999f);
+  CHECK(error_path(json{{"train", {{"adam_one_minus_beta", "fp16"}}}}) == "train.adam_one_minus_beta");
+}
+
+TEST_CASE("resume: a run written before the proxy-form and adam_one_minus_beta keys existed resumes; a changed one does not") {
+  const fs::path dir = fs::temp_directory_path() / ("drift_proxy_forms_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  RunConfig c = parse_run_config(json::parse(R"({"seed": 3, "model": {"kind": "proxy", "d_model": 8, "layers": 1,
+      "input_dim": 4, "output_dim": 2}, "train": {"steps": 6, "batch": 4, "eval_every": 3, "eval_batches": 1, "log_every": 1}})"));
+  c.output.dir = (dir / "whole").string();
+  {
+    PreparedRun r = prepare_run(c);
+    train(r, TrainOptions{}, {});
+  }
+  // The config.json an older drift wrote: none of the new keys. No checkpoint yet (killed early).
+  json old = json::parse(test::slurp(dir / "whole" / "config.json"));
+  for (const char* k : {"student", "fc_bias", "teacher", "teacher_width", "teacher_depth", "init", "label_noise"})
+    REQUIRE(old["model"].erase(k) == 1);
+  REQUIRE(old["train"].erase("adam_one_minus_beta") == 1);
+  fs::create_directories(dir / "old");
+  std::ofstream((dir / "old" / "config.json").string()) << old.dump(2);
+  RunConfig again = c;
+  again.output.dir = (dir / "old").string();
+  auto resume = [](const RunConfig& rc) -> std::string {
+    PreparedRun r = prepare_run(rc);
+    TrainOptions o;
+    o.resume = true;
+    try {
+      train(r, o, {});
+    } catch (const CheckpointError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK(resume(again) == "");
+  CHECK(test::no_timing(test::slurp(dir / "old" / "metrics.jsonl")) ==
+        test::no_timing(test::slurp(dir / "whole" / "metrics.jsonl")));
+  // A new key away from its default is another run.
+  fs::create_directories(dir / "noisy");
+  std::ofstream((dir / "noisy" / "config.json").string()) << old.dump(2);
+  RunConfig noisy = c;
+  noisy.model.label_noise = 0.1;
+  noisy.output.dir = (dir / "noisy").string();
+  CHECK(resume(noisy).find("model.label_noise") != std::string::npos);
+  fs::remove_all(dir);
 }

@@ -345,6 +345,12 @@ double LmModel<T>::forward_generated(uint64_t, uint64_t, size_t, std::optional<u
   throw std::logic_error("the " + cfg.kind + " model trains on text: call forward with token windows");
 }
 
+template <typename T>
+typename LmModel<T>::GeneratedBatch LmModel<T>::generated_batch(uint64_t, uint64_t, size_t,
+                                                                std::optional<uint64_t>) const {
+  throw std::logic_error("the " + cfg.kind + " model trains on text: it draws no batches of its own");
+}
+
 bool model_needs_text(const ModelConfig& cfg) { return cfg.kind != "proxy"; }
 
 template <typename T>

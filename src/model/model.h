@@ -52,6 +52,13 @@ struct ModelConfig {
   double label_noise = 0;             // std of Gaussian noise added to the training targets
 };
 
+// A fixed tensor of a model's data generator (the proxy's teacher): a linear weight (out, in) in double.
+struct GeneratorTensor {
+  std::string name;
+  std::vector<size_t> shape;
+  std::vector<double> values;
+};
+
 template <typename T>
 class LmModel {
  public:
@@ -71,6 +78,17 @@ class LmModel {
   virtual double forward_generated(uint64_t stream, uint64_t draw, size_t b,
                                    std::optional<uint64_t> noise_stream = std::nullopt);
   virtual bool needs_text() const { return true; }
+  // Models that draw their own data: batch (stream, draw) as forward_generated draws it, without
+  // running the model (for --dump-init): inputs (b, input_dim) and targets (b, output_dim) as the
+  // model holds them, and the label noise in each target (zeros without a noise stream). Text models throw.
+  struct GeneratedBatch {
+    std::vector<T> inputs, targets;
+    std::vector<double> noise;
+  };
+  virtual GeneratedBatch generated_batch(uint64_t stream, uint64_t draw, size_t b,
+                                         std::optional<uint64_t> noise_stream) const;
+  // The fixed weights of a model's data generator (the proxy's teacher); none for text models.
+  virtual std::vector<GeneratorTensor> generator_weights() const { return {}; }
   // Models that draw their own data: round the drawn inputs and targets to float even when T is
   // wider, so that an fp64 copy of a float run sees that run's batch exactly (diagnostics).
   bool float_data = false;

@@ -95,6 +95,26 @@ struct Teacher {
     w_out = draw(o, d);
   }
 
+  // The weights as the paper's torch modules hold them, (out, in), named after their layers.
+  std::vector<GeneratorTensor> tensors() const {
+    std::vector<GeneratorTensor> out;
+    auto add = [&](const std::string& name, const std::vector<double>& wt, size_t fan_in, size_t n_out) {
+      std::vector<double> w(n_out * fan_in);
+      for (size_t r = 0; r < n_out; ++r)
+        for (size_t k = 0; k < fan_in; ++k) w[r * fan_in + k] = wt[k * n_out + r];
+      out.push_back({"teacher." + name, {n_out, fan_in}, std::move(w)});
+    };
+    const size_t width = mlp ? din : d;
+    if (!mlp) add("input.w", w_in, din, d);
+    for (size_t l = 0; l < layers; ++l) {
+      const std::string p = "block" + std::to_string(l) + ".mlp.";
+      add(p + "fc.w", w1[l], width, f);
+      add(p + "proj.w", w2[l], f, width);
+    }
+    if (!mlp) add("head.w", w_out, d, o);
+    return out;
+  }
+
   void act(double* v, const double* u, size_t n) const {
     if (gelu)
       gelu_forward(v, u, n);
@@ -219,25 +239,21 @@ class ProxyModel final : public LmModel<T> {
     throw std::logic_error("the proxy model draws its own inputs: call forward_generated");
   }
 
+  typename LmModel<T>::GeneratedBatch generated_batch(uint64_t stream, uint64_t draw, size_t b,
+                                                      std::optional<uint64_t> noise_stream) const override {
+    typename LmModel<T>::GeneratedBatch g;
+    draw_batch(stream, draw, b, noise_stream, g.inputs, g.targets, &g.noise);
+    return g;
+  }
+
+  std::vector<GeneratorTensor> generator_weights() const override { return teacher_.tensors(); }
+
   double forward_generated(uint64_t stream, uint64_t draw, size_t b, std::optional<uint64_t> noise_stream) override {
     const auto& c = this->cfg;
     auto& e = this->elementwise;
     const size_t din = c.input_dim, D = c.d_model, F = c.mlp_mult * D, O = c.output_dim, L = c.layers;
     b_ = b;
-    // The batch: inputs as T, the teacher's targets from exactly those inputs (plus label noise on
-    // a training batch), rounded once to T.
-    x_.resize(b * din);
-    std::vector<double> xd(b * din), yd(b * O);
-    auto as_data = [&](double v) { return this->float_data ? static_cast<T>(static_cast<float>(v)) : static_cast<T>(v); };
-    for (size_t i = 0; i < b * din; ++i) {
-      x_[i] = as_data(normal_draw(seed_, stream, draw * b * din + i));
-      xd[i] = static_cast<double>(x_[i]);
-    }
-    teacher_.forward(yd.data(), xd.data(), b);
-    if (noise_stream && c.label_noise > 0)
-      for (size_t i = 0; i < b * O; ++i) yd[i] += c.label_noise * normal_draw(seed_, *noise_stream, draw * b * O + i);
-    y_.resize(b * O);
-    for (size_t i = 0; i < b * O; ++i) y_[i] = as_data(yd[i]);
+    draw_batch(stream, draw, b, noise_stream, x_, y_, nullptr);
 
     h_.resize(L + 1);
     if (bare_)
@@ -311,6 +327,31 @@ class ProxyModel final : public LmModel<T> {
   }
 
  private:
+  // The batch of (stream, draw): inputs as T, the teacher's targets from exactly those inputs (plus
+  // label noise with a noise stream, each target's in `noise` when given), rounded once to T.
+  void draw_batch(uint64_t stream, uint64_t draw, size_t b, std::optional<uint64_t> noise_stream, std::vector<T>& x,
+                  std::vector<T>& y, std::vector<double>* noise) const {
+    const auto& c = this->cfg;
+    const size_t din = c.input_dim, O = c.output_dim;
+    x.resize(b * din);
+    std::vector<double> xd(b * din), yd(b * O);
+    auto as_data = [&](double v) { return this->float_data ? static_cast<T>(static_cast<float>(v)) : static_cast<T>(v); };
+    for (size_t i = 0; i < b * din; ++i) {
+      x[i] = as_data(normal_draw(seed_, stream, draw * b * din + i));
+      xd[i] = static_cast<double>(x[i]);
+    }
+    teacher_.forward(yd.data(), xd.data(), b);
+    if (noise) noise->assign(b * O, 0.0);
+    if (noise_stream && c.label_noise > 0)
+      for (size_t i = 0; i < b * O; ++i) {
+        const double n = c.label_noise * normal_draw(seed_, *noise_stream, draw * b * O + i);
+        yd[i] += n;
+        if (noise) (*noise)[i] = n;
+      }
+    y.resize(b * O);
+    for (size_t i = 0; i < b * O; ++i) y[i] = as_data(yd[i]);
+  }
+
   static void check(const ModelConfig& c) {
     const std::string e = proxy_config_error(c);
     if (!e.empty()) throw std::invalid_argument(e);

@@ -295,7 +295,7 @@ RunConfig parse_run_config(const json& j) {
   {
     const json& t = section(j, "train");
     const std::string p = "train";
-    check_keys(t, p, {"steps", "batch", "lr", "optimizer", "momentum", "beta1", "beta2", "eps", "weight_decay",
+    check_keys(t, p, {"steps", "batch", "lr", "optimizer", "momentum", "beta1", "beta2", "eps", "adam_one_minus_beta", "weight_decay",
                       "grad_clip", "warmup", "decay", "min_lr_frac", "eval_every", "eval_batches", "log_every",
                       "checkpoint_every", "keep_checkpoints"});
     auto& tc = c.train;
@@ -308,6 +308,7 @@ RunConfig parse_run_config(const json& j) {
     get_double(t, p, "beta1", &tc.beta1, 0, 1, false, true);
     get_double(t, p, "beta2", &tc.beta2, 0, 1, false, true);
     get_double(t, p, "eps", &tc.eps, 0, 1, true);
+    get_string(t, p, "adam_one_minus_beta", &tc.adam_one_minus_beta, {"fp32", "fp64"});
     get_double(t, p, "weight_decay", &tc.weight_decay, 0, 1e3);
     get_double(t, p, "grad_clip", &tc.grad_clip, 0, 1e30);
     get_uint(t, p, "warmup", &tc.warmup, 0, 100000000);
@@ -432,7 +433,8 @@ nlohmann::ordered_json resolved_config_json(const RunConfig& c) {
   j["data"] = {{"path", c.data.path}, {"tokenizer", c.data.tokenizer}, {"val_fraction", c.data.val_fraction}};
   j["train"] = {{"steps", t.steps},         {"batch", t.batch},         {"lr", t.lr},
                 {"optimizer", t.optimizer}, {"momentum", t.momentum},   {"beta1", t.beta1},
-                {"beta2", t.beta2},         {"eps", t.eps},             {"weight_decay", t.weight_decay},
+                {"beta2", t.beta2},         {"eps", t.eps},             {"adam_one_minus_beta", t.adam_one_minus_beta},
+                {"weight_decay", t.weight_decay},
                 {"grad_clip", t.grad_clip}, {"warmup", t.warmup},       {"decay", t.decay},
                 {"min_lr_frac", t.min_lr_frac}, {"eval_every", t.eval_every}, {"eval_batches", t.eval_batches},
                 {"log_every", t.log_every}, {"checkpoint_every", t.checkpoint_every},

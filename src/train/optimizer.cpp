@@ -63,6 +63,11 @@ void Optimizer::step(const ParamTable&, float* params, const float* grads, doubl
   ac.eps = static_cast<float>(cfg_.eps);
   ac.bias1 = static_cast<float>(1.0 - std::pow(cfg_.beta1, static_cast<double>(t_)));
   ac.bias2 = static_cast<float>(1.0 - std::pow(cfg_.beta2, static_cast<double>(t_)));
+  // 1 - beta: from the fp32 beta in fp32 (drift's default), or in double and rounded once (torch's
+  // Adam); at beta2 = 0.999 the two differ by 1.3e-5 relative (0.999 is not an fp32 value).
+  const bool in_fp64 = cfg_.adam_one_minus_beta == "fp64";
+  ac.one_minus_beta1 = in_fp64 ? static_cast<float>(1.0 - cfg_.beta1) : 1.0f - ac.beta1;
+  ac.one_minus_beta2 = in_fp64 ? static_cast<float>(1.0 - cfg_.beta2) : 1.0f - ac.beta2;
   for (size_t blk = 0; blk < m_.blocks(); ++blk) {
     const size_t lo = m_.block_begin(blk), n = m_.block_end(blk) - lo;
     float* p = params + lo;
