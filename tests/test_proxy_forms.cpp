@@ -143,28 +143,34 @@ TEST_CASE("proxy, paper form: y_hat = the residual stream; targets = the mlp tea
     std::fill_n(m->param(p + "b"), 6, 0.0);
   }
   const size_t b = 5, D = 6, W = 5, stream = 4, draw = 7, noise_stream = 9;
-  // The teacher from its definition: 3 blocks h <- tanh(h W1^T) W2^T, W1 (5, 6) and W2 (6, 5), weight
-  // k's element (r, j) = uniform_draw(teacher_seed, kTeacherStream + k, r * fan_in + j) / sqrt(fan_in).
-  auto teacher_w = [&](size_t k, size_t r, size_t j, size_t fan_in) {
-    return uniform_draw(3, kTeacherStream + k, r * fan_in + j) / std::sqrt(static_cast<double>(fan_in));
-  };
-  std::vector<double> x(b * D), y(b * D);
+  std::vector<double> x(b * D);
   for (size_t i = 0; i < b * D; ++i) x[i] = normal_draw(11, stream, draw * b * D + i);
-  for (size_t n = 0; n < b; ++n) {
-    std::vector<double> h(x.begin() + n * D, x.begin() + (n + 1) * D);
-    for (size_t l = 0; l < 3; ++l) {
-      std::vector<double> v(W), out(D, 0.0);
-      for (size_t r = 0; r < W; ++r) {
-        double u = 0;
-        for (size_t j = 0; j < D; ++j) u += h[j] * teacher_w(2 * l, r, j, D);
-        v[r] = std::tanh(u);
+  // The teacher from its definition: 3 blocks h <- tanh(h W1^T) W2^T, W1 (5, 6) and W2 (6, 5), weight
+  // k's element (r, j) = draw(teacher_seed, kTeacherStream + k, r * fan_in + j) / sqrt(fan_in), the
+  // draw uniform_draw (torch_uniform) or normal_draw (normal).
+  auto teacher = [&](double (*unit)(uint64_t, uint64_t, uint64_t)) {
+    auto w = [&](size_t k, size_t r, size_t j, size_t fan_in) {
+      return unit(3, kTeacherStream + k, r * fan_in + j) / std::sqrt(static_cast<double>(fan_in));
+    };
+    std::vector<double> y(b * D);
+    for (size_t n = 0; n < b; ++n) {
+      std::vector<double> h(x.begin() + n * D, x.begin() + (n + 1) * D);
+      for (size_t l = 0; l < 3; ++l) {
+        std::vector<double> v(W), out(D, 0.0);
+        for (size_t r = 0; r < W; ++r) {
+          double u = 0;
+          for (size_t j = 0; j < D; ++j) u += h[j] * w(2 * l, r, j, D);
+          v[r] = std::tanh(u);
+        }
+        for (size_t r = 0; r < D; ++r)
+          for (size_t j = 0; j < W; ++j) out[r] += v[j] * w(2 * l + 1, r, j, W);
+        h = out;
       }
-      for (size_t r = 0; r < D; ++r)
-        for (size_t j = 0; j < W; ++j) out[r] += v[j] * teacher_w(2 * l + 1, r, j, W);
-      h = out;
+      std::copy(h.begin(), h.end(), y.begin() + n * D);
     }
-    std::copy(h.begin(), h.end(), y.begin() + n * D);
-  }
+    return y;
+  };
+  const std::vector<double> y = teacher(uniform_draw);
   auto mse = [&](double noise_std) {
     double s = 0;
     for (size_t i = 0; i < b * D; ++i) {
@@ -194,22 +200,9 @@ TEST_CASE("proxy, paper form: y_hat = the residual stream; targets = the mlp tea
   fp64_sites(*nm);
   for (size_t l = 0; l < c.layers; ++l) std::fill_n(nm->param("block" + std::to_string(l) + ".mlp.proj.w"), 6 * 12, 0.0);
   for (size_t l = 0; l < c.layers; ++l) std::fill_n(nm->param("block" + std::to_string(l) + ".mlp.proj.b"), 6, 0.0);
+  const std::vector<double> yn = teacher(normal_draw);
   double s = 0;
-  for (size_t n = 0; n < b; ++n) {
-    std::vector<double> h(x.begin() + n * D, x.begin() + (n + 1) * D);
-    for (size_t l = 0; l < 3; ++l) {
-      std::vector<double> v(W), out(D, 0.0);
-      for (size_t r = 0; r < W; ++r) {
-        double u = 0;
-        for (size_t j = 0; j < D; ++j) u += h[j] * normal_draw(3, kTeacherStream + 2 * l, r * D + j) / std::sqrt(6.0);
-        v[r] = std::tanh(u);
-      }
-      for (size_t r = 0; r < D; ++r)
-        for (size_t j = 0; j < W; ++j) out[r] += v[j] * normal_draw(3, kTeacherStream + 2 * l + 1, r * W + j) / std::sqrt(5.0);
-      h = out;
-    }
-    for (size_t i = 0; i < D; ++i) s += (x[n * D + i] - h[i]) * (x[n * D + i] - h[i]);
-  }
+  for (size_t i = 0; i < b * D; ++i) s += (x[i] - yn[i]) * (x[i] - yn[i]);
   CHECK(nm->forward_generated(stream, draw, b) == doctest::Approx(s / (b * D)).epsilon(1e-12));
 }
 
