@@ -43,7 +43,8 @@ What drift computes and this file re-implements (src/model/model.cpp, layers.h, 
                rounded once, as torch.optim.Adam does); the proxy with weight decay 0 and "fp64" trains
                with torch.optim.Adam itself (the paper's optimizer)
         SGD    g' = g + wd p (weights) ; m = mu m + g' ; p -= lr m
-        lr     linear warmup lr (s+1)/warmup, then cosine/linear/constant to min_lr_frac lr.
+        lr     linear warmup lr (s+1)/warmup, then cosine/linear/constant to min_lr_frac lr (at the last
+               step; cosine_torch: one step later, as CosineAnnealingLR(T_max = steps - warmup)).
 """
 
 import argparse
@@ -223,7 +224,8 @@ def learning_rate(t, step):
         return t["lr"] * (step + 1) / t["warmup"]
     if t["decay"] == "constant":
         return t["lr"]
-    span = t["steps"] - t["warmup"] - 1 if t["steps"] > t["warmup"] + 1 else 1.0
+    tail = 0 if t["decay"] == "cosine_torch" else 1  # torch's CosineAnnealingLR(T_max = steps - warmup)
+    span = t["steps"] - t["warmup"] - tail if t["steps"] > t["warmup"] + tail else 1.0
     progress = min(1.0, (step - min(step, t["warmup"])) / span)
     lo = t["lr"] * t["min_lr_frac"]
     if t["decay"] == "linear":
@@ -320,20 +322,31 @@ def load_run(run_dir, steps):
 
 class TorchAdam:
     """torch.optim.Adam itself, for runs that are Adam (AdamW without weight decay): the learning
-    rate of each step set on the param group, the clipping factor applied to the gradients first."""
+    rate of each step set on the param group, or with train.decay "cosine_torch" and no warmup given
+    by torch's own CosineAnnealingLR (and checked against drift's schedule); the clipping factor
+    applied to the gradients first."""
 
     def __init__(self, t, params):
         self.opt = torch.optim.Adam(params.values(), lr=t["lr"], betas=(t["beta1"], t["beta2"]), eps=t["eps"],
                                     weight_decay=0)
+        self.sched = None
+        if t["decay"] == "cosine_torch" and t["warmup"] == 0:
+            self.sched = torch.optim.lr_scheduler.CosineAnnealingLR(self.opt, T_max=t["steps"],
+                                                                    eta_min=t["lr"] * t["min_lr_frac"])
 
     @torch.no_grad()
     def step(self, params, decay, lr, grad_scale):
         for g in self.opt.param_groups:
-            g["lr"] = lr
+            if self.sched is None:
+                g["lr"] = lr
+            elif abs(g["lr"] - lr) > 1e-12 * lr:
+                raise InputProblem("learning rate %r, torch's CosineAnnealingLR %r" % (lr, g["lr"]))
         if grad_scale != 1.0:
             for p in params.values():
                 p.grad.mul_(grad_scale)
         self.opt.step()
+        if self.sched is not None:
+            self.sched.step()
 
 
 def replay(cfg, params_np, batches, steps, dtype):

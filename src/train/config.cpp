@@ -312,7 +312,7 @@ RunConfig parse_run_config(const json& j) {
     get_double(t, p, "weight_decay", &tc.weight_decay, 0, 1e3);
     get_double(t, p, "grad_clip", &tc.grad_clip, 0, 1e30);
     get_uint(t, p, "warmup", &tc.warmup, 0, 100000000);
-    get_string(t, p, "decay", &tc.decay, {"cosine", "linear", "constant"});
+    get_string(t, p, "decay", &tc.decay, {"cosine", "linear", "constant", "cosine_torch"});
     get_double(t, p, "min_lr_frac", &tc.min_lr_frac, 0, 1);
     get_uint(t, p, "eval_every", &tc.eval_every, 1, 100000000);
     get_uint(t, p, "eval_batches", &tc.eval_batches, 1, 100000);

@@ -12,7 +12,10 @@ namespace drift {
 double learning_rate(const TrainConfig& t, uint64_t step) {
   if (t.warmup && step < t.warmup) return t.lr * static_cast<double>(step + 1) / static_cast<double>(t.warmup);
   if (t.decay == "constant") return t.lr;
-  const double span = t.steps > t.warmup + 1 ? static_cast<double>(t.steps - t.warmup - 1) : 1.0;
+  // cosine_torch: torch's CosineAnnealingLR(T_max = steps - warmup), which reaches lr_min one step
+  // after the last; cosine and linear reach it at the last step.
+  const uint64_t tail = t.decay == "cosine_torch" ? 0 : 1;
+  const double span = t.steps > t.warmup + tail ? static_cast<double>(t.steps - t.warmup - tail) : 1.0;
   const double progress = std::min(1.0, static_cast<double>(step - std::min<uint64_t>(step, t.warmup)) / span);
   const double lo = t.lr * t.min_lr_frac;
   if (t.decay == "linear") return t.lr - (t.lr - lo) * progress;

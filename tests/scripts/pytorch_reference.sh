@@ -116,7 +116,8 @@ grep -q "DISAGREE (attn, bad_loss): first at step 30:" bad.txt || fail "altered 
 
 # The proxy model, in drift's form (warmup, cosine, weight decay: drift's own AdamW) and in the
 # MX-instability paper's (bare residual student, fc without bias, plain-MLP teacher, torch-uniform
-# init, label noise 0.005, Adam with torch's 1 - beta: replayed with torch.optim.Adam itself). The
+# init, label noise 0.005, Adam with torch's 1 - beta and a cosine from 3e-3 to 3e-5: replayed with
+# torch.optim.Adam and torch's CosineAnnealingLR themselves). The
 # reference first checks the dumped batches against the teacher it rebuilds from init/teacher.*.npy
 # plus init/label_noise.npy, and the initial weights against torch's nn.Linear bounds.
 cat > proxy.json <<'JSON'
@@ -129,7 +130,7 @@ JSON
 paper=(--set model.student=bare --set model.input_dim=16 --set model.output_dim=16 --set model.fc_bias=false --set model.teacher=mlp --set model.teacher_width=24
        --set model.activation=gelu --set model.init=torch_uniform --set model.label_noise=0.005 --set train.lr=0.003
        --set train.beta2=0.999 --set train.adam_one_minus_beta=fp64 --set train.weight_decay=0 --set train.grad_clip=0
-       --set train.warmup=0 --set train.decay=constant --set train.batch=32)
+       --set train.warmup=0 --set train.decay=cosine_torch --set train.min_lr_frac=0.01 --set train.batch=32)
 "$drift" train --config proxy.json --quiet --dump-init --out proxy
 "$drift" train --config proxy.json --quiet --dump-init --out proxy_paper "${paper[@]}"
 "$py" - proxy_paper <<'PY' || fail "proxy init/ dump content"
