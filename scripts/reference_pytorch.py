@@ -7,9 +7,10 @@ Check a run (drift train ... --dump-init, with train.log_every=1 and the fp32 pa
     /usr/bin/python3 scripts/reference_pytorch.py --run RUNDIR [--run RUNDIR2 ...] [--steps 50] [--table] [--fp64]
 
 loads RUNDIR/config.json, the initial weights RUNDIR/init/<param>.npy and the training windows
-RUNDIR/init/batches.npy, trains the same model with the same optimizer, learning-rate schedule and
-gradient clipping in float32, and compares each step's training loss (and gradient norm) with
-RUNDIR/metrics.jsonl. Exit 0 when every step agrees within the tolerance below; exit 1 naming the
+RUNDIR/init/batches.npy (the proxy model: the drawn inputs and targets RUNDIR/init/inputs.npy,
+targets.npy, first checked against the dumped teacher weights and label noise, see below), trains
+the same model with the same optimizer, learning-rate schedule and gradient clipping in float32,
+and compares each step's training loss (and gradient norm) with RUNDIR/metrics.jsonl. Exit 0 when every step agrees within the tolerance below; exit 1 naming the
 first step that does not; exit 2 for unusable input. --table prints every step; --fp64 also trains
 in float64 and prints how far float32 (torch's and drift's) is from it, the scale the tolerance is
 derived from.
@@ -25,12 +26,25 @@ What drift computes and this file re-implements (src/model/model.cpp, layers.h, 
   attn  x = wte[tok] + wpe ; per block: x += proj(attn(ln1(x))) ; x += fc2(act(fc(ln2(x)))) ;
         logits = head(ln_f(x)) (no bias). LayerNorm eps 1e-5 (biased variance), causal softmax of
         (Q K^T) * 1/sqrt(head size), act tanh or the tanh-approximate gelu.
-  loss  mean softmax cross-entropy; the logged loss is the mean of the fp32 per-prediction losses.
+  proxy student (model.student projected): h = input(x); h += mlp.proj(act(mlp.fc(LN(h)))) per block;
+        y_hat = head(LN_f(h)); (bare, the paper's ResidualMLP): h = x, the same blocks, y_hat = h;
+        mlp.fc without bias when model.fc_bias is false. The targets drift trained on must equal
+        float32(teacher(x) + noise) with the teacher rebuilt here in float64 from init/teacher.*.npy
+        (projected: the student's architecture without biases or affine LayerNorms; mlp: blocks
+        h = act(h W1^T) W2^T), the noise init/label_noise.npy N(0, label_noise^2) and the validation
+        targets noise-free; the initial weights must lie in torch's nn.Linear bounds (torch_uniform:
+        kaiming_uniform a = sqrt(5)) or have N(0, 1/fan_in)'s spread (normal).
+  loss  mean softmax cross-entropy; the logged loss is the mean of the fp32 per-prediction losses;
+        proxy: F.mse_loss, the mean over batch x outputs of the squared errors.
   step  grad norm sqrt(sum g^2) in float64; clip factor grad_clip/norm when norm > grad_clip;
         AdamW  m = b1 m + (1-b1) g ; v = b2 v + (1-b2) g^2 ; p -= lr (m/c1 / (sqrt(v/c2) + eps) + wd p)
-               with c1 = 1-b1^t, c2 = 1-b2^t, wd only on the weights (not biases, LayerNorm)
+               with c1 = 1-b1^t, c2 = 1-b2^t, wd only on the weights (not biases, LayerNorm);
+               (1-b computed from the rounded b, or with train.adam_one_minus_beta "fp64" in double and
+               rounded once, as torch.optim.Adam does); the proxy with weight decay 0 and "fp64" trains
+               with torch.optim.Adam itself (the paper's optimizer)
         SGD    g' = g + wd p (weights) ; m = mu m + g' ; p -= lr m
-        lr     linear warmup lr (s+1)/warmup, then cosine/linear/constant to min_lr_frac lr.
+        lr     linear warmup lr (s+1)/warmup, then cosine/linear/constant to min_lr_frac lr (at the last
+               step; cosine_torch: one step later, as CosineAnnealingLR(T_max = steps - warmup)).
 """
 
 import argparse
@@ -161,7 +175,13 @@ def attn_losses(P, cfg, windows):
     return F.cross_entropy(logits.reshape(b * t, -1), windows[:, 1:].reshape(-1), reduction="none")
 
 
-MODELS = {"mlp": mlp_losses, "attn": attn_losses}
+def proxy_losses(P, cfg, batch):
+    """batch (inputs (B, input_dim), targets (B, output_dim)) -> squared errors (B*output_dim,)."""
+    x, y = batch
+    return F.mse_loss(proxy_forward(P, cfg["model"], x), y, reduction="none").reshape(-1)
+
+
+MODELS = {"mlp": mlp_losses, "attn": attn_losses, "proxy": proxy_losses}
 
 
 def param_names(cfg):
@@ -173,6 +193,17 @@ def param_names(cfg):
         for l in range(m["hidden_layers"]):
             names += [("hidden%d.w" % l, True), ("hidden%d.b" % l, False)]
         names += [("head.w", True), ("head.b", False)]
+    elif m["kind"] == "proxy":
+        bare = m["student"] == "bare"
+        if not bare:
+            names += [("input.w", True), ("input.b", False)]
+        for l in range(m["layers"]):
+            p = "block%d" % l
+            names += [(p + ".ln.w", False), (p + ".ln.b", False), (p + ".mlp.fc.w", True)]
+            names += [(p + ".mlp.fc.b", False)] if m["fc_bias"] else []
+            names += [(p + ".mlp.proj.w", True), (p + ".mlp.proj.b", False)]
+        if not bare:
+            names += [("ln_f.w", False), ("ln_f.b", False), ("head.w", True), ("head.b", False)]
     else:
         names += [("wte", True), ("wpe", True)]
         for l in range(m["layers"]):
@@ -193,7 +224,8 @@ def learning_rate(t, step):
         return t["lr"] * (step + 1) / t["warmup"]
     if t["decay"] == "constant":
         return t["lr"]
-    span = t["steps"] - t["warmup"] - 1 if t["steps"] > t["warmup"] + 1 else 1.0
+    tail = 0 if t["decay"] == "cosine_torch" else 1  # torch's CosineAnnealingLR(T_max = steps - warmup)
+    span = t["steps"] - t["warmup"] - tail if t["steps"] > t["warmup"] + tail else 1.0
     progress = min(1.0, (step - min(step, t["warmup"])) / span)
     lo = t["lr"] * t["min_lr_frac"]
     if t["decay"] == "linear":
@@ -228,12 +260,17 @@ class Optimizer:
             return
         b1, b2, eps = self.scalar(t["beta1"]), self.scalar(t["beta2"]), self.scalar(t["eps"])
         one = self.scalar(1.0)
+        # train.adam_one_minus_beta: 1 - beta from the rounded beta in the working dtype, or in double
+        # rounded once (as torch.optim.Adam passes it)
+        fp64 = t.get("adam_one_minus_beta") == "fp64"
+        omb1 = self.scalar(1.0 - t["beta1"]) if fp64 else one - b1
+        omb2 = self.scalar(1.0 - t["beta2"]) if fp64 else one - b2
         c1 = self.scalar(1.0 - t["beta1"] ** self.steps)
         c2 = self.scalar(1.0 - t["beta2"] ** self.steps)
         for n, p in params.items():
             g = p.grad * s
-            self.m[n] = b1 * self.m[n] + (one - b1) * g
-            self.v[n] = b2 * self.v[n] + (one - b2) * (g * g)
+            self.m[n] = b1 * self.m[n] + omb1 * g
+            self.v[n] = b2 * self.v[n] + omb2 * (g * g)
             upd = (self.m[n] / c1) / (torch.sqrt(self.v[n] / c2) + eps)
             if decay[n]:
                 upd = upd + wd * p
@@ -252,7 +289,7 @@ def load_run(run_dir, steps):
     cfg = json.load(open(need(os.path.join(run_dir, "config.json"))))
     kind = cfg["model"]["kind"]
     if kind not in MODELS:
-        raise InputProblem("%s/config.json: model.kind '%s' has no reference (mlp, attn)" % (run_dir, kind))
+        raise InputProblem("%s/config.json: model.kind '%s' has no reference (mlp, attn, proxy)" % (run_dir, kind))
     prec = cfg["precision"]
     if prec["matmul"] not in ([], [{"preset": "fp32"}]) or prec["schedule"] or prec.get("elementwise"):
         raise InputProblem("%s/config.json: precision.matmul must be the fp32 passthrough ([] or the fp32 preset) "
@@ -262,16 +299,19 @@ def load_run(run_dir, steps):
     for n, a in params.items():
         if a.dtype != np.float32:
             raise InputProblem("%s: expected float32, found %s" % (os.path.join(init, n + ".npy"), a.dtype))
-    batches = np.load(need(os.path.join(init, "batches.npy")))
-    b, ctx = cfg["train"]["batch"], cfg["model"]["context"]
-    if batches.dtype != np.int32 or batches.shape[1:] != (b, ctx + 1):
-        raise InputProblem("%s: expected int32 (steps, %d, %d), found %s %s" %
-                           (os.path.join(init, "batches.npy"), b, ctx + 1, batches.dtype, batches.shape))
+    if kind == "proxy":
+        batches = load_proxy_data(init, cfg, need)
+    else:
+        batches = np.load(need(os.path.join(init, "batches.npy")))
+        b, ctx = cfg["train"]["batch"], cfg["model"]["context"]
+        if batches.dtype != np.int32 or batches.shape[1:] != (b, ctx + 1):
+            raise InputProblem("%s: expected int32 (steps, %d, %d), found %s %s" %
+                               (os.path.join(init, "batches.npy"), b, ctx + 1, batches.dtype, batches.shape))
     metrics = {}
     for line in open(need(os.path.join(run_dir, "metrics.jsonl"))):
         d = json.loads(line)
         metrics[d["step"]] = d
-    if steps > min(len(batches), cfg["train"]["steps"]):
+    if steps > min(len(batches[0] if kind == "proxy" else batches), cfg["train"]["steps"]):
         raise InputProblem("%s: --steps %d but the run has %d steps" % (run_dir, steps, cfg["train"]["steps"]))
     missing = [s for s in range(steps) if s not in metrics]
     if missing:
@@ -280,18 +320,54 @@ def load_run(run_dir, steps):
     return cfg, params, batches, metrics
 
 
+class TorchAdam:
+    """torch.optim.Adam itself, for runs that are Adam (AdamW without weight decay): the learning
+    rate of each step set on the param group, or with train.decay "cosine_torch" and no warmup given
+    by torch's own CosineAnnealingLR (and checked against drift's schedule); the clipping factor
+    applied to the gradients first."""
+
+    def __init__(self, t, params):
+        self.opt = torch.optim.Adam(params.values(), lr=t["lr"], betas=(t["beta1"], t["beta2"]), eps=t["eps"],
+                                    weight_decay=0)
+        self.sched = None
+        if t["decay"] == "cosine_torch" and t["warmup"] == 0:
+            self.sched = torch.optim.lr_scheduler.CosineAnnealingLR(self.opt, T_max=t["steps"],
+                                                                    eta_min=t["lr"] * t["min_lr_frac"])
+
+    @torch.no_grad()
+    def step(self, params, decay, lr, grad_scale):
+        for g in self.opt.param_groups:
+            if self.sched is None:
+                g["lr"] = lr
+            elif abs(g["lr"] - lr) > 1e-12 * lr:
+                raise InputProblem("learning rate %r, torch's CosineAnnealingLR %r" % (lr, g["lr"]))
+        if grad_scale != 1.0:
+            for p in params.values():
+                p.grad.mul_(grad_scale)
+        self.opt.step()
+        if self.sched is not None:
+            self.sched.step()
+
+
 def replay(cfg, params_np, batches, steps, dtype):
     """Trains `steps` steps from the dumped start; returns [(loss, grad_norm)] per step."""
     P = {n: torch.tensor(params_np[n], dtype=dtype).requires_grad_() for n, _ in param_names(cfg)}
     decay = dict(param_names(cfg))
     t = cfg["train"]
-    opt = Optimizer(t, P, dtype)
-    losses_fn = MODELS[cfg["model"]["kind"]]
+    kind = cfg["model"]["kind"]
+    torch_adam = (kind == "proxy" and t["optimizer"] == "adamw" and t["weight_decay"] == 0 and
+                  t.get("adam_one_minus_beta") == "fp64")
+    opt = TorchAdam(t, P) if torch_adam else Optimizer(t, P, dtype)
+    losses_fn = MODELS[kind]
     out = []
     for step in range(steps):
         for p in P.values():
             p.grad = None
-        losses = losses_fn(P, cfg, torch.from_numpy(batches[step].astype(np.int64)))
+        if kind == "proxy":  # the drawn inputs and targets, float32 values (exact in float64)
+            batch = tuple(torch.tensor(a[step], dtype=dtype) for a in batches[:2])
+        else:
+            batch = torch.from_numpy(batches[step].astype(np.int64))
+        losses = losses_fn(P, cfg, batch)
         losses.mean().backward()
         loss = float(losses.detach().double().mean())
         gnorm = math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in P.values()))
@@ -301,9 +377,106 @@ def replay(cfg, params_np, batches, steps, dtype):
     return out
 
 
+# ------------------------------------------------------------------------------------------------
+# The proxy's data: drift draws it itself; --dump-init writes what it drew and the teacher.
+
+PROXY_DATA = ("inputs", "targets", "val_inputs", "val_targets", "label_noise")
+
+
+def load_proxy_data(init, cfg, need):
+    """(inputs, targets, val_inputs, val_targets, noise, teacher) from init/, shapes checked; the
+    student's tensors in init/ must be exactly param_names(cfg) (e.g. no fc bias when fc_bias is false)."""
+    m, t = cfg["model"], cfg["train"]
+    b = t["batch"]
+    arrays = [np.load(need(os.path.join(init, n + ".npy"))) for n in PROXY_DATA]
+    shapes = [(t["steps"], b, m["input_dim"]), (t["steps"], b, m["output_dim"]), (t["eval_batches"], b, m["input_dim"]),
+              (t["eval_batches"], b, m["output_dim"]), (t["steps"] * b, m["output_dim"])]
+    for n, a, shape in zip(PROXY_DATA, arrays, shapes):
+        dtype = np.float64 if n == "label_noise" else np.float32
+        if a.dtype != dtype or a.shape != shape:
+            raise InputProblem("%s: expected %s %s, found %s %s" % (os.path.join(init, n + ".npy"), np.dtype(dtype).name,
+                                                                    shape, a.dtype, a.shape))
+    files = {f[:-4] for f in os.listdir(init) if f.endswith(".npy")}
+    teacher = {f[len("teacher."):]: np.load(os.path.join(init, f + ".npy")) for f in files if f.startswith("teacher.")}
+    student = files - set(PROXY_DATA) - {"teacher." + n for n in teacher}
+    if student != {n for n, _ in param_names(cfg)}:
+        raise InputProblem("%s: the student's tensors %s are not the model's %s" %
+                           (init, sorted(student), sorted(n for n, _ in param_names(cfg))))
+    return arrays[:4] + [arrays[4], teacher]
+
+
+def init_problems(cfg, tensors, student):
+    """Whether initial weights follow model.init: torch_uniform, every weight and linear bias inside
+    torch's own nn.Linear bound (kaiming_uniform_ with a = sqrt(5): gain sqrt(3 / fan_in)) and, for
+    tensors large enough to tell, filling it with U's variance; normal, N(0, 1/fan_in) spread and
+    zero biases. LayerNorm gamma 1, beta 0. The student's bound or spread is times init_scale."""
+    m = cfg["model"]
+    scale = m["init_scale"] if student else 1.0
+    gain = torch.nn.init.calculate_gain("leaky_relu", math.sqrt(5))
+    out = []
+    for n, a in tensors.items():
+        a = np.asarray(a, dtype=np.float64)
+        if n == "ln_f.w" or n.endswith(".ln.w") or n == "ln_f.b" or n.endswith(".ln.b"):
+            if not (a == (1.0 if n.endswith(".w") else 0.0)).all():
+                out.append("%s: LayerNorm %s not %s" % (n, "gamma" if n.endswith(".w") else "beta",
+                                                        1 if n.endswith(".w") else 0))
+            continue
+        w = tensors[n[:-1] + "w"]
+        fan_in = torch.nn.init._calculate_fan_in_and_fan_out(torch.empty(w.shape))[0]
+        if m["init"] == "torch_uniform":
+            bound = scale * (gain * math.sqrt(3.0 / fan_in) if a.ndim == 2 else 1.0 / math.sqrt(fan_in))
+            big = np.abs(a).max()
+            if big > bound * (1 + 1e-6) or (a.size >= 256 and (big < 0.9 * bound or
+                                                                abs(a.var() / (bound * bound / 3) - 1) > 0.15)):
+                out.append("%s: max |w| %.4g, variance %.4g, for U(-%.4g, %.4g) (variance %.4g)" %
+                           (n, big, a.var(), bound, bound, bound * bound / 3))
+        elif a.ndim == 1:
+            if (a != 0).any():
+                out.append("%s: a bias not initialised to 0" % n)
+        elif a.size >= 256 and abs(a.std() / (scale / math.sqrt(fan_in)) - 1) > 0.15:
+            out.append("%s: standard deviation %.4g, expected %.4g" % (n, a.std(), scale / math.sqrt(fan_in)))
+    return out
+
+
+def proxy_data_problems(cfg, params, data):
+    """The batches drift trained and validated on against their definition: targets = float32(teacher(x)
+    + noise), the teacher rebuilt here in float64; noise N(0, label_noise^2) on training targets only;
+    the student's and the teacher's initial weights as model.init says."""
+    m = cfg["model"]
+    x, y, vx, vy, noise, teacher = data
+    T = {n: torch.tensor(a, dtype=torch.float64) for n, a in teacher.items()}
+    out = init_problems(cfg, params, True) + ["teacher " + p for p in init_problems(cfg, teacher, False)]
+
+    def compare(name, inputs, targets, noise_added):
+        ref = proxy_teacher(T, m, torch.tensor(inputs, dtype=torch.float64).reshape(-1, inputs.shape[-1]))
+        ref = ref.numpy().reshape(targets.shape) + noise_added.reshape(targets.shape)
+        # float32(ref) up to one float32 ulp: the two float64 teachers differ in their last bits only.
+        gap = np.abs(targets.astype(np.float64) - ref) / np.maximum(np.abs(ref), 1e-30)
+        if not gap.max() <= 2.0 ** -23:
+            i = np.unravel_index(np.argmax(gap), gap.shape)
+            out.append("%s %s: drift %r, teacher(x) + noise here %r (relative gap %.2e)" %
+                       (name, tuple(int(k) for k in i), float(targets[i]), float(ref[i]), gap[i]))
+
+    compare("targets", x, y, noise)
+    compare("val_targets", vx, vy, np.zeros(vy.shape))
+    sigma = m["label_noise"]
+    if sigma == 0:
+        if (noise != 0).any():
+            out.append("label_noise.npy: noise without model.label_noise")
+    elif abs(noise.std() / sigma - 1) > 8 / math.sqrt(noise.size) + 0.01 or abs(noise.mean()) > 8 * sigma / math.sqrt(noise.size):
+        out.append("label_noise.npy: mean %.3g, standard deviation %.4g, for N(0, %g^2)" % (noise.mean(), noise.std(), sigma))
+    return out
+
+
 def check_run(run, args):
     """Compares one run; prints its verdict (and table); returns 0 (agree) or 1 (disagree)."""
     cfg, params, batches, metrics = load_run(run, args.steps)
+    kind = cfg["model"]["kind"]
+    if kind == "proxy":
+        problems = proxy_data_problems(cfg, params, batches)
+        if problems:
+            print("DISAGREE (proxy, %s): the drawn data or initial weights: %s" % (run, "; ".join(problems)))
+            return 1
     ref = replay(cfg, params, batches, args.steps, torch.float32)
     ref64 = replay(cfg, params, batches, args.steps, torch.float64) if args.fp64 else None
     nan = float("nan")
@@ -332,7 +505,6 @@ def check_run(run, args):
                 l64 = ref64[s][0]
                 row += " %10.2e %10.2e" % (abs(tl - l64) / l64, abs(dl - l64) / l64 if dl is not None else nan)
             print(row + ("" if ok else "  <-- outside tolerance"))
-    kind = cfg["model"]["kind"]
     if ref64:
         def gap(a, b):
             return max(abs(a[s] - b[s]) / abs(b[s]) if a[s] is not None else float("inf") for s in range(args.steps))
@@ -396,10 +568,19 @@ def proxy_params(m, gen, teacher):
     return P
 
 
+def proxy_act(m):
+    """drift's proxy activations: tanh, or gelu in the tanh approximation (the bench models: gelu)."""
+    if m.get("activation", "gelu") == "gelu":
+        return lambda u: F.gelu(u, approximate="tanh")
+    return torch.tanh
+
+
 def proxy_forward(P, m, x):
-    """h = input(x); h += proj(gelu(fc(LN(h)))) per block; head(LN_f(h)). Without biases or LayerNorm
-    affine weights in P (the teacher) those terms are left out, as drift's teacher does."""
-    d = m["d_model"]
+    """h = input(x); h += proj(act(fc(LN(h)))) per block; head(LN_f(h)); with model.student "bare", h = x
+    and the prediction is the last h. Without biases or LayerNorm affine weights in P (the teacher, fc
+    without bias) those terms are left out, as drift's model does."""
+    d, act = m["d_model"], proxy_act(m)
+    bare = m.get("student") == "bare"
 
     def lin(h, name):
         return F.linear(h, P[name + ".w"], P.get(name + ".b"))
@@ -407,11 +588,23 @@ def proxy_forward(P, m, x):
     def ln(h, name):
         return F.layer_norm(h, (d,), P.get(name + ".w"), P.get(name + ".b"), eps=1e-5)
 
-    h = lin(x, "input")
+    h = x if bare else lin(x, "input")
     for l in range(m["layers"]):
         p = "block%d" % l
-        h = h + lin(F.gelu(lin(ln(h, p + ".ln"), p + ".mlp.fc"), approximate="tanh"), p + ".mlp.proj")
-    return lin(ln(h, "ln_f"), "head")
+        h = h + lin(act(lin(ln(h, p + ".ln"), p + ".mlp.fc")), p + ".mlp.proj")
+    return h if bare else lin(ln(h, "ln_f"), "head")
+
+
+def proxy_teacher(T, m, x):
+    """The teacher from its dumped weights (float64): the projected architecture without biases or
+    affine LayerNorms, or (model.teacher "mlp") the plain blocks h = act(h W1^T) W2^T."""
+    if m["teacher"] != "mlp":
+        return proxy_forward(T, dict(m, student="projected"), x)
+    act, h, l = proxy_act(m), x, 0
+    while "block%d.mlp.fc.w" % l in T:
+        h = act(h @ T["block%d.mlp.fc.w" % l].T) @ T["block%d.mlp.proj.w" % l].T
+        l += 1
+    return h
 
 
 def bench_params(m, vocab, gen):

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -126,7 +127,7 @@ TEST_CASE("dump_init into an unusable directory is an IoError naming it, and wri
   CHECK(file_bytes(t.dir / "blocker") == "a file, not a directory");
 }
 
-TEST_CASE("dump_init of the proxy model (no corpus: it draws its own inputs) writes the weights alone") {
+TEST_CASE("dump_init of the proxy model (no corpus): the weights, the batches it draws, the label noise and the teacher") {
   TempDir t;
   const drift::PreparedRun run = tiny_run("proxy");
   REQUIRE(run.corpus.train.empty());
@@ -135,7 +136,24 @@ TEST_CASE("dump_init of the proxy model (no corpus: it draws its own inputs) wri
   const auto& m = *run.model;
   size_t files = 0;
   for (const auto& e : fs::directory_iterator(rd / "init")) files += e.is_regular_file();
-  CHECK(files == m.table.specs.size());
+  // + inputs, targets, val_inputs, val_targets, label_noise; + the teacher's input, 2 per block, head.
+  CHECK(files == m.table.specs.size() + 5 + 4);
   CHECK_FALSE(fs::exists(rd / "init" / "batches.npy"));
   check_params(m, rd / "init");
+  // The default proxy has no label noise: zeros, (steps * batch, output_dim) in float64.
+  const drift::io::Array noise = drift::io::read_npy((rd / "init" / "label_noise.npy").string());
+  CHECK(noise.shape == std::vector<size_t>{4 * 3, 8});
+  for (double x : noise.data) CHECK(x == 0.0);
+  // The teacher's weights, (out, in) as torch holds them: the input layer maps input_dim 32 to d_model 8.
+  const drift::io::Array w_in = drift::io::read_npy((rd / "init" / "teacher.input.w.npy").string());
+  CHECK(w_in.shape == std::vector<size_t>{8, 32});
+  const auto teacher = m.generator_weights();
+  REQUIRE(teacher.size() == 4);
+  CHECK(teacher[0].name == "teacher.input.w");
+  // Element (r, k) is the teacher's draw r * fan_in + k of its first stream (model/proxy.cpp), N(0, 1/32).
+  for (size_t i = 0; i < w_in.data.size(); ++i)
+    CHECK(w_in.data[i] == (1.0 / std::sqrt(32.0)) * drift::normal_draw(0, 0x7eac0000, i));
+  for (const char* f : {"inputs.npy", "targets.npy", "val_inputs.npy", "val_targets.npy", "teacher.block0.mlp.fc.w.npy",
+                        "teacher.block0.mlp.proj.w.npy", "teacher.head.w.npy"})
+    CHECK(fs::exists(rd / "init" / f));
 }

@@ -34,6 +34,16 @@ TEST_CASE("proxy model: every parameter gradient matches central finite differen
     cfg.layers = 1;
   }
   SUBCASE("no block") { cfg.layers = 0; }
+  SUBCASE("the paper's form: bare student, fc without bias, mlp teacher, torch-uniform init, label noise") {
+    cfg.d_model = cfg.input_dim = cfg.output_dim = 6;
+    cfg.activation = "gelu";
+    cfg.student = "bare";
+    cfg.fc_bias = false;
+    cfg.teacher = "mlp";
+    cfg.teacher_width = 5;
+    cfg.init = "torch_uniform";
+    cfg.label_noise = 0.3;
+  }
   auto m = make_model<double>(cfg, 3);
   const MatmulPolicy fp64 = parse_matmul_policy(nlohmann::json::parse(R"({"a": {"format": "fp64"}, "b": {"format": "fp64"},
       "product": {"format": "fp64"}, "inner": {"format": "fp64"}, "outer": {"format": "fp64"}, "output": {"format": "fp64"}})"));
@@ -41,7 +51,7 @@ TEST_CASE("proxy model: every parameter gradient matches central finite differen
   // Move every parameter off its initial value (γ = 1, β = 0, biases 0).
   for (size_t i = 0; i < m->params.size(); ++i) m->params[i] += 0.3 * normal_draw(7, 40, i);
   const size_t b = 4;
-  auto loss = [&] { return m->forward_generated(1, 2, b); };
+  auto loss = [&] { return m->forward_generated(1, 2, b, 9); };  // the noisy targets (when label_noise > 0)
   loss();
   m->backward();
   const std::vector<double> g = m->grads;

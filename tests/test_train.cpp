@@ -178,6 +178,11 @@ TEST_CASE("learning rate: warmup, then cosine / linear decay to min_lr_frac") {
   CHECK(learning_rate(t, 2) == doctest::Approx(1.0));
   CHECK(learning_rate(t, 10) == doctest::Approx(0.1));
   CHECK(learning_rate(t, 6) == doctest::Approx(0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 4.0 / 8.0))));
+  t.decay = "cosine_torch";  // CosineAnnealingLR(T_max = 9): post-warmup step k at cos(pi k / 9)
+  CHECK(learning_rate(t, 1) == doctest::Approx(1.0));
+  CHECK(learning_rate(t, 2) == doctest::Approx(1.0));
+  CHECK(learning_rate(t, 6) == doctest::Approx(0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 4.0 / 9.0))));
+  CHECK(learning_rate(t, 10) == doctest::Approx(0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 8.0 / 9.0))));
   t.decay = "linear";
   CHECK(learning_rate(t, 6) == doctest::Approx(1.0 - 0.9 * 0.5));
   t.decay = "constant";

@@ -244,6 +244,7 @@ TEST_CASE("update rules: every instruction set this CPU runs gives the scalar ru
       CAPTURE(decay);
       AdamwCoeffs a;
       a.lr = 1e-3f, a.grad_scale = 0.75f, a.weight_decay = 0.1f, a.beta1 = 0.9f, a.beta2 = 0.95f, a.eps = 1e-8f;
+      a.one_minus_beta1 = 1.0f - a.beta1, a.one_minus_beta2 = 1.0f - a.beta2;
       a.bias1 = 0.271f, a.bias2 = 0.142625f;
       std::vector<float> p = p0, m = m0, v = v0, pr = p0, mr = m0, vr = v0;
       adamw_update(p.data(), g.data(), m.data(), v.data(), n, a, decay, isa);

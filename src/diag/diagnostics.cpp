@@ -54,7 +54,7 @@ double max_rel_deviation(const std::vector<T>& y, const std::vector<double>& ref
 
 template <typename T>
 double forward_on(LmModel<T>& m, const StepBatch& batch) {
-  return m.needs_text() ? m.forward(batch.windows, batch.size) : m.forward_generated(batch.stream, batch.draw, batch.size);
+  return m.needs_text() ? m.forward(batch.windows, batch.size) : m.forward_generated(batch.stream, batch.draw, batch.size, batch.noise_stream);
 }
 
 // ||y - ref|| / ||ref|| (2-norms): the size of a tensor's error as a whole, which a few elements

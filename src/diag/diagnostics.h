@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -25,11 +26,12 @@ namespace drift {
 MatmulPolicy exact_fp64_policy();
 
 // The batch a step trained on: text windows (batch x (context+1)), or, for a model that draws its
-// own inputs (proxy), the (stream, draw) key it drew them from.
+// own inputs (proxy), the (stream, draw) key it drew them from and the stream of its label noise.
 struct StepBatch {
   const int32_t* windows = nullptr;
   size_t size = 0;
   uint64_t stream = 0, draw = 0;
+  std::optional<uint64_t> noise_stream = std::nullopt;
 };
 
 class Diagnostics {

@@ -16,6 +16,10 @@ double normal_draw(uint64_t seed, uint64_t stream, uint64_t index) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 
+double uniform_draw(uint64_t seed, uint64_t stream, uint64_t index) {
+  return (2.0 * static_cast<double>(random_u32(seed, stream, index)) + 1.0) / 4294967296.0 - 1.0;
+}
+
 template <typename T>
 T* LmModel<T>::param(const std::string& name) {
   const ParamSpec* p = table.find(name);
@@ -337,8 +341,14 @@ class AttnModel final : public LmModel<T> {
 }  // namespace
 
 template <typename T>
-double LmModel<T>::forward_generated(uint64_t, uint64_t, size_t) {
+double LmModel<T>::forward_generated(uint64_t, uint64_t, size_t, std::optional<uint64_t>) {
   throw std::logic_error("the " + cfg.kind + " model trains on text: call forward with token windows");
+}
+
+template <typename T>
+typename LmModel<T>::GeneratedBatch LmModel<T>::generated_batch(uint64_t, uint64_t, size_t,
+                                                                std::optional<uint64_t>) const {
+  throw std::logic_error("the " + cfg.kind + " model trains on text: it draws no batches of its own");
 }
 
 bool model_needs_text(const ModelConfig& cfg) { return cfg.kind != "proxy"; }

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,22 @@ struct ModelConfig {
   size_t output_dim = 8;         // width of the teacher's (and student's) output
   uint64_t teacher_seed = 0;     // keys the teacher's weights (not the run's seed)
   double init_scale = 1.0;       // multiplies every initial weight's standard deviation
+  // proxy, the forms of the MX-instability paper's student-teacher task (model/proxy.cpp); the
+  // defaults are drift's original proxy.
+  std::string student = "projected";  // projected (input layer, ln_f, head) | residual (x is the stream)
+  bool fc_bias = true;                // block<l>.mlp.fc has a bias
+  std::string teacher = "projected";  // projected (the projected student's architecture) | mlp (plain MLP blocks)
+  size_t teacher_width = 0;           // teacher mlp: hidden width (0: d_model)
+  size_t teacher_depth = 0;           // teacher mlp: blocks (0: layers)
+  std::string init = "normal";        // normal: N(0, 1/fan_in) | torch_uniform: nn.Linear's U(±1/sqrt(fan_in))
+  double label_noise = 0;             // std of Gaussian noise added to the training targets
+};
+
+// A fixed tensor of a model's data generator (the proxy's teacher): a linear weight (out, in) in double.
+struct GeneratorTensor {
+  std::string name;
+  std::vector<size_t> shape;
+  std::vector<double> values;
 };
 
 template <typename T>
@@ -56,8 +73,22 @@ class LmModel {
   virtual double forward(const int32_t* windows, size_t b) = 0;
   // Models that draw their own data (needs_text() false): a batch of b examples from (the model's
   // seed, stream, draw), as sample_windows draws text windows; returns the mean loss. Text models throw.
-  virtual double forward_generated(uint64_t stream, uint64_t draw, size_t b);
+  // With a `noise_stream` (training batches), a model with label noise adds it to the targets, drawn
+  // from (the model's seed, noise_stream, the same draw); without one (validation) the targets are clean.
+  virtual double forward_generated(uint64_t stream, uint64_t draw, size_t b,
+                                   std::optional<uint64_t> noise_stream = std::nullopt);
   virtual bool needs_text() const { return true; }
+  // Models that draw their own data: batch (stream, draw) as forward_generated draws it, without
+  // running the model (for --dump-init): inputs (b, input_dim) and targets (b, output_dim) as the
+  // model holds them, and the label noise in each target (zeros without a noise stream). Text models throw.
+  struct GeneratedBatch {
+    std::vector<T> inputs, targets;
+    std::vector<double> noise;
+  };
+  virtual GeneratedBatch generated_batch(uint64_t stream, uint64_t draw, size_t b,
+                                         std::optional<uint64_t> noise_stream) const;
+  // The fixed weights of a model's data generator (the proxy's teacher); none for text models.
+  virtual std::vector<GeneratorTensor> generator_weights() const { return {}; }
   // Models that draw their own data: round the drawn inputs and targets to float even when T is
   // wider, so that an fp64 copy of a float run sees that run's batch exactly (diagnostics).
   bool float_data = false;
@@ -98,5 +129,8 @@ std::unique_ptr<LmModel<T>> make_proxy_model(const ModelConfig& cfg, uint64_t se
 
 // A standard normal draw from (seed, stream, index): Box-Muller on two counter-based words.
 double normal_draw(uint64_t seed, uint64_t stream, uint64_t index);
+// A uniform draw in (-1, 1) from (seed, stream, index): one counter-based word, (2 w + 1) / 2^32 - 1
+// (exact in double, symmetric about 0, never ±1).
+double uniform_draw(uint64_t seed, uint64_t stream, uint64_t index);
 
 }  // namespace drift

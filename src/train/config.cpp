@@ -203,6 +203,44 @@ void check_config_version(const json& j) {
                                      std::to_string(want[1]) + ".x or remove the key");
 }
 
+// The proxy's task forms (model/proxy.cpp): model.student, fc_bias, teacher, teacher_width,
+// teacher_depth, init, label_noise. Each is the proxy's alone; a bare student takes input_dim and
+// output_dim from d_model when they are not given.
+void parse_proxy_forms(const json& m, ModelConfig& mc) {
+  const std::string p = "model";
+  get_string(m, p, "student", &mc.student, {"projected", "bare"});
+  get_bool(m, p, "fc_bias", &mc.fc_bias);
+  get_string(m, p, "teacher", &mc.teacher, {"projected", "mlp"});
+  get_uint(m, p, "teacher_width", &mc.teacher_width, 0, 65536);
+  get_uint(m, p, "teacher_depth", &mc.teacher_depth, 0, 64);
+  get_string(m, p, "init", &mc.init, {"normal", "torch_uniform"});
+  get_double(m, p, "label_noise", &mc.label_noise, 0, 1e6);
+  const ModelConfig defaults;
+  const std::pair<const char*, bool> changed[] = {
+      {"student", mc.student != defaults.student}, {"fc_bias", mc.fc_bias != defaults.fc_bias},
+      {"teacher", mc.teacher != defaults.teacher}, {"teacher_width", mc.teacher_width != 0},
+      {"teacher_depth", mc.teacher_depth != 0},    {"init", mc.init != defaults.init},
+      {"label_noise", mc.label_noise != 0}};
+  for (const auto& [key, set] : changed) {
+    if (set && mc.kind != "proxy")
+      throw ConfigError(join(p, key), "applies to model.kind \"proxy\" only (this model is \"" + mc.kind + "\")");
+    if (set && (std::string(key) == "teacher_width" || std::string(key) == "teacher_depth") && mc.teacher != "mlp")
+      throw ConfigError(join(p, key), "applies to model.teacher \"mlp\" only (0: the student's d_model / layers)");
+  }
+  const std::string D = std::to_string(mc.d_model);
+  if (mc.student == "bare") {  // x is the residual stream and the last block's stream the prediction
+    for (const auto& [key, dim] : {std::pair<const char*, size_t*>{"input_dim", &mc.input_dim}, {"output_dim", &mc.output_dim}}) {
+      if (m.contains(key) && *dim != mc.d_model)
+        throw ConfigError(join(p, key), "the bare student (model.student \"bare\") has no input layer or head, so it must "
+                                        "equal model.d_model (" + D + "); leave it out to take d_model");
+      *dim = mc.d_model;
+    }
+  }
+  if (mc.teacher == "mlp" && mc.output_dim != mc.input_dim)
+    throw ConfigError("model.output_dim", "the mlp teacher (model.teacher \"mlp\") maps input_dim to input_dim, so it must "
+                                          "equal model.input_dim (" + std::to_string(mc.input_dim) + ")");
+}
+
 }  // namespace
 
 RunConfig parse_run_config(const json& j) {
@@ -219,7 +257,8 @@ RunConfig parse_run_config(const json& j) {
     const json& m = section(j, "model");
     const std::string p = "model";
     check_keys(m, p, {"kind", "context", "embed", "hidden", "hidden_layers", "d_model", "heads", "layers", "mlp_mult",
-                      "activation", "init_scale", "vocab", "input_dim", "output_dim", "teacher_seed"});
+                      "activation", "init_scale", "vocab", "input_dim", "output_dim", "teacher_seed", "student",
+                      "fc_bias", "teacher", "teacher_width", "teacher_depth", "init", "label_noise"});
     auto& mc = c.model;
     get_string(m, p, "kind", &mc.kind, {"mlp", "attn", "proxy"});
     get_uint(m, p, "context", &mc.context, 1, 4096);
@@ -243,6 +282,7 @@ RunConfig parse_run_config(const json& j) {
       throw ConfigError("model.vocab", "expected an integer (informational: the tokenizer sets it)");
     if (mc.kind == "attn" && mc.d_model % mc.heads)
       throw ConfigError("model.heads", "must divide model.d_model (" + std::to_string(mc.d_model) + ")");
+    parse_proxy_forms(m, mc);
   }
   {
     const json& d = section(j, "data");
@@ -255,7 +295,7 @@ RunConfig parse_run_config(const json& j) {
   {
     const json& t = section(j, "train");
     const std::string p = "train";
-    check_keys(t, p, {"steps", "batch", "lr", "optimizer", "momentum", "beta1", "beta2", "eps", "weight_decay",
+    check_keys(t, p, {"steps", "batch", "lr", "optimizer", "momentum", "beta1", "beta2", "eps", "adam_one_minus_beta", "weight_decay",
                       "grad_clip", "warmup", "decay", "min_lr_frac", "eval_every", "eval_batches", "log_every",
                       "checkpoint_every", "keep_checkpoints"});
     auto& tc = c.train;
@@ -268,10 +308,11 @@ RunConfig parse_run_config(const json& j) {
     get_double(t, p, "beta1", &tc.beta1, 0, 1, false, true);
     get_double(t, p, "beta2", &tc.beta2, 0, 1, false, true);
     get_double(t, p, "eps", &tc.eps, 0, 1, true);
+    get_string(t, p, "adam_one_minus_beta", &tc.adam_one_minus_beta, {"fp32", "fp64"});
     get_double(t, p, "weight_decay", &tc.weight_decay, 0, 1e3);
     get_double(t, p, "grad_clip", &tc.grad_clip, 0, 1e30);
     get_uint(t, p, "warmup", &tc.warmup, 0, 100000000);
-    get_string(t, p, "decay", &tc.decay, {"cosine", "linear", "constant"});
+    get_string(t, p, "decay", &tc.decay, {"cosine", "linear", "constant", "cosine_torch"});
     get_double(t, p, "min_lr_frac", &tc.min_lr_frac, 0, 1);
     get_uint(t, p, "eval_every", &tc.eval_every, 1, 100000000);
     get_uint(t, p, "eval_batches", &tc.eval_batches, 1, 100000);
@@ -386,11 +427,14 @@ nlohmann::ordered_json resolved_config_json(const RunConfig& c) {
                 {"hidden", m.hidden},     {"hidden_layers", m.hidden_layers},               {"d_model", m.d_model},
                 {"heads", m.heads},       {"layers", m.layers},   {"mlp_mult", m.mlp_mult}, {"activation", m.activation},
                 {"init_scale", m.init_scale}, {"input_dim", m.input_dim}, {"output_dim", m.output_dim},
-                {"teacher_seed", m.teacher_seed}};
+                {"teacher_seed", m.teacher_seed}, {"student", m.student},         {"fc_bias", m.fc_bias},
+                {"teacher", m.teacher},           {"teacher_width", m.teacher_width}, {"teacher_depth", m.teacher_depth},
+                {"init", m.init},                 {"label_noise", m.label_noise}};
   j["data"] = {{"path", c.data.path}, {"tokenizer", c.data.tokenizer}, {"val_fraction", c.data.val_fraction}};
   j["train"] = {{"steps", t.steps},         {"batch", t.batch},         {"lr", t.lr},
                 {"optimizer", t.optimizer}, {"momentum", t.momentum},   {"beta1", t.beta1},
-                {"beta2", t.beta2},         {"eps", t.eps},             {"weight_decay", t.weight_decay},
+                {"beta2", t.beta2},         {"eps", t.eps},             {"adam_one_minus_beta", t.adam_one_minus_beta},
+                {"weight_decay", t.weight_decay},
                 {"grad_clip", t.grad_clip}, {"warmup", t.warmup},       {"decay", t.decay},
                 {"min_lr_frac", t.min_lr_frac}, {"eval_every", t.eval_every}, {"eval_batches", t.eval_batches},
                 {"log_every", t.log_every}, {"checkpoint_every", t.checkpoint_every},

@@ -24,10 +24,11 @@ struct TrainConfig {
   std::string optimizer = "adamw";  // adamw | sgd
   double momentum = 0.9;            // sgd
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;  // adamw
+  std::string adam_one_minus_beta = "fp32";       // adamw: 1 - beta in fp32 from fp32 beta | fp64 (torch's)
   double weight_decay = 0.0;        // adamw: decoupled; sgd: added to the gradient (L2); weights only
   double grad_clip = 1.0;           // clip the global gradient norm to this (0: off)
   size_t warmup = 50;               // linear warmup steps
-  std::string decay = "cosine";     // cosine | linear | constant, after warmup, down to min_lr_frac * lr
+  std::string decay = "cosine";     // cosine | linear | constant | cosine_torch, after warmup, down to min_lr_frac * lr
   double min_lr_frac = 0.1;
   size_t eval_every = 100;          // validation loss every this many steps (and at the last step)
   size_t eval_batches = 8;          // fixed held-out batches of `batch` windows

@@ -43,6 +43,9 @@ Corpus load_corpus(const DataConfig& cfg, size_t context);
 // Random streams of the batch draws (distinct from every other use of the generator).
 constexpr uint64_t kTrainDataStream = 0xda7a0001;
 constexpr uint64_t kValDataStream = 0xda7a0002;
+// The proxy's label noise (model.label_noise): training step s's target noise is draw s of this
+// stream (model/proxy.cpp); validation targets get none.
+constexpr uint64_t kLabelNoiseStream = 0xda7a0003;
 
 // out (batch, context+1): windows of `tokens` starting at positions drawn from
 // (seed, stream, draw*batch + i), uniformly over [0, tokens.size() - context).

@@ -21,6 +21,32 @@ std::vector<int32_t> all_windows(const std::vector<int32_t>& tokens, size_t cont
   return out;
 }
 
+// A model that draws its own batches (the proxy): what it draws for every training step (with the
+// label noise) and every validation batch (without), as the float model holds them, the noise in
+// each training target, and its data generator's weights (float64).
+void dump_generated(const LmModel<float>& m, const RunConfig& c, const fs::path& dir) {
+  const size_t b = c.train.batch, din = c.model.input_dim, o = c.model.output_dim;
+  auto draws = [&](uint64_t stream, size_t n, std::optional<uint64_t> noise_stream, const std::string& prefix) {
+    std::vector<float> x, y;
+    std::vector<double> noise;
+    for (size_t d = 0; d < n; ++d) {
+      const auto g = m.generated_batch(stream, d, b, noise_stream);
+      x.insert(x.end(), g.inputs.begin(), g.inputs.end());
+      y.insert(y.end(), g.targets.begin(), g.targets.end());
+      noise.insert(noise.end(), g.noise.begin(), g.noise.end());
+    }
+    io::write_npy_f32((dir / (prefix + "inputs.npy")).string(), {n, b, din}, x.data());
+    io::write_npy_f32((dir / (prefix + "targets.npy")).string(), {n, b, o}, y.data());
+    if (noise_stream) io::write_npy((dir / "label_noise.npy").string(), io::Array{{n * b, o}, noise}, io::Dtype::f8);
+  };
+  // As the training loop draws them: step s is draw s of the training stream, its noise draw s of the
+  // label-noise stream; evaluation batch i is draw i of the validation stream.
+  draws(kTrainDataStream, c.train.steps, kLabelNoiseStream, "");
+  draws(kValDataStream, c.train.eval_batches, std::nullopt, "val_");
+  for (const GeneratorTensor& t : m.generator_weights())
+    io::write_npy((dir / (t.name + ".npy")).string(), io::Array{t.shape, t.values}, io::Dtype::f8);
+}
+
 void fs_check(const std::error_code& ec, const fs::path& p, const char* what) {
   if (ec) throw io::IoError(p.string() + ": cannot " + what + " (" + ec.message() + ")");
 }
@@ -41,9 +67,9 @@ void dump_init(const PreparedRun& run, const std::string& run_dir) {
   try {
     for (const ParamSpec& p : m.table.specs)
       io::write_npy_f32((tmp_dir / (p.name + ".npy")).string(), p.shape, m.params.data() + p.offset);
-    // Token windows exist only for the text models: the proxy model draws its Gaussian inputs
-    // itself (model/proxy.cpp) and has no corpus, so its dump is the weights alone.
-    if (m.needs_text()) {
+    if (!m.needs_text()) {
+      dump_generated(m, c, tmp_dir);
+    } else {
       const size_t ctx = c.model.context, b = c.train.batch;
       // The training loop draws step s's windows as draw s of the training stream; evaluation draws
       // batch i as draw i of the validation stream (the same windows at every evaluation).

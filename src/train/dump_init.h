@@ -3,6 +3,11 @@
 //   <run dir>/init/<param name>.npy   float32, the tensor's shape, the weights before any step
 //   <run dir>/init/batches.npy        int32 (steps, batch, context+1): step s's training windows
 //   <run dir>/init/val_batches.npy    int32 (eval_batches, batch, context+1): the validation windows
+// A model that draws its own batches (proxy) has no windows; instead
+//   <run dir>/init/inputs.npy, targets.npy          float32 (steps, batch, input_dim / output_dim)
+//   <run dir>/init/val_inputs.npy, val_targets.npy  float32 (eval_batches, batch, ...): validation
+//   <run dir>/init/label_noise.npy                  float64 (steps * batch, output_dim): the noise in targets
+//   <run dir>/init/teacher.<layer>.w.npy            float64 (out, in): the teacher's weights
 #pragma once
 
 #include <string>

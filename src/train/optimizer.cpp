@@ -12,7 +12,10 @@ namespace drift {
 double learning_rate(const TrainConfig& t, uint64_t step) {
   if (t.warmup && step < t.warmup) return t.lr * static_cast<double>(step + 1) / static_cast<double>(t.warmup);
   if (t.decay == "constant") return t.lr;
-  const double span = t.steps > t.warmup + 1 ? static_cast<double>(t.steps - t.warmup - 1) : 1.0;
+  // cosine_torch: torch's CosineAnnealingLR(T_max = steps - warmup), which reaches lr_min one step
+  // after the last; cosine and linear reach it at the last step.
+  const uint64_t tail = t.decay == "cosine_torch" ? 0 : 1;
+  const double span = t.steps > t.warmup + tail ? static_cast<double>(t.steps - t.warmup - tail) : 1.0;
   const double progress = std::min(1.0, static_cast<double>(step - std::min<uint64_t>(step, t.warmup)) / span);
   const double lo = t.lr * t.min_lr_frac;
   if (t.decay == "linear") return t.lr - (t.lr - lo) * progress;
@@ -63,6 +66,11 @@ void Optimizer::step(const ParamTable&, float* params, const float* grads, doubl
   ac.eps = static_cast<float>(cfg_.eps);
   ac.bias1 = static_cast<float>(1.0 - std::pow(cfg_.beta1, static_cast<double>(t_)));
   ac.bias2 = static_cast<float>(1.0 - std::pow(cfg_.beta2, static_cast<double>(t_)));
+  // 1 - beta: from the fp32 beta in fp32 (drift's default), or in double and rounded once (torch's
+  // Adam); at beta2 = 0.999 the two differ by 1.3e-5 relative (0.999 is not an fp32 value).
+  const bool in_fp64 = cfg_.adam_one_minus_beta == "fp64";
+  ac.one_minus_beta1 = in_fp64 ? static_cast<float>(1.0 - cfg_.beta1) : 1.0f - ac.beta1;
+  ac.one_minus_beta2 = in_fp64 ? static_cast<float>(1.0 - cfg_.beta2) : 1.0f - ac.beta2;
   for (size_t blk = 0; blk < m_.blocks(); ++blk) {
     const size_t lo = m_.block_begin(blk), n = m_.block_end(blk) - lo;
     float* p = params + lo;

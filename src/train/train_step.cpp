@@ -26,7 +26,9 @@ void TrainStep::begin(uint64_t step, double loss_scale) {
 }
 
 double TrainStep::forward_batch(const std::vector<int32_t>& tokens, uint64_t stream, uint64_t draw) {
-  if (!m_.needs_text()) return m_.forward_generated(stream, draw, c_.train.batch);
+  if (!m_.needs_text())  // training batches carry the label noise, validation batches do not
+    return m_.forward_generated(stream, draw, c_.train.batch,
+                                stream == kTrainDataStream ? std::optional<uint64_t>(kLabelNoiseStream) : std::nullopt);
   sample_windows(tokens, c_.model.context, c_.train.batch, c_.seed, stream, draw, windows_.data());
   return m_.forward(windows_.data(), c_.train.batch);
 }

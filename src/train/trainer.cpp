@@ -178,9 +178,20 @@ struct LoopState {
 // A resolved config as compared between a checkpoint (or a run directory's config.json) and a
 // resuming run: without the keys that do not change the run's bits (version, output; diagnostics,
 // measurements only, may be switched on or off; every backend gives the same bits).
+// Keys that arrived after runs were already on disk (the proxy's task forms, Adam's complement):
+// at their defaults they are left out, so that a run written before they existed (its checkpoint or
+// config.json has none of them) resumes as the same run.
 ojson identity_of(ojson j) {
-  if (j.is_object())
-    for (const char* k : {"version", "output", "diagnostics", "backend"}) j.erase(k);
+  if (!j.is_object()) return j;
+  for (const char* k : {"version", "output", "diagnostics", "backend"}) j.erase(k);
+  static const ojson defaults = resolved_config_json(RunConfig());
+  static const std::pair<const char*, const char*> later[] = {
+      {"model", "student"}, {"model", "fc_bias"},       {"model", "teacher"},           {"model", "teacher_width"},
+      {"model", "teacher_depth"}, {"model", "init"},    {"model", "label_noise"},       {"train", "adam_one_minus_beta"}};
+  for (const auto& [section, key] : later)
+    if (j.contains(section) && j[section].is_object() && j[section].contains(key) &&
+        j[section][key] == defaults[section][key])
+      j[section].erase(key);
   return j;
 }
 
@@ -439,7 +450,7 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
     // (unscaled, unclipped) and works on copies; nothing of the run changes. ----
     if (diag.due(step)) {
       diag_out << diag.run(step, m, m.grads.data(), m.loss_scale,
-                           StepBatch{train_step.windows().data(), c.train.batch, kTrainDataStream, step}).dump()
+                           StepBatch{train_step.windows().data(), c.train.batch, kTrainDataStream, step, kLabelNoiseStream}).dump()
                << "\n";
       diag_out.flush();
     }

@@ -26,7 +26,7 @@ template <bool kDecay>
 template <bool kDecay>
 [[gnu::always_inline]] inline void adamw_loop(float* __restrict p, const float* __restrict gr, float* __restrict m,
                                               float* __restrict v, size_t n, const AdamwCoeffs& k) {
-  const float one_minus_b1 = 1.0f - k.beta1, one_minus_b2 = 1.0f - k.beta2;
+  const float one_minus_b1 = k.one_minus_beta1, one_minus_b2 = k.one_minus_beta2;
   for (size_t i = 0; i < n; ++i) {
     const float g = gr[i] * k.grad_scale;
     m[i] = k.beta1 * m[i] + one_minus_b1 * g;

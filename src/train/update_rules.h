@@ -22,6 +22,9 @@ void sgd_update(float* p, const float* g, float* m, size_t n, const SgdCoeffs& k
 struct AdamwCoeffs {
   float lr = 0, grad_scale = 1, weight_decay = 0, beta1 = 0, beta2 = 0, eps = 0;
   float bias1 = 1, bias2 = 1;  // 1 - beta1^t, 1 - beta2^t
+  // 1 - beta1, 1 - beta2 as the moments' updates use them (train.adam_one_minus_beta: 1.0f - beta in
+  // fp32, or 1 - beta in double rounded once to fp32 as torch.optim.Adam passes them).
+  float one_minus_beta1 = 1, one_minus_beta2 = 1;
 };
 // g' = g*s;  m = b1*m + (1-b1)*g';  v = b2*v + (1-b2)*(g'*g');
 // u = (m/bias1) / (sqrt(v/bias2) + eps) (+ wd*p when `decay`);  p -= lr*u.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # drift train with model.kind = proxy and precision.elementwise: byte-identical metrics (timing fields
 # aside) at OMP_NUM_THREADS=1 and 2 with stochastic rounding in an elementwise quantizer, per-tensor
-# telemetry in metrics.jsonl, the proxy learns, and a bad elementwise rule exits 2 naming its path.
+# telemetry in metrics.jsonl, the proxy learns, and a bad elementwise rule exits 2 naming its path;
+# the paper's form with label noise: thread-count independent, continued from a checkpoint exactly.
 # Usage: proxy_elementwise.sh <drift-binary> <source-dir>
 source "$(dirname "$0")/common.bash" "$@"
 
@@ -51,4 +52,23 @@ set -e
 [ "$rc" -eq 2 ] || fail "bad elementwise rule: exit $rc, expected 2"
 grep -q "precision.elementwise\[0\].match.tensor" err.txt || fail "error message: $(cat err.txt)"
 [ ! -e bad ] || fail "a config error wrote the run directory"
+# The paper's form with label noise (drawn from the seed, keyed by the step): the same bytes at 1
+# and 2 threads, and a run continued from its step-20 checkpoint writes the uninterrupted run's
+# lines from step 20 on. (The noise's values are checked in tests/test_proxy_forms.cpp.)
+paper=(--set model.student=bare --set model.input_dim=16 --set model.output_dim=16 --set model.fc_bias=false
+       --set model.teacher=mlp --set model.init=torch_uniform --set model.label_noise=0.05
+       --set train.checkpoint_every=20 --set train.keep_checkpoints=true --set train.steps=40)
+OMP_NUM_THREADS=1 "$drift" train --config proxy.json --quiet --out p1 "${paper[@]}"
+OMP_NUM_THREADS=2 "$drift" train --config proxy.json --quiet --out p2 "${paper[@]}"
+cmp <(no_timing p1/metrics.jsonl) <(no_timing p2/metrics.jsonl) || fail "paper form: metrics differ between 1 and 2 threads"
+OMP_NUM_THREADS=2 "$drift" train --config proxy.json --quiet --out p3 "${paper[@]}" --resume-from p1/checkpoint-20.bin
+cmp <(no_timing p1/metrics.jsonl | tail -n 20) <(no_timing p3/metrics.jsonl) \
+  || fail "paper form: the run continued from step 20 differs from the uninterrupted one"
+OMP_NUM_THREADS=1 "$drift" train --config proxy.json --quiet --out p0 "${paper[@]}" --set model.label_noise=0
+python3 - p1 p0 <<'PY' || fail "label noise: training targets"
+import json, sys
+noisy, clean = ([json.loads(l) for l in open(d + "/metrics.jsonl")] for d in sys.argv[1:])
+# Same student, inputs and teacher at step 0: only the targets' noise (std 0.05) tells them apart.
+assert noisy[0]["loss"] != clean[0]["loss"] and abs(noisy[0]["loss"] - clean[0]["loss"]) < 0.05, (noisy[0], clean[0])
+PY
 echo "proxy_elementwise: OK"

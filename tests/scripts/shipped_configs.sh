@@ -86,6 +86,12 @@ expect = {
   "mlp_mxfp8_rceil": mx("fp8_e4m3", 32) + [op("scaling.rule", "rceil")],
   "mlp_nvfp4": fmt("fp4_e2m1") + [op("scaling.kind", "nvfp4"), op("scaling.block", 16)],
   "proxy_fp32": [cfg("model.kind", "proxy")] + fmt("fp32") + [elem(e, "- (fp32)") for e in ELEMS],
+  "proxy_paper_fp32": [cfg("model.kind", "proxy"), cfg("model.student", "bare"), cfg("model.input_dim", 64),
+                       cfg("model.output_dim", 64), cfg("model.fc_bias", False), cfg("model.teacher", "mlp"),
+                       cfg("model.init", "torch_uniform"), cfg("model.label_noise", 0.005), cfg("model.activation", "gelu"),
+                       cfg("train.batch", 256), cfg("train.lr", 0.001), cfg("train.warmup", 0),
+                       cfg("train.decay", "constant"), cfg("train.weight_decay", 0), cfg("train.beta2", 0.999), cfg("train.adam_one_minus_beta", "fp64"),
+                       cfg("train.grad_clip", 0)] + fmt("fp32") + [elem(e, "- (fp32)") for e in ELEMS],
   "proxy_mxfp8_ln": [cfg("model.kind", "proxy")] + mx("fp8_e4m3", 32) +
                     [elem("ln_weight", "fp8_e4m3 block32 floor"), elem("ln_bias", "fp8_e4m3 block32 floor"), elem("ln_out", "bf16"),
                      elem("act_in", "bf16"), elem("act_out", "bf16")],
