@@ -8,7 +8,7 @@
 #   search     the recorded search for the phenomenon: fp32 and mx_bwd_both over learning rates
 #              0.003, 0.01, 0.02, 0.03 (seed 1)                                8 runs
 #   main       every policy in policies/ at base.json (lr 0.03), seeds 1-3      21 runs
-#   mechanism  mx_bwd_both, seed 1, with diagnostics every 25 steps and two probes
+#   mechanism  mx_bwd_both, seed 1, with diagnostics every 50 steps and two probes
 #              (diagnostics.json: the rceil rescue and fp32) up to its divergence  1 run
 # Each part leaves results/<part>.{md,json,csv,lead_time.md} and <out>/<part>/report.html.
 # Time on 2 cores (-j 2): about 25 minutes for all three (600 steps: ~45 s a run).
@@ -20,9 +20,9 @@ study_init "$@"
 study_sweep search --config "$STUDY_DIR/base.json" --seeds 1 --set train.lr=0.003,0.01,0.02,0.03 \
   --policies "$STUDY_DIR"/policies/fp32.json "$STUDY_DIR"/policies/mx_bwd_both.json
 study_sweep main --config "$STUDY_DIR/base.json" --seeds 1-3 --policies "$STUDY_DIR"/policies/*.json
-# mechanism: the diverging policy again, seed 1, with diagnostics every 25 steps: its gradient's
+# mechanism: the diverging policy again, seed 1, with diagnostics every 50 steps: its gradient's
 # cosine, relative error and bias against the exact fp64 gradient, and the same at the run's own
-# weights for two probes (the rceil rescue and fp32), up to the divergence    1 run, ~10 minutes
+# weights for two probes (the rceil rescue and fp32), up to the divergence    1 run, ~25 minutes (an fp64 attention step is slow)
 study_sweep mechanism --config "$STUDY_DIR/base.json" --seeds 1 \
   --set "diagnostics=$(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["diagnostics"], separators=(",", ":")))' "$STUDY_DIR/diagnostics.json")" \
   --policies "$STUDY_DIR"/policies/mx_bwd_both.json
