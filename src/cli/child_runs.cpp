@@ -60,6 +60,20 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& log, unsign
   return pid;
 }
 
+// Why a job must not start: its config, resolved again now, is not the one preflight checked.
+std::optional<std::string> config_changed_since_preflight(const ChildJob& j) {
+  if (!j.planned) return std::nullopt;
+  std::optional<std::string> diff;
+  try {
+    diff = config_difference(nlohmann::json::parse(planned_config(j.run).dump()), *j.planned);
+  } catch (const std::exception& e) {
+    return "not started: " + j.run.config + " no longer resolves (" + e.what() + ")";
+  }
+  if (!diff) return std::nullopt;
+  return "not started: " + j.run.config + " changed since the sweep checked it (" + *diff +
+         " differs); runs already started keep the config they started with. Rerun the sweep";
+}
+
 }  // namespace
 
 const char* to_string(RunStatus s) {
@@ -88,6 +102,7 @@ std::optional<nlohmann::json> read_summary(const std::string& dir) {
 void preflight(std::vector<ChildJob>& jobs) {
   for (auto& j : jobs) {
     const nlohmann::ordered_json planned = planned_config(j.run);  // ConfigError -> exit 2
+    j.planned = planned;
     // ... and its diagnostics probes resolve at the model's sites, as drift train checks first.
     check_run_rules(parse_run_config(nlohmann::json::parse(planned.dump())));
     const fs::path dir(j.run.dir);
@@ -158,6 +173,12 @@ bool run_children(const std::vector<ChildJob>& jobs, size_t parallel, std::vecto
       if (jobs[i].skip) {
         results[i].status = RunStatus::skipped_existing;
         results[i].summary = read_summary(jobs[i].run.dir);
+        on_done(i, results[i]);
+        continue;
+      }
+      if (const auto changed = config_changed_since_preflight(jobs[i])) {
+        results[i].status = RunStatus::failed;
+        results[i].stderr_tail = *changed + "\n";
         on_done(i, results[i]);
         continue;
       }

@@ -26,6 +26,10 @@ struct ChildJob {
   TrainRun run;
   std::string log;  // stderr of the child; removed when empty
   bool skip = false;  // a finished run already there: not launched
+  // The run's resolved config as preflight checked it. The child reads --config again when it
+  // starts, so a base config edited while a sweep runs would give later runs another config than
+  // the one checked; such a run is not launched (reported failed, naming the key that changed).
+  std::optional<nlohmann::ordered_json> planned;
 };
 
 struct ChildResult {
