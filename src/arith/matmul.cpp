@@ -33,9 +33,7 @@ void MatmulTelemetry::merge(const MatmulTelemetry& o) {
 }
 
 bool is_plain_fp32_sequential(const Accumulator& acc) {
-  const Format& f = acc.format;
-  return f.kind == Kind::floating && f.exp_bits == 8 && f.man_bits == 23 && f.bias == 127 && f.inf &&
-         f.subnormals && acc.round.mode == Rounding::rne && acc.round.subnormals == Subnormals::keep &&
+  return is_binary32(acc.format) && acc.round.mode == Rounding::rne && acc.round.subnormals == Subnormals::keep &&
          acc.order == SumOrder::sequential && !acc.fused;
 }
 

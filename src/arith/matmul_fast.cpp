@@ -827,8 +827,7 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
   // Output rounding. An fp32 output that keeps subnormals leaves every finite float unchanged: a
   // float C then comes straight from the kernel, with nothing left to do per element.
   const Format& of = policy.out_format;
-  const bool out_is_identity = of.kind == Kind::floating && of.exp_bits == 8 && of.man_bits == 23 && of.bias == 127 &&
-                               of.subnormals && policy.out_round.subnormals == Subnormals::keep;
+  const bool out_is_identity = is_fp32_grid_kept(of, policy.out_round);
   const bool direct = std::is_same_v<CT, float> && out_is_identity && !outer_scalar;
   if constexpr (std::is_same_v<CT, float>) {
     if (direct) {

@@ -2,8 +2,8 @@
 # The house only calls downward: every #include "<layer>/..." in src/ names the file's own layer or
 # one below it, every folder of src/ is a layer named in the order below, and no file reaches itself
 # through its includes (no include cycle). The order is written here once (README's layout section and
-# DESIGN.md draw the same picture). arith and io use nothing of each other: io sits beside arith on
-# the ground floor, listed after it.
+# DESIGN.md draw the same picture). io sits above arith: it reads files into arith's types (the
+# tensor-core vectors of io/tc_vectors.h) and does no arithmetic; arith does no I/O.
 # The checker first proves it can fail: on a small made-up tree with one upward include, one cycle
 # and one unlisted folder it must report exactly those.
 # Usage: layer_order.sh <drift-binary> <source-dir>   (the binary is not used)
