@@ -41,6 +41,7 @@
 #include "arith/cast_span.h"
 #include "arith/matmul.h"
 #include "arith/matmul_in_place.h"
+#include "arith/matmul_workspace.h"
 #include "arith/matmul_random.h"
 #include "arith/ops.h"
 #include "arith/parallel.h"
@@ -626,12 +627,6 @@ void gather_rows(const float* p, size_t rows, size_t k, size_t cs, float* dst) {
   transpose_floats(p, k, rows, cs, dst, k, false);
 }
 
-// Per-thread scratch of the fast path, grown and never cleared: every element read is written first.
-struct FastScratch {
-  std::vector<float> a, b, c, sa, sb;
-  std::vector<double> ea, bd, eb, aq_wide, bq_wide;
-};
-
 // The operands' magnitude ranges, taken while packing (one read of each operand).
 struct PackedRanges {
   double a_min = INFINITY, a_max = 0, b_min = INFINITY, b_max = 0;
@@ -922,7 +917,10 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
   FastPlan plan;
   if (!plan_fast(ops, ia, ib, policy, ctx, op, plan)) return false;
   if (op.m == 0 || op.n == 0) return true;
-  static thread_local FastScratch scratch;
+  FastScratch own;  // (used only when the caller passes no workspace)
+  FastScratch& scratch = !ctx.workspace                    ? own
+                         : std::is_same_v<CT, float> ? ctx.workspace->fast_float
+                                                     : ctx.workspace->fast_double;
   FusedPlan plan_full, plan_tail;
   PackedRanges ranges;
   if (plan.inner_fused) pack_fused(ops, *policy.inner.fused, plan.W, op, scratch, plan_full, plan_tail, ranges);
