@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "diag/bisect_plan.h"
+#include "study/bisect_plan.h"
 
 using namespace drift;
 using json = nlohmann::json;

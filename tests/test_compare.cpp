@@ -5,9 +5,9 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "diag/compare.h"
-#include "diag/compare_render.h"
-#include "diag/run_index.h"
+#include "study/compare.h"
+#include "study/compare_render.h"
+#include "study/run_index.h"
 
 using namespace drift;
 using json = nlohmann::json;

@@ -146,7 +146,9 @@ TEST_CASE("causal attention: probabilities are causal and backward matches finit
   auto qkv = randn(b * t * 3 * c, 20), r = randn(b * t * c, 21);
   std::vector<double> out(b * t * c), att(b * nh * t * t), dqkv(b * t * 3 * c), datt(t * t);
   auto loss = [&] {
-    attention_forward(s, score, value, out.data(), att.data(), qkv.data(), b, t, c, nh);
+    // The model's path (model.cpp): the probabilities, then (unquantized here) the values product.
+    attention_probs_forward(s, score, att.data(), qkv.data(), b, t, c, nh);
+    attention_values_forward(s, value, out.data(), att.data(), qkv.data(), b, t, c, nh);
     return dot(out, r);
   };
   loss();

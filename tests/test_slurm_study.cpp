@@ -8,9 +8,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "diag/train_run.h"
 #include "study/run_state.h"
 #include "study/slurm_job.h"
+#include "study/train_run.h"
 
 using namespace drift;
 using strings = std::vector<std::string>;

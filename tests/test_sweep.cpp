@@ -9,8 +9,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "diag/sweep_plan.h"
-#include "diag/train_run.h"
+#include "study/sweep_plan.h"
+#include "study/train_run.h"
 #include "train/config.h"
 
 using namespace drift;

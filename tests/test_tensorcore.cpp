@@ -15,10 +15,16 @@
 #include "arith/fused_accum.h"
 #include "arith/tc_presets.h"
 #include "arith/tcverify.h"
+#include "io/tc_vectors.h"
 
 using namespace drift;
 
 namespace {
+
+// A set's files replayed through a preset: read (io/tc_vectors.h), then replayed (arith/tcverify.h).
+TcFileResult verify_dir(const std::string& dir, const TcPreset& p, const TcVerifyOptions& opt) {
+  return tc_verify(io::read_tc_vectors(dir, p.output, !opt.c_zero), p, opt);
+}
 
 TcPreset preset(const char* name) {
   auto p = find_tc_preset(name);
@@ -83,14 +89,14 @@ TEST_CASE("tensorcore: every measured file reproduced by its preset") {
     REQUIRE(p.output == e.output);
     TcVerifyOptions opt;
     opt.c_zero = e.c_zero;
-    const TcFileResult r = tc_verify(dir, p, opt);
+    const TcFileResult r = verify_dir(dir, p, opt);
     MESSAGE(label << ": " << r.matched << "/" << r.total);
     CHECK(r.total == 5000);
     CHECK(r.matched == e.matched);
     covered.insert(std::string(e.dir) + ":" + e.output);
     // The set's measured.txt (what `drift tcverify DIR` replays) says the same.
     size_t listed = 0;
-    for (const auto& m : tc_read_measured(dir))
+    for (const auto& m : io::tc_read_measured(dir))
       if (m.output == e.output) {
         ++listed;
         CHECK(m.preset == e.preset);
@@ -104,11 +110,11 @@ TEST_CASE("tensorcore: every measured file reproduced by its preset") {
     for (const auto& fmt : std::filesystem::directory_iterator(gpu.path())) {
       if (!fmt.is_directory()) continue;
       const std::string rel = gpu.path().filename().string() + "/" + fmt.path().filename().string();
-      for (const auto& out : tc_outputs_present(fmt.path().string())) {
+      for (const auto& out : io::tc_outputs_present(fmt.path().string())) {
         CAPTURE(rel);
         CHECK(covered.count(rel + ":" + out) == 1);
       }
-      CHECK(tc_read_measured(fmt.path().string()).size() == tc_outputs_present(fmt.path().string()).size());
+      CHECK(io::tc_read_measured(fmt.path().string()).size() == io::tc_outputs_present(fmt.path().string()).size());
     }
   }
 }
@@ -119,7 +125,7 @@ TEST_CASE("tensorcore: the minimum alignment exponent of the Hopper models chang
   // the same 5000.
   TcPreset p = preset("h100_bf16");
   p.model.min_align_exp = kNoMinAlignExp;
-  const auto r = tc_verify(std::string(DRIFT_SOURCE_DIR) + "/data/tensorcore/H100/bf16", p, {});
+  const auto r = verify_dir(std::string(DRIFT_SOURCE_DIR) + "/data/tensorcore/H100/bf16", p, {});
   CHECK(r.matched == 5000);
 }
 
@@ -152,7 +158,7 @@ TEST_CASE("tensorcore: H200 presets are the H100 models (H200 is Hopper)") {
   CHECK(dot("h200_fp8", 0, {1, p2(-6), p2(-7)}, {1, p2(-7), p2(-7)}) == 1 + p2(-13));
   TcVerifyOptions c_zero;
   c_zero.c_zero = true;
-  CHECK(tc_verify(std::string(DRIFT_SOURCE_DIR) + "/data/tensorcore/H100/E4M3", preset("h200_fp8_e4m3"), c_zero)
+  CHECK(verify_dir(std::string(DRIFT_SOURCE_DIR) + "/data/tensorcore/H100/E4M3", preset("h200_fp8_e4m3"), c_zero)
             .matched == 5000);
 }
 
@@ -171,7 +177,7 @@ TEST_CASE("tensorcore: B200 FP8 adds c after the fused products, not inside the 
     CAPTURE(name);
     TcPreset p = preset(pub.name);
     p.model.promote_every = 0;  // c in the group, as B200TC.m
-    CHECK(tc_verify(root + fmt, p, {}).matched == static_cast<size_t>(published));
+    CHECK(verify_dir(root + fmt, p, {}).matched == static_cast<size_t>(published));
   }
   // By hand: c = 2^10 (fp32 ulp 2^-13) and one product 3*2^-9 * 2^-6 = 3*2^-15. The group alone is
   // 3*2^-15 (exact in fp32); 2^10 + 3*2^-15 lies above the midpoint 2^10 + 2^-14, so the IEEE addition
@@ -198,7 +204,7 @@ TEST_CASE("tensorcore: the B200 fp16-output minimum alignment exponent changes n
   CHECK(p.model.min_align_exp == -21);
   for (int min_align : {kNoMinAlignExp, -15}) {
     p.model.min_align_exp = min_align;
-    CHECK(tc_verify(dir, p, {}).matched == 5000);
+    CHECK(verify_dir(dir, p, {}).matched == 5000);
   }
 }
 
@@ -208,31 +214,31 @@ TEST_CASE("tensorcore: measured.txt") {
   fs::remove_all(dir);
   fs::create_directories(dir / "X" / "fp16");
   auto write = [&](const char* text) {
-    std::FILE* f = std::fopen((dir / "X" / "fp16" / kTcMeasuredFile).string().c_str(), "w");
+    std::FILE* f = std::fopen((dir / "X" / "fp16" / io::kTcMeasuredFile).string().c_str(), "w");
     std::fputs(text, f);
     std::fclose(f);
   };
   const std::string set = (dir / "X" / "fp16").string();
-  CHECK(tc_read_measured(set).empty());  // absent: nothing known
-  CHECK(tc_measured_sets(dir.string()).empty());
+  CHECK(io::tc_read_measured(set).empty());  // absent: nothing known
+  CHECK(io::tc_measured_sets(dir.string()).empty());
   write("# comment\n\nfp32 h100_fp8_e4m3 c=zero  # WGMMA\nfp16 h100_fp8_e4m3_out16 c=file\n");
-  const auto m = tc_read_measured(set);
+  const auto m = io::tc_read_measured(set);
   REQUIRE(m.size() == 2);
   CHECK(m[0].output == "fp32");
   CHECK(m[0].preset == "h100_fp8_e4m3");
   CHECK(m[0].c_zero);
   CHECK(!m[1].c_zero);
-  CHECK(tc_measured_sets(dir.string()) == std::vector<std::string>{set});
+  CHECK(io::tc_measured_sets(dir.string()) == std::vector<std::string>{set});
   write("fp32 h100_fp8_e4m3\n");
-  CHECK_THROWS_WITH_AS(tc_read_measured(set), doctest::Contains("measured.txt line 1: expected"), TcDataError);
+  CHECK_THROWS_WITH_AS(io::tc_read_measured(set), doctest::Contains("measured.txt line 1: expected"), TcDataError);
   write("fp32 no_such_preset c=file\n");
-  CHECK_THROWS_WITH_AS(tc_read_measured(set), doctest::Contains("unknown preset 'no_such_preset'"), TcDataError);
+  CHECK_THROWS_WITH_AS(io::tc_read_measured(set), doctest::Contains("unknown preset 'no_such_preset'"), TcDataError);
   write("fp16 h100_fp8_e4m3 c=file\n");
-  CHECK_THROWS_WITH_AS(tc_read_measured(set), doctest::Contains("has fp32 output, not fp16"), TcDataError);
+  CHECK_THROWS_WITH_AS(io::tc_read_measured(set), doctest::Contains("has fp32 output, not fp16"), TcDataError);
   write("fp32 h100_fp8_e4m3 c=zero\nfp32 h100_fp8_e5m2 c=zero\n");
-  CHECK_THROWS_WITH_AS(tc_read_measured(set), doctest::Contains("line 2: output fp32 listed twice"), TcDataError);
+  CHECK_THROWS_WITH_AS(io::tc_read_measured(set), doctest::Contains("line 2: output fp32 listed twice"), TcDataError);
   write("# nothing\n");
-  CHECK_THROWS_WITH_AS(tc_read_measured(set), doctest::Contains("no '<fp32|fp16> <preset>"), TcDataError);
+  CHECK_THROWS_WITH_AS(io::tc_read_measured(set), doctest::Contains("no '<fp32|fp16> <preset>"), TcDataError);
   fs::remove_all(dir);
 }
 
@@ -422,23 +428,23 @@ TEST_CASE("tensorcore: tcverify reports bad input with file and line") {
   write("b_X_fp16.txt", "3f800000 3f800000\n");
   write("c_X_fp32.txt", "00000000000000000000000000000000\n");
   write("d_X_fp32.txt", "01000000000000000000000000000000\n");
-  const auto ok = tc_verify(dir.string(), p, {});
+  const auto ok = verify_dir(dir.string(), p, {});
   CHECK(ok.matched == 1);
   CHECK(ok.total == 1);
   write("d_X_fp32.txt", "01000000000000000000000000000001\n");
-  const auto bad = tc_verify(dir.string(), p, {});
+  const auto bad = verify_dir(dir.string(), p, {});
   CHECK(bad.matched == 0);
   REQUIRE(bad.first_mismatches.size() == 1);
   CHECK(bad.first_mismatches[0].line == 1);
   CHECK(bad.first_mismatches[0].got == 0x40000000u);
   write("b_X_fp16.txt", "3f800000 3f80000g\n");
-  CHECK_THROWS_WITH_AS(tc_verify(dir.string(), p, {}), doctest::Contains("b_X_fp16.txt line 1"), TcDataError);
+  CHECK_THROWS_WITH_AS(verify_dir(dir.string(), p, {}), doctest::Contains("b_X_fp16.txt line 1"), TcDataError);
   write("b_X_fp16.txt", "3f800000 3f800001\n");  // 1 + 2^-23 is not an fp16 value
-  CHECK_THROWS_WITH_AS(tc_verify(dir.string(), p, {}), doctest::Contains("not a fp16 value"), TcDataError);
+  CHECK_THROWS_WITH_AS(verify_dir(dir.string(), p, {}), doctest::Contains("not a fp16 value"), TcDataError);
   write("b_X_fp16.txt", "3f800000 3f800000\n");
   write("c_X_fp32.txt", "0101\n");
-  CHECK_THROWS_WITH_AS(tc_verify(dir.string(), p, {}), doctest::Contains("c_X_fp32.txt line 1"), TcDataError);
+  CHECK_THROWS_WITH_AS(verify_dir(dir.string(), p, {}), doctest::Contains("c_X_fp32.txt line 1"), TcDataError);
   fs::remove(dir / "c_X_fp32.txt");
-  CHECK_THROWS_WITH_AS(tc_verify(dir.string(), p, {}), doctest::Contains("no c_*_fp32.txt"), TcDataError);
+  CHECK_THROWS_WITH_AS(verify_dir(dir.string(), p, {}), doctest::Contains("no c_*_fp32.txt"), TcDataError);
   fs::remove_all(dir);
 }

@@ -2,6 +2,7 @@
 // replace on the hot path, and the in-place optimizer update against the scalar rule written out
 // here (load the state block, update element by element, store it back, round the master weights).
 #include <doctest/doctest.h>
+#include <hwy/targets.h>
 
 #include <cmath>
 #include <cstring>
@@ -233,13 +234,19 @@ TEST_CASE("optimizer: the in-place update gives the scalar rule's bits for every
   }
 }
 
-TEST_CASE("update rules: every instruction set this CPU runs gives the scalar rule's bits") {
+TEST_CASE("update rules: every SIMD target this CPU runs gives the scalar rule's bits") {
   const size_t n = 1001;  // not a multiple of any vector width: the loops' tails run too
   const std::vector<float> g = draws(n, 20, 0.5f), p0 = draws(n, 21, 1.0f), m0 = draws(n, 22, 0.1f);
   std::vector<float> v0 = draws(n, 23, 0.01f);
   for (float& x : v0) x = std::fabs(x);
-  for (UpdateIsa isa : supported_update_isas()) {
-    CAPTURE(std::string(to_string(isa)));
+  const std::vector<int64_t> targets = update_rule_targets();
+  REQUIRE(!targets.empty());
+  struct Reset {
+    ~Reset() { hwy::SetSupportedTargetsForTest(0); }
+  } reset;
+  for (int64_t target : targets) {
+    hwy::SetSupportedTargetsForTest(target);
+    CAPTURE(std::string(hwy::TargetName(target)));
     for (bool decay : {false, true}) {
       CAPTURE(decay);
       AdamwCoeffs a;
@@ -247,7 +254,7 @@ TEST_CASE("update rules: every instruction set this CPU runs gives the scalar ru
       a.one_minus_beta1 = 1.0f - a.beta1, a.one_minus_beta2 = 1.0f - a.beta2;
       a.bias1 = 0.271f, a.bias2 = 0.142625f;
       std::vector<float> p = p0, m = m0, v = v0, pr = p0, mr = m0, vr = v0;
-      adamw_update(p.data(), g.data(), m.data(), v.data(), n, a, decay, isa);
+      adamw_update(p.data(), g.data(), m.data(), v.data(), n, a, decay);
       for (size_t i = 0; i < n; ++i) {
         const float gi = g[i] * a.grad_scale;
         mr[i] = a.beta1 * mr[i] + (1.0f - a.beta1) * gi;
@@ -263,7 +270,7 @@ TEST_CASE("update rules: every instruction set this CPU runs gives the scalar ru
       SgdCoeffs s;
       s.lr = 1e-2f, s.grad_scale = 0.5f, s.weight_decay = 0.01f, s.momentum = 0.9f;
       p = p0, m = m0, pr = p0, mr = m0;
-      sgd_update(p.data(), g.data(), m.data(), n, s, decay, isa);
+      sgd_update(p.data(), g.data(), m.data(), n, s, decay);
       for (size_t i = 0; i < n; ++i) {
         float gi = g[i] * s.grad_scale;
         if (decay) gi = gi + s.weight_decay * pr[i];

@@ -423,8 +423,7 @@ bool fits_float(const Format& f) {
 }
 
 bool is_fp32_grid_kept(const Format& f, const RoundSpec& spec) {
-  return f.kind == Kind::floating && f.exp_bits == 8 && f.man_bits == 23 && f.bias == 127 && f.inf &&
-         f.nan == NanCode::ieee && f.has_neg_zero && f.subnormals && !flushes(f, spec);
+  return is_binary32(f) && !flushes(f, spec);
 }
 
 CastStats cast_span(const float* in, float* out, size_t n, const Format& f, const RoundSpec& spec, uint64_t seed,

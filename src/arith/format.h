@@ -1,5 +1,5 @@
 // A number format is data: the fields below, plus constants derived from them once.
-// Nothing here depends on a particular format; the catalogue (format_catalogue.cpp) names them.
+// Nothing here depends on a particular format; the catalogue (catalogue.cpp) names them.
 #pragma once
 
 #include "arith/hostdevice.h"
@@ -97,6 +97,14 @@ DRIFT_HD void derive_format(Format& f) {
   // Finite codes per sign: (top_field) full binades plus the top one up to top_mant, field 0 included.
   const uint64_t per_sign = static_cast<uint64_t>(top_field) * (uint64_t{1} << f.man_bits) + top_mant + 1;
   f.finite_codes = f.nan == NanCode::negzero ? 2 * per_sign - 1 : 2 * per_sign;
+}
+
+// Whether f is IEEE binary32 itself (8 exponent bits, 23 mantissa bits, bias 127, inf, IEEE NaN,
+// subnormals): the one test behind every fp32 shortcut (a cast that keeps every float, an fp32
+// accumulator the fast kernel runs natively, an fp32 output taken straight from the kernel).
+DRIFT_HD bool is_binary32(const Format& f) {
+  return f.kind == Kind::floating && f.exp_bits == 8 && f.man_bits == 23 && f.bias == 127 && f.inf &&
+         f.nan == NanCode::ieee && f.subnormals;
 }
 
 // Bits of significand a value of f can carry (the implicit bit included): what decides whether a

@@ -10,6 +10,7 @@
 #include "arith/catalogue.h"
 #include "arith/error_bound.h"
 #include "arith/matmul_in_place.h"
+#include "arith/matmul_workspace.h"
 
 namespace drift {
 
@@ -33,9 +34,7 @@ void MatmulTelemetry::merge(const MatmulTelemetry& o) {
 }
 
 bool is_plain_fp32_sequential(const Accumulator& acc) {
-  const Format& f = acc.format;
-  return f.kind == Kind::floating && f.exp_bits == 8 && f.man_bits == 23 && f.bias == 127 && f.inf &&
-         f.subnormals && acc.round.mode == Rounding::rne && acc.round.subnormals == Subnormals::keep &&
+  return is_binary32(acc.format) && acc.round.mode == Rounding::rne && acc.round.subnormals == Subnormals::keep &&
          acc.order == SumOrder::sequential && !acc.fused;
 }
 
@@ -193,7 +192,8 @@ void prepare_operands_into(PreparedOperands& ops, const MatViewF& a, const MatVi
 MatmulTelemetry matmul(const MatView& a, const MatView& b, double* c, size_t ldc, const MatmulPolicy& policy,
                        const MatmulContext& ctx) {
   if (auto err = validate_policy(policy); !err.empty()) throw std::invalid_argument("matmul policy: " + err);
-  static thread_local PreparedOperands ops;  // reused storage: large calls would otherwise page-fault afresh
+  MatmulWorkspace own;  // (used only when the caller passes no workspace)
+  PreparedOperands& ops = (ctx.workspace ? *ctx.workspace : own).ops_double;
   prepare_operands_into(ops, a, b, policy, ctx);
   MatmulTelemetry tel;
   tel.a = ops.a.stats;
@@ -223,7 +223,9 @@ MatView widened_copy(const MatViewF& v, std::vector<double>& storage) {
 MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ldc, const MatmulPolicy& policy,
                        const MatmulContext& ctx) {
   const size_t m = a.rows, n = b.cols;
-  static thread_local std::vector<double> wide_c;  // C from the double-only paths, before it becomes float
+  MatmulWorkspace own;  // (used only when the caller passes no workspace)
+  MatmulWorkspace& ws = ctx.workspace ? *ctx.workspace : own;
+  std::vector<double>& wide_c = ws.wide_c;  // C from the double-only paths, before it becomes float
   auto narrow_c = [&](const double* w) {
     for (size_t i = 0; i < m; ++i)
       for (size_t j = 0; j < n; ++j) c[i * ldc + j] = static_cast<float>(w[i * n + j]);
@@ -231,8 +233,7 @@ MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ld
   if (ctx.cast_error || ctx.check_bound) {
     // Diagnostic passes measure against the double inputs and C: run the double entry on exact
     // double copies (rare calls; speed does not matter here).
-    static thread_local std::vector<double> wa, wb;
-    const MatView da = widened_copy(a, wa), db = widened_copy(b, wb);
+    const MatView da = widened_copy(a, ws.wide_a), db = widened_copy(b, ws.wide_b);
     wide_c.resize(m * n);
     MatmulTelemetry tel = matmul(da, db, wide_c.data(), n, policy, ctx);
     narrow_c(wide_c.data());
@@ -240,7 +241,7 @@ MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ld
   }
   if (auto err = validate_policy(policy); !err.empty()) throw std::invalid_argument("matmul policy: " + err);
   check_inner_dims(a, b);
-  static thread_local PreparedOperands ops;  // reused storage, as the double entry's
+  PreparedOperands& ops = ws.ops_float;
   // An operand whose quantizer is the identity is read where it lies (arith/matmul_in_place.h);
   // the others are quantized. Each operand is quantized at most once per call (delayed scaling's
   // history must see one amax per call), except that an in-place one the fast path could not use

@@ -94,6 +94,8 @@ using MatViewF = MatViewOf<float>;
 // An exact double copy of a float view (its stored rows, densely), in `storage`, as the same matrix.
 MatView widened_copy(const MatViewF& v, std::vector<double>& storage);
 
+struct MatmulWorkspace;  // arith/matmul_workspace.h
+
 // Randomness and state for one call: stochastic rounding keys, delayed-scaling histories.
 struct MatmulContext {
   uint64_t seed = 0;
@@ -106,6 +108,9 @@ struct MatmulContext {
   // Diagnostics (off by default; nothing is computed when off). Neither changes C.
   bool cast_error = false;             // measure each operand's cast error (arith/cast_error.h)
   bool check_bound = false;            // compare C with its forward-error bound (arith/error_bound.h)
+  // The caller's scratch memory, reused across its calls (arith/matmul_workspace.h); null: the call
+  // allocates its own.
+  MatmulWorkspace* workspace = nullptr;
 };
 
 // Sub-stream of the output rounding's random bits (stochastic output rounding draws word i*N + j of

@@ -41,6 +41,7 @@
 #include "arith/cast_span.h"
 #include "arith/matmul.h"
 #include "arith/matmul_in_place.h"
+#include "arith/matmul_workspace.h"
 #include "arith/matmul_random.h"
 #include "arith/ops.h"
 #include "arith/parallel.h"
@@ -626,11 +627,24 @@ void gather_rows(const float* p, size_t rows, size_t k, size_t cs, float* dst) {
   transpose_floats(p, k, rows, cs, dst, k, false);
 }
 
-// matmul_fast for C as double or float (CT): the value written is (CT) of the double result. An
-// operand given in place (ia, ib; see arith/matmul_in_place.h) is read from there instead of ops.
-template <typename CT>
-bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, const InPlaceOperand* ib, CT* c,
-                      size_t ldc, const MatmulPolicy& policy, const MatmulContext& ctx, MatmulTelemetry& tel) {
+// The operands' magnitude ranges, taken while packing (one read of each operand).
+struct PackedRanges {
+  double a_min = INFINITY, a_max = 0, b_min = INFINITY, b_max = 0;
+  int a_bad = 0, b_bad = 0;
+};
+
+// What the plan decided beyond `op`: the strip width, whether the outer sum is one scalar add in
+// another format, and which kernel family runs.
+struct FastPlan {
+  size_t W = 0;
+  bool outer_scalar = false;
+  bool inner_fused = false;
+};
+
+// Phase 1, plan: whether the fast path computes exactly what the reference does for this call (false:
+// the reference runs), and the kernel's shape and accumulator (op).
+bool plan_fast(const PreparedOperands& ops, const InPlaceOperand* ia, const InPlaceOperand* ib,
+               const MatmulPolicy& policy, const MatmulContext& ctx, FastOperands& op, FastPlan& plan) {
   const bool inner_fp32 = is_plain_fp32_sequential(policy.inner);
   const bool inner_narrow = !inner_fp32 && is_narrow_kernel_accumulator(policy.inner);
   const bool inner_fused = policy.inner.fused && fused_groups_exact_in_double(*policy.inner.fused);
@@ -650,21 +664,21 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
   const QuantizedOperand& A = ops.a;
   const QuantizedOperand& B = ops.b;
   const size_t m = A.rows, n = B.rows, k = A.k;
-  if (m == 0 || n == 0) return true;
-  if (!magnitude_range(A.block_scale).finite || !magnitude_range(B.block_scale).finite) return false;
-  const size_t nblocks = k == 0 ? 0 : (k + ops.kblock - 1) / ops.kblock;
-  // Another outer format: only one unscaled block, whose outer sum is one scalar add (below).
-  const bool outer_scalar = !outer_fp32;
-  if (outer_scalar && (nblocks > 1 || A.block_k || B.block_k)) return false;
-  const size_t L = HWY_DYNAMIC_DISPATCH(FloatLanes)();
-  const size_t W = 2 * L;  // columns per strip
-  FastOperands op;
   op.m = m;
   op.n = n;
   op.k = k;
-  op.npad = (n + W - 1) / W * W;
+  if (m == 0 || n == 0) return true;  // (nothing to compute: the caller returns at once)
+  if (!magnitude_range(A.block_scale).finite || !magnitude_range(B.block_scale).finite) return false;
+  const size_t nblocks = k == 0 ? 0 : (k + ops.kblock - 1) / ops.kblock;
+  // Another outer format: only one unscaled block, whose outer sum is one scalar add (finish_output).
+  plan.outer_scalar = !outer_fp32;
+  if (plan.outer_scalar && (nblocks > 1 || A.block_k || B.block_k)) return false;
+  plan.inner_fused = inner_fused;
+  const size_t L = HWY_DYNAMIC_DISPATCH(FloatLanes)();
+  plan.W = 2 * L;  // columns per strip
+  op.npad = (n + plan.W - 1) / plan.W * plan.W;
   op.kblock = ops.kblock;
-  op.nblocks = k == 0 ? 0 : (k + ops.kblock - 1) / ops.kblock;
+  op.nblocks = nblocks;
   op.use_fma = use_fma;
   op.count_swamping = ctx.count_swamping;
   op.parallel = worth_threads_products(m * n * k);
@@ -678,175 +692,187 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
     op.narrow.format = &policy.inner.format;
     op.narrow.round = &policy.inner.round;
   }
-  // Per-thread scratch, grown and never cleared: every element read below is written first.
-  static thread_local std::vector<float> a_buf, b_buf, c_buf;
-  static thread_local std::vector<double> ea_buf, bd_buf, eb_buf, aq_wide, bq_wide;
-  const size_t strips = op.npad / W;
-  FusedPlan plan_full, plan_tail;
-  // The packing passes also take the operands' magnitude ranges (one read of each operand).
-  double a_min = INFINITY, a_max = 0, b_min = INFINITY, b_max = 0;
-  int a_bad = 0, b_bad = 0;
+  return true;
+}
+
+// Phase 2a, pack for the fused kernel: doubles and alignment exponents; B in strips of W columns
+// (padding: zero, kZeroExp). The plans live in the caller (op points at them).
+void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, FastOperands& op, FastScratch& s,
+                FusedPlan& plan_full, FusedPlan& plan_tail, PackedRanges& r) {
+  const QuantizedOperand& A = ops.a;
+  const QuantizedOperand& B = ops.b;
+  const size_t m = op.m, n = op.n, k = op.k, strips = op.npad / W;
   constexpr size_t kT = 64;  // k-rows per transposition chunk: the chunk of a strip stays in L1
-  if (inner_fused) {
-    // Doubles and alignment exponents; B in strips of W columns (padding: zero, kZeroExp).
-    const FusedModel& fm = *policy.inner.fused;
-    auto align_exp = [&](double x) {
-      return x == 0 ? kZeroExp : static_cast<double>(std::max(fused_detail::lead_exp(x), fm.in_emin));
-    };
-    if (ea_buf.size() < m * k) ea_buf.resize(m * k);
-    if (bd_buf.size() < k * op.npad) bd_buf.resize(k * op.npad);
-    if (eb_buf.size() < k * op.npad) eb_buf.resize(k * op.npad);
-    double* ea = ea_buf.data();
-    double* bd = bd_buf.data();
-    double* eb = eb_buf.data();
-    // The kernel's scalar core reads the values as doubles (A.q, B.q): float storage is widened.
-    const double* aq = A.q.data();
-    const double* bq = B.q.data();
-    if (A.in_float) {
-      aq_wide.assign(A.qf.begin(), A.qf.begin() + static_cast<std::ptrdiff_t>(m * k));
-      aq = aq_wide.data();
-    }
-    if (B.in_float) {
-      bq_wide.assign(B.qf.begin(), B.qf.begin() + static_cast<std::ptrdiff_t>(n * k));
-      bq = bq_wide.data();
-    }
+  auto align_exp = [&](double x) {
+    return x == 0 ? kZeroExp : static_cast<double>(std::max(fused_detail::lead_exp(x), fm.in_emin));
+  };
+  if (s.ea.size() < m * k) s.ea.resize(m * k);
+  if (s.bd.size() < k * op.npad) s.bd.resize(k * op.npad);
+  if (s.eb.size() < k * op.npad) s.eb.resize(k * op.npad);
+  double* ea = s.ea.data();
+  double* bd = s.bd.data();
+  double* eb = s.eb.data();
+  // The kernel's scalar core reads the values as doubles (A.q, B.q): float storage is widened.
+  const double* aq = A.q.data();
+  const double* bq = B.q.data();
+  if (A.in_float) {
+    s.aq_wide.assign(A.qf.begin(), A.qf.begin() + static_cast<std::ptrdiff_t>(m * k));
+    aq = s.aq_wide.data();
+  }
+  if (B.in_float) {
+    s.bq_wide.assign(B.qf.begin(), B.qf.begin() + static_cast<std::ptrdiff_t>(n * k));
+    bq = s.bq_wide.data();
+  }
+  double a_min = r.a_min, a_max = r.a_max, b_min = r.b_min, b_max = r.b_max;
+  int a_bad = r.a_bad, b_bad = r.b_bad;
 #pragma omp parallel for schedule(static) reduction(min : a_min) reduction(max : a_max) reduction(| : a_bad) \
     if (worth_threads_elements(m * k))
-    for (size_t i = 0; i < m * k; ++i) {
-      const double x = aq[i];
-      note_magnitude(x, a_min, a_max, a_bad);
-      ea[i] = is_nan(x) || is_inf(x) ? 0.0 : align_exp(x);
-    }
+  for (size_t i = 0; i < m * k; ++i) {
+    const double x = aq[i];
+    note_magnitude(x, a_min, a_max, a_bad);
+    ea[i] = is_nan(x) || is_inf(x) ? 0.0 : align_exp(x);
+  }
 #pragma omp parallel for schedule(static) reduction(min : b_min) reduction(max : b_max) reduction(| : b_bad) \
     if (worth_threads_elements(n * k))
-    for (size_t st = 0; st < strips; ++st) {
-      const size_t j0 = st * W;
-      for (size_t t0 = 0; t0 < k; t0 += kT) {
-        const size_t t1 = std::min(k, t0 + kT);
-        for (size_t jj = 0; jj < W; ++jj) {
-          const size_t j = j0 + jj;
-          const double* src = j < n ? bq + j * k : nullptr;
-          for (size_t t = t0; t < t1; ++t) {
-            const double y = src ? src[t] : 0.0;
-            note_magnitude(y, b_min, b_max, b_bad);
-            bd[st * k * W + t * W + jj] = y;
-            eb[st * k * W + t * W + jj] = is_nan(y) || is_inf(y) ? 0.0 : align_exp(y);
-          }
+  for (size_t st = 0; st < strips; ++st) {
+    const size_t j0 = st * W;
+    for (size_t t0 = 0; t0 < k; t0 += kT) {
+      const size_t t1 = std::min(k, t0 + kT);
+      for (size_t jj = 0; jj < W; ++jj) {
+        const size_t j = j0 + jj;
+        const double* src = j < n ? bq + j * k : nullptr;
+        for (size_t t = t0; t < t1; ++t) {
+          const double y = src ? src[t] : 0.0;
+          note_magnitude(y, b_min, b_max, b_bad);
+          bd[st * k * W + t * W + jj] = y;
+          eb[st * k * W + t * W + jj] = is_nan(y) || is_inf(y) ? 0.0 : align_exp(y);
         }
       }
     }
-    plan_full = build_fused_plan(op.kblock, fm);
-    if (k % op.kblock != 0) plan_tail = build_fused_plan(k % op.kblock, fm);
-    op.inner = FastInner::fused;
-    op.fused.model = &fm;
-    op.fused.a = aq;
-    op.fused.ea = ea;
-    op.fused.b = bd;
-    op.fused.eb = eb;
-    op.fused.bq = bq;
-    op.fused.plan_full = &plan_full;
-    op.fused.plan_tail = k % op.kblock != 0 ? &plan_tail : nullptr;
-    op.fused.min_align = std::max(static_cast<double>(fm.min_align_exp), kFloorExp);
-  } else {
-    // A (M x K) is the kernel's layout already: float values are read in place, doubles converted.
-    // Either way the pass takes A's magnitude range. An in-place operand comes with its range.
-    op.lda = k;
-    if (ia) {
-      a_min = ia->min_nonzero;
-      a_max = ia->max;
-      if (ia->cs == 1) {
-        op.a = ia->p;
-        op.lda = ia->rs;
-      } else {
-        if (a_buf.size() < m * k) a_buf.resize(m * k);
-        gather_rows(ia->p, m, k, ia->cs, a_buf.data());  // (an in-place operand has rs or cs 1)
-        op.a = a_buf.data();
-      }
-    } else if (A.in_float) {
-      magnitude_of(A.qf.data(), m * k, a_min, a_max, a_bad);
-      op.a = A.qf.data();
+  }
+  r = {a_min, a_max, b_min, b_max, a_bad, b_bad};
+  plan_full = build_fused_plan(op.kblock, fm);
+  if (k % op.kblock != 0) plan_tail = build_fused_plan(k % op.kblock, fm);
+  op.inner = FastInner::fused;
+  op.fused.model = &fm;
+  op.fused.a = aq;
+  op.fused.ea = ea;
+  op.fused.b = bd;
+  op.fused.eb = eb;
+  op.fused.bq = bq;
+  op.fused.plan_full = &plan_full;
+  op.fused.plan_tail = k % op.kblock != 0 ? &plan_tail : nullptr;
+  op.fused.min_align = std::max(static_cast<double>(fm.min_align_exp), kFloorExp);
+}
+
+// Phase 2b, pack for the float kernels. A (M x K) is the kernel's layout already: float values are
+// read in place, doubles converted; either way the pass takes A's magnitude range (an in-place
+// operand comes with its range). B (N x K) into strips of W columns, each K x W contiguous; the
+// padding columns are zero.
+void pack_floats(const PreparedOperands& ops, const InPlaceOperand* ia, const InPlaceOperand* ib, size_t W,
+                 FastOperands& op, FastScratch& s, PackedRanges& r) {
+  const QuantizedOperand& A = ops.a;
+  const QuantizedOperand& B = ops.b;
+  const size_t m = op.m, n = op.n, k = op.k;
+  op.lda = k;
+  if (ia) {
+    r.a_min = ia->min_nonzero;
+    r.a_max = ia->max;
+    if (ia->cs == 1) {
+      op.a = ia->p;
+      op.lda = ia->rs;
     } else {
-      if (a_buf.size() < m * k) a_buf.resize(m * k);
-      float* a = a_buf.data();
-      const double* aq = A.q.data();
+      if (s.a.size() < m * k) s.a.resize(m * k);
+      gather_rows(ia->p, m, k, ia->cs, s.a.data());  // (an in-place operand has rs or cs 1)
+      op.a = s.a.data();
+    }
+  } else if (A.in_float) {
+    magnitude_of(A.qf.data(), m * k, r.a_min, r.a_max, r.a_bad);
+    op.a = A.qf.data();
+  } else {
+    if (s.a.size() < m * k) s.a.resize(m * k);
+    float* a = s.a.data();
+    const double* aq = A.q.data();
+    double a_min = r.a_min, a_max = r.a_max;
+    int a_bad = r.a_bad;
 #pragma omp parallel for schedule(static) reduction(min : a_min) reduction(max : a_max) reduction(| : a_bad) \
     if (worth_threads_elements(m * k))
-      for (size_t i = 0; i < m * k; ++i) {
-        note_magnitude(aq[i], a_min, a_max, a_bad);
-        a[i] = static_cast<float>(aq[i]);
-      }
-      op.a = a;
+    for (size_t i = 0; i < m * k; ++i) {
+      note_magnitude(aq[i], a_min, a_max, a_bad);
+      a[i] = static_cast<float>(aq[i]);
     }
-    // B (N x K) into strips of W columns, each K x W contiguous; the padding columns are zero.
-    if (b_buf.size() < k * op.npad) b_buf.resize(k * op.npad);
-    float* b = b_buf.data();
-    if (ib) {
-      b_min = ib->min_nonzero;
-      b_max = ib->max;
-      pack_strips(ib->p, ib->rs, ib->cs, n, k, W, b);
-    } else if (B.in_float) {
-      pack_b_strips(B.qf.data(), n, k, W, b, b_min, b_max, b_bad);
-    } else {
-      pack_b_strips(B.q.data(), n, k, W, b, b_min, b_max, b_bad);
-    }
-    op.b = b;
+    r.a_min = a_min;
+    r.a_max = a_max;
+    r.a_bad = a_bad;
+    op.a = a;
   }
-  // Any NaN/inf among the operands goes to the reference (overflow rules live there).
-  const MagnitudeRange ra{a_min, a_max, a_bad == 0}, rb{b_min, b_max, b_bad == 0};
+  if (s.b.size() < k * op.npad) s.b.resize(k * op.npad);
+  float* b = s.b.data();
+  if (ib) {
+    r.b_min = ib->min_nonzero;
+    r.b_max = ib->max;
+    pack_strips(ib->p, ib->rs, ib->cs, n, k, W, b);
+  } else if (B.in_float) {
+    pack_b_strips(B.qf.data(), n, k, W, b, r.b_min, r.b_max, r.b_bad);
+  } else {
+    pack_b_strips(B.q.data(), n, k, W, b, r.b_min, r.b_max, r.b_bad);
+  }
+  op.b = b;
+}
+
+// Whether the packed operands' ranges keep the kernel exact: any NaN/inf goes to the reference
+// (overflow rules live there), as do products the kernel could not compute exactly.
+bool ranges_allow_fast(const PackedRanges& r, const MatmulPolicy& policy, const MatmulContext& ctx, bool inner_fused,
+                       FastOperands& op) {
+  const MagnitudeRange ra{r.a_min, r.a_max, r.a_bad == 0}, rb{r.b_min, r.b_max, r.b_bad == 0};
   if (!ra.finite || !rb.finite) return false;
-  op.a_max = a_max;
-  op.b_max = b_max;
-  if (use_fma) {
+  op.a_max = r.a_max;
+  op.b_max = r.b_max;
+  if (op.use_fma) {
     // The counting kernel tells a product's exactness from an fma residual, which is exact only
     // while the product stays above 2^-100 (no underflow); tinier products go to the reference.
     if (ctx.count_swamping && ra.max > 0 && rb.max > 0 && ra.min_nonzero * rb.min_nonzero < 0x1p-100) return false;
   } else if (!inner_fused && !products_exact_in_float(policy.a.format, ra, policy.b.format, rb)) {
     return false;  // a separate fp32 multiply would round (or leave fp32's range)
   }
-  // Block scales in float (every scale kind yields fp32-representable scales: e8m0, e4m3, fp32).
-  static thread_local std::vector<float> sa, sb;
+  return true;
+}
+
+// Phase 3, scale: the block scales in float (every scale kind yields fp32-representable scales:
+// e8m0, e4m3, fp32) and alpha, the product of the tensor scales in the outer format.
+double scale_blocks(const PreparedOperands& ops, const MatmulPolicy& policy, bool outer_scalar, FastOperands& op,
+                    FastScratch& s) {
+  const QuantizedOperand& A = ops.a;
+  const QuantizedOperand& B = ops.b;
   auto scale_of = [&](const QuantizedOperand& Q, size_t row, size_t bi) {
     return Q.block_k ? Q.block_scale[row * Q.blocks_per_row + (bi * ops.kblock) / Q.block_k] : 1.0;
   };
   if (A.block_k) {
-    sa.resize(m * op.nblocks);
-    for (size_t i = 0; i < m; ++i)
-      for (size_t bi = 0; bi < op.nblocks; ++bi) sa[i * op.nblocks + bi] = static_cast<float>(scale_of(A, i, bi));
-    op.sa = sa.data();
+    s.sa.resize(op.m * op.nblocks);
+    for (size_t i = 0; i < op.m; ++i)
+      for (size_t bi = 0; bi < op.nblocks; ++bi) s.sa[i * op.nblocks + bi] = static_cast<float>(scale_of(A, i, bi));
+    op.sa = s.sa.data();
   }
   if (B.block_k) {
-    sb.assign(op.nblocks * op.npad, 1.0f);  // (reused storage: no fresh pages)
-    for (size_t j = 0; j < n; ++j)
-      for (size_t bi = 0; bi < op.nblocks; ++bi) sb[bi * op.npad + j] = static_cast<float>(scale_of(B, j, bi));
-    op.sb = sb.data();
+    s.sb.assign(op.nblocks * op.npad, 1.0f);  // (reused storage: no fresh pages)
+    for (size_t j = 0; j < op.n; ++j)
+      for (size_t bi = 0; bi < op.nblocks; ++bi) s.sb[bi * op.npad + j] = static_cast<float>(scale_of(B, j, bi));
+    op.sb = s.sb.data();
   }
   const double alpha = A.tensor_scale * B.tensor_scale == 1.0
                            ? 1.0
                            : op_mul(A.tensor_scale, B.tensor_scale, policy.outer.format, policy.outer.round);
   op.alpha = outer_scalar ? 1.0f : static_cast<float>(alpha);
-  // Output rounding. An fp32 output that keeps subnormals leaves every finite float unchanged: a
-  // float C then comes straight from the kernel, with nothing left to do per element.
-  const Format& of = policy.out_format;
-  const bool out_is_identity = of.kind == Kind::floating && of.exp_bits == 8 && of.man_bits == 23 && of.bias == 127 &&
-                               of.subnormals && policy.out_round.subnormals == Subnormals::keep;
-  const bool direct = std::is_same_v<CT, float> && out_is_identity && !outer_scalar;
-  if constexpr (std::is_same_v<CT, float>) {
-    if (direct) {
-      op.c = c;
-      op.ldc = ldc;
-    }
-  }
-  if (!direct) {
-    if (c_buf.size() < m * n) c_buf.resize(m * n);
-    op.c = c_buf.data();
-    op.ldc = n;
-  }
-  if (k > 0) {
-    HWY_DYNAMIC_DISPATCH(FastMatmul)(op);  // fills op.inner_swamped / outer_swamped when counting
-  } else {
-    for (size_t i = 0; i < m; ++i) std::fill(op.c + i * op.ldc, op.c + i * op.ldc + n, 0.0f);
-  }
-  if (op.nonfinite) return false;  // a non-finite result: the reference decides (and rewrites all of C)
+  return alpha;
+}
+
+// Phase 4, finish: each result through the outer sum of a scalar outer format and alpha (as the
+// reference), then the output rounding into C, and the call's telemetry. `direct`: the kernel wrote
+// C itself (nothing left to do per element).
+template <typename CT>
+void finish_output(const FastOperands& op, const MatmulPolicy& policy, const MatmulContext& ctx, bool outer_scalar,
+                   bool out_is_identity, bool direct, double alpha, CT* c, size_t ldc, MatmulTelemetry& tel) {
+  const size_t m = op.m, n = op.n;
   const bool out_sr = policy.out_round.mode == Rounding::sr;
   uint64_t outer_scalar_swamped = 0;
   const float* cbuf = op.c;
@@ -857,7 +883,7 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
       double y = cbuf[i * n + j];
       if (outer_scalar) {
         // The outer sum of the one block, +0 + t, and alpha, in the outer format (as the reference).
-        if (nblocks == 1) {
+        if (op.nblocks == 1) {
           const double t = y;
           y = op_add(0.0, t, policy.outer.format, policy.outer.round);
           if (t != 0 && y == 0) ++outer_scalar_swamped;
@@ -867,15 +893,62 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
         if (alpha != 1.0) y = op_mul(y, alpha, policy.outer.format, policy.outer.round);
       }
       const uint32_t rnd = out_sr ? random_u32(ctx.seed, ctx.stream ^ (kMatmulStreamOut << 56), i * n + j) : 0;
-      c[i * ldc + j] = static_cast<CT>(out_is_identity && !outer_scalar ? y : round_to(y, of, policy.out_round, rnd));
+      c[i * ldc + j] = static_cast<CT>(out_is_identity && !outer_scalar
+                                           ? y
+                                           : round_to(y, policy.out_format, policy.out_round, rnd));
     }
   static constexpr const char* kRouteOf[] = {"fast.fp32", "fast.narrow_rne", "fast.narrow_rtz", "fast.fused"};
   tel.route = kRouteOf[static_cast<size_t>(op.inner)];
   tel.swamping_counted = ctx.count_swamping;
   tel.inner_swamped += op.inner_swamped;
   tel.outer_swamped += op.outer_swamped + outer_scalar_swamped;
-  tel.inner_adds += m * n * k;
+  tel.inner_adds += m * n * op.k;
   tel.outer_adds += m * n * op.nblocks;  // the reference adds every block term into the outer sum, from +0
+}
+
+// matmul_fast for C as double or float (CT): the value written is (CT) of the double result. An
+// operand given in place (ia, ib; see arith/matmul_in_place.h) is read from there instead of ops.
+// The phases: plan (is the fast path exact here?), pack (the operands in the kernel's layout, with
+// their ranges), scale (block scales, alpha), the kernel, finish (output rounding, telemetry).
+template <typename CT>
+bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, const InPlaceOperand* ib, CT* c,
+                      size_t ldc, const MatmulPolicy& policy, const MatmulContext& ctx, MatmulTelemetry& tel) {
+  FastOperands op;
+  FastPlan plan;
+  if (!plan_fast(ops, ia, ib, policy, ctx, op, plan)) return false;
+  if (op.m == 0 || op.n == 0) return true;
+  FastScratch own;  // (used only when the caller passes no workspace)
+  FastScratch& scratch = !ctx.workspace                    ? own
+                         : std::is_same_v<CT, float> ? ctx.workspace->fast_float
+                                                     : ctx.workspace->fast_double;
+  FusedPlan plan_full, plan_tail;
+  PackedRanges ranges;
+  if (plan.inner_fused) pack_fused(ops, *policy.inner.fused, plan.W, op, scratch, plan_full, plan_tail, ranges);
+  else pack_floats(ops, ia, ib, plan.W, op, scratch, ranges);
+  if (!ranges_allow_fast(ranges, policy, ctx, plan.inner_fused, op)) return false;
+  const double alpha = scale_blocks(ops, policy, plan.outer_scalar, op, scratch);
+  // Output rounding. An fp32 output that keeps subnormals leaves every finite float unchanged: a
+  // float C then comes straight from the kernel, with nothing left to do per element.
+  const bool out_is_identity = is_fp32_grid_kept(policy.out_format, policy.out_round);
+  const bool direct = std::is_same_v<CT, float> && out_is_identity && !plan.outer_scalar;
+  if constexpr (std::is_same_v<CT, float>) {
+    if (direct) {
+      op.c = c;
+      op.ldc = ldc;
+    }
+  }
+  if (!direct) {
+    if (scratch.c.size() < op.m * op.n) scratch.c.resize(op.m * op.n);
+    op.c = scratch.c.data();
+    op.ldc = op.n;
+  }
+  if (op.k > 0) {
+    HWY_DYNAMIC_DISPATCH(FastMatmul)(op);  // fills op.inner_swamped / outer_swamped when counting
+  } else {
+    for (size_t i = 0; i < op.m; ++i) std::fill(op.c + i * op.ldc, op.c + i * op.ldc + op.n, 0.0f);
+  }
+  if (op.nonfinite) return false;  // a non-finite result: the reference decides (and rewrites all of C)
+  finish_output(op, policy, ctx, plan.outer_scalar, out_is_identity, direct, alpha, c, ldc, tel);
   return true;
 }
 

@@ -1,164 +1,43 @@
 #include "arith/tcverify.h"
 
-#include <algorithm>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <cstdio>
 
 namespace drift {
 namespace {
 
-namespace fs = std::filesystem;
-
-// The single file in dir named <prefix>*<suffix>.
-std::string find_one(const std::string& dir, const std::string& prefix, const std::string& suffix, bool required) {
-  std::vector<std::string> hits;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (!e.is_regular_file()) continue;
-    const std::string n = e.path().filename().string();
-    if (n.size() >= prefix.size() + suffix.size() && n.compare(0, prefix.size(), prefix) == 0 &&
-        n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
-      hits.push_back(e.path().string());
-  }
-  if (ec) throw TcDataError(dir + ": cannot read directory (" + ec.message() + ")");
-  if (hits.size() > 1) throw TcDataError(dir + ": more than one " + prefix + "*" + suffix + " file");
-  if (hits.empty()) {
-    if (required) throw TcDataError(dir + ": no " + prefix + "*" + suffix + " file");
-    return "";
-  }
-  return hits[0];
-}
-
-std::vector<std::string> read_lines(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw TcDataError(path + ": cannot open");
-  std::vector<std::string> lines;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    lines.push_back(line);
-  }
-  while (!lines.empty() && lines.back().find_first_not_of(" \t") == std::string::npos) lines.pop_back();
-  return lines;
-}
-
 std::string where(const std::string& path, size_t line) { return path + " line " + std::to_string(line); }
 
-uint32_t parse_hex32(const std::string& tok, const std::string& path, size_t line) {
-  if (tok.size() != 8 || tok.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
-    throw TcDataError(where(path, line) + ": '" + tok + "' is not an 8-digit hexadecimal binary32 pattern");
-  return static_cast<uint32_t>(std::stoul(tok, nullptr, 16));
+std::string hex8(uint32_t u) {
+  char s[9];
+  std::snprintf(s, sizeof s, "%08x", u);
+  return s;
 }
 
-uint32_t parse_bits32(const std::string& s, const std::string& path, size_t line) {
-  std::string t = s;
-  while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.pop_back();
-  while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.erase(t.begin());
-  if (t.size() != 32 || t.find_first_not_of("01") != std::string::npos)
-    throw TcDataError(where(path, line) + ": expected a 32-character string of 0/1 bits, got '" + t + "'");
-  uint32_t v = 0;
-  for (char ch : t) v = (v << 1) | static_cast<uint32_t>(ch - '0');
-  return v;
-}
-
-// One line of a or b: the values, each checked to lie on the input format's grid.
-std::vector<double> parse_inputs(const std::string& text, const std::string& path, size_t line, const Format& in,
-                                 const std::string& in_name) {
-  std::istringstream ss(text);
+// One case of a or b: the values, each checked to lie on the input format's grid.
+std::vector<double> input_values(const std::vector<uint32_t>& bits, const std::string& path, size_t line,
+                                 const Format& in, const std::string& in_name) {
   std::vector<double> v;
-  std::string tok;
-  while (ss >> tok) {
-    const double x = static_cast<double>(float_of(parse_hex32(tok, path, line)));
+  for (uint32_t u : bits) {
+    const double x = static_cast<double>(float_of(u));
     if (!is_nan(x)) {
       RoundSpec exact;
       exact.overflow = Overflow::ieee;
       const double r = round_to(x, in, exact);
       if (bits_of(r) != bits_of(x) && !(x == 0 && r == 0))
-        throw TcDataError(where(path, line) + ": value " + tok + " is not a " + in_name + " value");
+        throw TcDataError(where(path, line) + ": value " + hex8(u) + " is not a " + in_name + " value");
     }
     v.push_back(x);
   }
-  if (v.empty()) throw TcDataError(where(path, line) + ": no values");
   return v;
 }
 
 }  // namespace
 
-std::vector<TcMeasured> tc_read_measured(const std::string& dir) {
-  const std::string path = (fs::path(dir) / kTcMeasuredFile).string();
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return {};
-  std::vector<TcMeasured> out;
-  const auto lines = read_lines(path);
-  for (size_t i = 0; i < lines.size(); ++i) {
-    const std::string text = lines[i].substr(0, lines[i].find('#'));
-    std::istringstream ss(text);
-    std::vector<std::string> words;
-    for (std::string w; ss >> w;) words.push_back(w);
-    if (words.empty()) continue;
-    const std::string at = where(path, i + 1);
-    if (words.size() != 3 || (words[2] != "c=file" && words[2] != "c=zero"))
-      throw TcDataError(at + ": expected '<fp32|fp16> <preset> c=<file|zero>', got '" + text + "'");
-    TcMeasured m{words[0], words[1], words[2] == "c=zero"};
-    if (m.output != "fp32" && m.output != "fp16")
-      throw TcDataError(at + ": output '" + m.output + "' is not fp32 or fp16");
-    const auto p = find_tc_preset(m.preset);
-    if (!p) throw TcDataError(at + ": unknown preset '" + m.preset + "' (see `drift tcverify --list`)");
-    if (p->output != m.output)
-      throw TcDataError(at + ": preset " + m.preset + " has " + p->output + " output, not " + m.output);
-    for (const auto& earlier : out)
-      if (earlier.output == m.output) throw TcDataError(at + ": output " + m.output + " listed twice");
-    out.push_back(m);
-  }
-  if (out.empty()) throw TcDataError(path + ": no '<fp32|fp16> <preset> c=<file|zero>' line");
-  return out;
-}
-
-std::vector<std::string> tc_measured_sets(const std::string& root) {
-  std::error_code ec;
-  if (!fs::is_directory(root, ec)) throw TcDataError(root + ": not a directory");
-  std::vector<std::string> out;
-  if (fs::exists(fs::path(root) / kTcMeasuredFile, ec)) out.push_back(root);
-  for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec))
-    if (it->is_directory() && fs::exists(it->path() / kTcMeasuredFile)) out.push_back(it->path().string());
-  if (ec) throw TcDataError(root + ": cannot read directory (" + ec.message() + ")");
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-std::vector<std::string> tc_outputs_present(const std::string& dir) {
-  std::vector<std::string> out;
-  for (const char* o : {"fp32", "fp16"})
-    if (!find_one(dir, "d_", std::string("_") + o + ".txt", false).empty()) out.push_back(o);
-  return out;
-}
-
-TcFileResult tc_verify(const std::string& dir, const TcPreset& preset, const TcVerifyOptions& opt) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw TcDataError(dir + ": not a directory");
-  const std::string a_path = find_one(dir, "a_", ".txt", true);
-  const std::string b_path = find_one(dir, "b_", ".txt", true);
-  const std::string d_path = find_one(dir, "d_", "_" + preset.output + ".txt", true);
-  const std::string c_path = opt.c_zero ? "" : find_one(dir, "c_", "_fp32.txt", true);
-  const auto a_lines = read_lines(a_path);
-  const auto b_lines = read_lines(b_path);
-  const auto d_lines = read_lines(d_path);
-  std::vector<std::string> c_lines;
-  if (!opt.c_zero) c_lines = read_lines(c_path);
-  const size_t n = a_lines.size();
-  auto check_count = [&](const std::string& path, size_t count) {
-    if (count != n)
-      throw TcDataError(path + ": " + std::to_string(count) + " lines, but " + a_path + " has " + std::to_string(n));
-  };
-  check_count(b_path, b_lines.size());
-  check_count(d_path, d_lines.size());
-  if (!opt.c_zero) check_count(c_path, c_lines.size());
-  if (n == 0) throw TcDataError(a_path + ": no cases");
-
+TcFileResult tc_verify(const TcVectors& v, const TcPreset& preset, const TcVerifyOptions& opt) {
+  const size_t n = v.a.size();
+  if (!opt.c_zero && v.c.size() != n) throw TcDataError(v.d_file + ": no addend c read for these vectors");
   TcFileResult res;
-  res.file = d_path;
+  res.file = v.d_file;
   res.output = preset.output;
   res.preset = preset.name;
   res.c_zero = opt.c_zero;
@@ -167,15 +46,11 @@ TcFileResult tc_verify(const std::string& dir, const TcPreset& preset, const TcV
   to_out.overflow = Overflow::ieee;
   for (size_t i = 0; i < n; ++i) {
     const size_t line = i + 1;
-    const auto a = parse_inputs(a_lines[i], a_path, line, preset.in_format, preset.input);
-    const auto b = parse_inputs(b_lines[i], b_path, line, preset.in_format, preset.input);
-    if (a.size() != b.size())
-      throw TcDataError(where(b_path, line) + ": " + std::to_string(b.size()) + " values, but " + a_path + " has " +
-                        std::to_string(a.size()));
+    const auto a = input_values(v.a[i], v.a_file, line, preset.in_format, preset.input);
+    const auto b = input_values(v.b[i], v.b_file, line, preset.in_format, preset.input);
     double c = 0;
-    if (!opt.c_zero) c = round_to(static_cast<double>(float_of(parse_bits32(c_lines[i], c_path, line))),
-                                  preset.out_format, to_out);
-    const uint32_t expected = parse_bits32(d_lines[i], d_path, line);
+    if (!opt.c_zero) c = round_to(static_cast<double>(float_of(v.c[i])), preset.out_format, to_out);
+    const uint32_t expected = v.d[i];
     const double d = fused_dot(c, a.data(), b.data(), static_cast<int>(a.size()), preset.model);
     const uint32_t got = bits_of(static_cast<float>(d));
     const bool both_nan = is_nan(d) && is_nan(static_cast<double>(float_of(expected)));

@@ -1,10 +1,6 @@
-// Replays measured tensor-core vectors through a preset (host only; reads files). The directory
-// layout is the one of data/tensorcore/<GPU>/<fmt>/ (see its README.md):
-//   a_*.txt, b_*.txt   one case per line, K hexadecimal binary32 bit patterns (inputs)
-//   c_*_fp32.txt       one 32-character 0/1 string per line (the addend, binary32)
-//   d_*_fp32.txt       the GPU's result, binary32 bit string
-//   d_*_fp16.txt       the GPU's fp16 result widened to binary32
-//   measured.txt       how the set was measured (drift's own file, see tc_read_measured)
+// Replays measured tensor-core vectors through a preset (host only): each case's a, b and c through
+// the preset's fused model, compared with the GPU's result bit for bit. The vectors are read from
+// their files (the data/tensorcore layout) by io/tc_vectors.h; this file does no I/O.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +12,8 @@
 
 namespace drift {
 
-// Missing or malformed files; the message names the file and, where it applies, the line.
+// Bad vector data: a missing or malformed file (io/tc_vectors.h) or an input off the preset's input
+// grid; the message names the file and, where it applies, the line.
 struct TcDataError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -27,27 +24,14 @@ struct TcMismatch {
   uint32_t got = 0;       // the model's bits (binary32)
 };
 
-// One line of a set's measured.txt: which result file, the preset that reproduces it, and how the
-// instruction was run. The file is data beside the vectors, so that `drift tcverify DIR` replays
-// every shipped set the way it was measured without flags:
-//   # comment
-//   <output fp32|fp16>  <preset name>  c=<file|zero>
-struct TcMeasured {
-  std::string output;   // fp32 | fp16: the d_*_<output>.txt file
-  std::string preset;   // a preset name (find_tc_preset) whose output format is `output`
-  bool c_zero = false;  // the instruction ran with c = 0 (the c file is not the addend used)
+// One measured set's vectors (read by io/tc_vectors.h): per case, the K binary32 bit patterns of a
+// and b, the addend c (empty when c is taken as zero) and the GPU's result d; the file names are for
+// the messages (a case is its line in each file).
+struct TcVectors {
+  std::string a_file, b_file, c_file, d_file;
+  std::vector<std::vector<uint32_t>> a, b;
+  std::vector<uint32_t> c, d;
 };
-
-// The file name of a set's description.
-inline constexpr const char* kTcMeasuredFile = "measured.txt";
-
-// The lines of dir/measured.txt, or an empty vector where the file is absent. Throws TcDataError
-// (naming the file and line) for a malformed line, an unknown preset, a preset of another output
-// format or an output listed twice.
-std::vector<TcMeasured> tc_read_measured(const std::string& dir);
-
-// The directories at or below `root` that hold a measured.txt, sorted by path.
-std::vector<std::string> tc_measured_sets(const std::string& root);
 
 struct TcFileResult {
   std::string file;    // the d_* file checked (path)
@@ -67,11 +51,9 @@ struct TcVerifyOptions {
   size_t max_mismatches = 5;  // how many mismatches to keep per file
 };
 
-// Checks the d file of `preset`'s output format in `dir`. Throws TcDataError for missing or
-// malformed files and for inputs that are not values of the preset's input format.
-TcFileResult tc_verify(const std::string& dir, const TcPreset& preset, const TcVerifyOptions& opt);
-
-// The d_* files present in dir, by output format ("fp32", "fp16"), in that order.
-std::vector<std::string> tc_outputs_present(const std::string& dir);
+// Replays `v` (its d holds results of `preset`'s output format) through the preset's model. Throws
+// TcDataError for an input that is not a value of the preset's input format, and when c is to be
+// read from the file but `v` has none.
+TcFileResult tc_verify(const TcVectors& v, const TcPreset& preset, const TcVerifyOptions& opt);
 
 }  // namespace drift

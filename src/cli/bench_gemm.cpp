@@ -10,6 +10,7 @@
 
 #include "arith/catalogue.h"
 #include "arith/matmul.h"
+#include "arith/matmul_workspace.h"
 #include "arith/random.h"
 #include "backend/backend.h"
 #include "backend/timing.h"
@@ -155,11 +156,13 @@ void run_bench_gemm(const BenchOptions& o) {
       bool fast;
     };
     std::vector<Timed> timed;
+    MatmulWorkspace workspace;  // reused across the timed calls, as the training loop's sites do
     for (const auto& bp : policies) {
       bool fast = false;
       const double t = seconds_per_call(
           [&] {
             MatmulContext ctx;
+            ctx.workspace = &workspace;
             fast = matmul(av, bv, c.data(), sh.n, bp.policy, ctx).fast_path;
           },
           o.min_seconds);

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "diag/train_run.h"
+#include "study/train_run.h"
 
 namespace drift::cli {
 

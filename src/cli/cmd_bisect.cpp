@@ -15,8 +15,8 @@
 #include "io/json_read.h"
 #include "cli/child_runs.h"
 #include "cli/commands.h"
-#include "diag/bisect_plan.h"
-#include "diag/compare_render.h"
+#include "study/bisect_plan.h"
+#include "study/compare_render.h"
 #include "io/out_dir.h"
 #include "io/npy.h"
 

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "diag/compare.h"
-#include "diag/compare_render.h"
-#include "diag/run_index.h"
+#include "study/compare.h"
+#include "study/compare_render.h"
+#include "study/run_index.h"
 
 namespace drift::cli {
 

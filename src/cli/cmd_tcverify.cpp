@@ -8,6 +8,7 @@
 #include "arith/catalogue.h"
 #include "arith/tcverify.h"
 #include "cli/commands.h"
+#include "io/tc_vectors.h"
 
 namespace drift::cli {
 namespace {
@@ -66,12 +67,12 @@ bool wanted_output(const TcVerifyCliOptions& o, const std::string& output) {
 // Without --preset: every set at or below DIR as its measured.txt describes it.
 std::vector<TcJob> jobs_from_measured(const TcVerifyCliOptions& o) {
   std::vector<TcJob> jobs;
-  const auto sets = tc_measured_sets(o.dir);
+  const auto sets = io::tc_measured_sets(o.dir);
   if (sets.empty())
-    throw InputError(o.dir + ": no " + kTcMeasuredFile + " (how the vectors were measured) here or below; give " +
+    throw InputError(o.dir + ": no " + io::kTcMeasuredFile + " (how the vectors were measured) here or below; give " +
                      "--preset (see `drift tcverify --list`)");
   for (const auto& set : sets)
-    for (const auto& m : tc_read_measured(set))
+    for (const auto& m : io::tc_read_measured(set))
       if (wanted_output(o, m.output))
         jobs.push_back({set, *find_tc_preset(m.preset), o.c.empty() ? m.c_zero : o.c == "zero"});
   if (jobs.empty()) throw InputError("--output " + o.output + ": no set under " + o.dir + " lists that output");
@@ -84,10 +85,10 @@ std::vector<TcJob> jobs_for_preset(const TcVerifyCliOptions& o) {
   auto preset = find_tc_preset(o.preset);
   if (!preset) throw InputError("--preset: unknown preset '" + o.preset + "' (see `drift tcverify --list`)");
   std::vector<std::string> outputs;
-  if (o.output == "all") outputs = tc_outputs_present(o.dir);
+  if (o.output == "all") outputs = io::tc_outputs_present(o.dir);
   else outputs.push_back(o.output.empty() ? preset->output : o.output);
   if (outputs.empty()) throw InputError(o.dir + ": no d_*_fp32.txt or d_*_fp16.txt file");
-  const auto measured = tc_read_measured(o.dir);
+  const auto measured = io::tc_read_measured(o.dir);
   std::vector<TcJob> jobs;
   for (const auto& out : outputs) {
     auto p = tc_preset_with_output(*preset, out);
@@ -142,7 +143,7 @@ void run_tcverify(const TcVerifyCliOptions& o) {
     const auto jobs = o.preset.empty() ? jobs_from_measured(o) : jobs_for_preset(o);
     for (const auto& j : jobs) {
       vo.c_zero = j.c_zero;
-      results.push_back(tc_verify(j.dir, j.preset, vo));
+      results.push_back(tc_verify(io::read_tc_vectors(j.dir, j.preset.output, !j.c_zero), j.preset, vo));
     }
   } catch (const TcDataError& e) {
     throw InputError(e.what());
@@ -151,9 +152,9 @@ void run_tcverify(const TcVerifyCliOptions& o) {
   bool all = true;
   for (const auto& r : results) all = all && r.matched == r.total;
   print_results(o, results, all);
-  if (!all && !o.json && o.c.empty() && !o.preset.empty() && tc_read_measured(o.dir).empty())
+  if (!all && !o.json && o.c.empty() && !o.preset.empty() && io::tc_read_measured(o.dir).empty())
     std::printf("note: %s has no %s saying how the vectors were measured; H100 and H200 FP8 fp32-output vectors "
-                "are measured with c = 0 (WGMMA): try --c zero\n", o.dir.c_str(), kTcMeasuredFile);
+                "are measured with c = 0 (WGMMA): try --c zero\n", o.dir.c_str(), io::kTcMeasuredFile);
   std::fflush(stdout);
   if (!all) std::exit(kExitFailure);
 }

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cli/child_runs.h"
-#include "diag/sweep_plan.h"
+#include "study/sweep_plan.h"
 
 namespace drift::cli {
 

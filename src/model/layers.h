@@ -210,13 +210,6 @@ void attention_values_forward(MatmulSites& s, const LinearSites& value, T* out, 
     }
 }
 
-template <typename T>
-void attention_forward(MatmulSites& s, const LinearSites& score, const LinearSites& value, T* out, T* att,
-                       const T* qkv, size_t bsz, size_t t, size_t c, size_t nh) {
-  attention_probs_forward(s, score, att, qkv, bsz, t, c, nh);
-  attention_values_forward(s, value, out, att, qkv, bsz, t, c, nh);
-}
-
 // dqkv (B,T,3C) = gradient of the loss through the attention core; datt (T,T) scratch of one head.
 // att: the softmax probabilities; att_mm: P as the value product used it (Q(P) when quantized;
 // null: att). dV uses att_mm; the softmax backward uses att (straight-through past Q).

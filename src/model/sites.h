@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "arith/matmul.h"
+#include "arith/matmul_workspace.h"
 #include "model/params.h"
 
 namespace drift {
@@ -90,6 +91,8 @@ class MatmulSites {
   std::vector<MatmulSite> sites_;
   std::vector<uint64_t> step_calls_;
   uint64_t step_ = 0;
+  // The engine's scratch memory for this model's matmuls (one call at a time).
+  MatmulWorkspace workspace_;
   // C before a transposed or accumulating write-back, per element type.
   std::vector<float> scratch_f_;
   std::vector<double> scratch_d_;

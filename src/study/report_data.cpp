@@ -8,9 +8,9 @@
 #include <set>
 #include <stdexcept>
 
-#include "diag/compare.h"
-#include "diag/compare_render.h"
-#include "diag/run_index.h"
+#include "study/compare.h"
+#include "study/compare_render.h"
+#include "study/run_index.h"
 #include "study/step_table.h"
 #include "study/svg_figures.h"
 

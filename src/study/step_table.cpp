@@ -4,7 +4,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "diag/compare_render.h"
+#include "study/compare_render.h"
 
 namespace drift {
 

@@ -44,7 +44,6 @@ class Optimizer {
   // format's storage (fp32, bf16) or decoded and re-quantized block by block (int8_block).
   void step(const ParamTable& table, float* params, const float* grads, double lr, double grad_scale, uint64_t seed,
             uint64_t step);
-  uint64_t steps_taken() const { return t_; }
   const MasterRounding& master() const { return master_; }
   void save(BlobWriter& w) const;
   void restore(BlobReader& r);

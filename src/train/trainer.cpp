@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <optional>
 #include <sstream>
 
 #include "diag/diagnostics.h"
@@ -356,232 +358,272 @@ void load_checkpoint_into(const std::string& path, PreparedRun& run) {
   restore_checkpoint(path, false, c, *run.model, opt, div, st);
 }
 
-RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function<void(const Progress&)>& progress) {
-  namespace fs = std::filesystem;
-  const RunConfig& c = run.cfg;
-  auto& m = *run.model;
-  RunSummary sum;
-  sum.run_dir = c.run_dir();
-  const fs::path dir(sum.run_dir);
-  const std::string metrics_path = (dir / "metrics.jsonl").string();
-  const std::string ckpt_path = (dir / "checkpoint.bin").string();
+namespace {
 
-  // One run at a time in a directory, and a finished run is replaced only on request
-  // (train/run_lock.h): checked before anything is read or written.
-  io::check_output_dir(sum.run_dir, "run directory (--out / output.dir)");
-  const RunDirLock lock(sum.run_dir);
-  if (!opts.resume && !opts.force) refuse_finished_run(sum.run_dir);
+using Clock = std::chrono::steady_clock;
 
-  // Everything that can fail on bad input is read before anything is written.
-  std::map<uint64_t, double> reference;
-  if (!opts.reference.empty()) reference = read_reference_losses(opts.reference);
-  Optimizer opt(c.train, c.precision, m.table);
-  DivergenceTracker div(c.divergence, opts.reference.empty() ? nullptr : &reference);
+// What the phases of one train() call share: the run, its files, the training state that carries
+// from step to step, and the clocks of the timing fields.
+struct Session {
+  PreparedRun& run;
+  const RunConfig& c;
+  LmModel<float>& m;
+  const TrainOptions& opts;
+  std::filesystem::path dir;
+  std::string metrics_path, ckpt_path, diag_path;
+  std::map<uint64_t, double> reference;  // the reference run's losses (--reference), read first
+  Optimizer opt;
+  DivergenceTracker div;
   LoopState st;
-  st.scaler.start(c.precision.loss_scale);
-  st.loss_z = RollingZ(c.divergence.window);
-  st.grad_z = RollingZ(c.divergence.window);
+  std::optional<Diagnostics> diag;
+  bool resume = false;               // continuing from this directory's checkpoint
+  std::ofstream metrics, diag_out;   // metrics.jsonl; diag.jsonl only when diagnostics are on
+  std::optional<TrainStep> train_step;
+  size_t tokens_per_step = 0;
+  size_t next_schedule = 0;          // the first precision.schedule entry not yet in force
+  Clock::time_point t0, t_log;
+  uint64_t steps_since_log = 0, steps_this_session = 0;
+
+  Session(PreparedRun& r, const TrainOptions& o)
+      : run(r), c(r.cfg), m(*r.model), opts(o), dir(c.run_dir()), metrics_path((dir / "metrics.jsonl").string()),
+        ckpt_path((dir / "checkpoint.bin").string()), diag_path((dir / "diag.jsonl").string()),
+        reference(o.reference.empty() ? std::map<uint64_t, double>{} : read_reference_losses(o.reference)),
+        opt(c.train, c.precision, m.table), div(c.divergence, o.reference.empty() ? nullptr : &reference) {
+    st.scaler.start(c.precision.loss_scale);
+    st.loss_z = RollingZ(c.divergence.window);
+    st.grad_z = RollingZ(c.divergence.window);
+  }
+  void save_checkpoint() { write_checkpoint(ckpt_path, checkpoint_payload(c, m, opt, div, st)); }
+};
+
+// Phase 1, open the run: restore what a resume or --resume-from starts from and check everything
+// that can fail on bad input, then clear a new run's directory of the previous run's files and
+// write config.json and the kept part of metrics.jsonl (and diag.jsonl).
+void open_run(Session& s) {
+  namespace fs = std::filesystem;
+  const RunConfig& c = s.c;
   std::string kept_metrics;
-  bool resume = opts.resume;
-  if (resume && !fs::exists(ckpt_path)) {
-    check_restart_config(dir / "config.json", ckpt_path, c);
-    resume = false;
-    if (opts.notice)
-      opts.notice(ckpt_path + " does not exist yet (the run stopped before its first checkpoint): "
-                              "--resume starts the run from step 0");
+  s.resume = s.opts.resume;
+  if (s.resume && !fs::exists(s.ckpt_path)) {
+    check_restart_config(s.dir / "config.json", s.ckpt_path, c);
+    s.resume = false;
+    if (s.opts.notice)
+      s.opts.notice(s.ckpt_path + " does not exist yet (the run stopped before its first checkpoint): "
+                                  "--resume starts the run from step 0");
   }
-  if (resume) {
-    restore_checkpoint(ckpt_path, true, c, m, opt, div, st);
-    kept_metrics = metrics_before(metrics_path, st.next_step);
-  } else if (!opts.resume_from.empty()) {
-    restore_checkpoint(opts.resume_from, false, c, m, opt, div, st);
+  if (s.resume) {
+    restore_checkpoint(s.ckpt_path, true, c, s.m, s.opt, s.div, s.st);
+    kept_metrics = metrics_before(s.metrics_path, s.st.next_step);
+  } else if (!s.opts.resume_from.empty()) {
+    restore_checkpoint(s.opts.resume_from, false, c, s.m, s.opt, s.div, s.st);
   }
-  resolve_sites_at_step(c.precision, st.next_step, m.sites, m.elementwise);
+  resolve_sites_at_step(c.precision, s.st.next_step, s.m.sites, s.m.elementwise);
   // Deep diagnostics (diag/diagnostics.h): built now, so that a probe that fails to resolve is an error before any write.
-  Diagnostics diag(c.diagnostics.every, parse_probes(c.diagnostics.probes, "diagnostics.probes"), c.model, c.seed);
-  const std::string diag_path = (dir / "diag.jsonl").string();
-  const std::string kept_diag = resume && fs::exists(diag_path) ? metrics_before(diag_path, st.next_step) : "";
+  s.diag.emplace(c.diagnostics.every, parse_probes(c.diagnostics.probes, "diagnostics.probes"), c.model, c.seed);
+  const std::string kept_diag =
+      s.resume && fs::exists(s.diag_path) ? metrics_before(s.diag_path, s.st.next_step) : "";
 
   // A new run: nothing of a previous run in this directory may outlive it (an interrupted or failed
   // rerun must not look finished), so the previous run's files go before anything is written.
-  if (!resume)
-    for (const auto& p : previous_run_files(sum.run_dir, opts.resume_from)) {
+  if (!s.resume)
+    for (const auto& p : previous_run_files(s.dir.string(), s.opts.resume_from)) {
       std::error_code ec;
       fs::remove_all(p, ec);
       if (ec) throw io::IoError(p + ": cannot remove the previous run's file (" + ec.message() + ")");
     }
-  if (opts.before_write) opts.before_write();
-  io::create_output_dir(sum.run_dir, "run directory (--out / output.dir)");
-  io::write_file_atomic((dir / "config.json").string(), resolved_config_json(c).dump(2) + "\n");
-  io::write_file_atomic(metrics_path, kept_metrics);
-  std::ofstream metrics(metrics_path, std::ios::app);
-  if (!metrics) throw io::IoError(metrics_path + ": cannot write");
-  std::ofstream diag_out;  // diag.jsonl, only when diagnostics are on
+  if (s.opts.before_write) s.opts.before_write();
+  io::create_output_dir(s.dir.string(), "run directory (--out / output.dir)");
+  io::write_file_atomic((s.dir / "config.json").string(), resolved_config_json(c).dump(2) + "\n");
+  io::write_file_atomic(s.metrics_path, kept_metrics);
+  s.metrics.open(s.metrics_path, std::ios::app);
+  if (!s.metrics) throw io::IoError(s.metrics_path + ": cannot write");
   if (c.diagnostics.every > 0) {
-    io::write_file_atomic(diag_path, kept_diag);
-    diag_out.open(diag_path, std::ios::app);
-    if (!diag_out) throw io::IoError(diag_path + ": cannot write");
+    io::write_file_atomic(s.diag_path, kept_diag);
+    s.diag_out.open(s.diag_path, std::ios::app);
+    if (!s.diag_out) throw io::IoError(s.diag_path + ": cannot write");
   }
+  s.train_step.emplace(c, s.m, s.run.corpus);
+  s.tokens_per_step = s.m.predictions(c.train.batch);
+  while (s.next_schedule < c.precision.schedule.size() &&
+         c.precision.schedule[s.next_schedule]["step"].get<uint64_t>() <= s.st.next_step)
+    ++s.next_schedule;
+  s.t0 = s.t_log = Clock::now();
+}
 
-  TrainStep train_step(c, m, run.corpus);
-  const size_t tokens_per_step = m.predictions(c.train.batch);
+// What one step measured, for its metrics line.
+struct StepRecord {
+  uint64_t step = 0;
+  GradNorms norms;
+  double lr = 0, scale_used = 0, loss_z = NAN, grad_z = NAN, val = NAN;
+  bool apply = true, eval = false, last = false, stop = false;
+  std::string reason;  // the divergence reason, when the run diverged at this step
+};
+
+// Phase 2, one step: the gradients (and the deep diagnostics when due), the divergence checks, the
+// update (unless the run stops or the loss scaler skips it), the evaluation when due.
+StepRecord one_step(Session& s, uint64_t step) {
+  const RunConfig& c = s.c;
+  TrainStep& train_step = *s.train_step;
+  auto& m = s.m;
   const auto& ls = c.precision.loss_scale;
-  size_t next_schedule = 0;
-  while (next_schedule < c.precision.schedule.size() &&
-         c.precision.schedule[next_schedule]["step"].get<uint64_t>() <= st.next_step)
-    ++next_schedule;
-  using clock = std::chrono::steady_clock;
-  const auto t0 = clock::now();
-  auto t_log = t0;
-  uint64_t steps_since_log = 0, steps_this_session = 0;
-  auto save_checkpoint = [&] { write_checkpoint(ckpt_path, checkpoint_payload(c, m, opt, div, st)); };
-
-  for (uint64_t step = st.next_step; step < c.train.steps; ++step) {
-    // Scheduled precision switches take effect at their step.
-    while (next_schedule < c.precision.schedule.size() &&
-           c.precision.schedule[next_schedule]["step"].get<uint64_t>() <= step) {
-      resolve_sites_at_step(c.precision, step, m.sites, m.elementwise);
-      ++next_schedule;
-    }
-    train_step.begin(step, st.scaler.scale);
-    diag.begin_step(step, m.sites, m.elementwise);  // deep diagnostics: snapshot of the sites as the step starts (when due)
-    st.loss = train_step.gradients(step, st.scaler.active(ls), opts.phase_times);
-    // ---- deep diagnostics (diag/diagnostics.h): reads the run's weights, batch and gradient
-    // (unscaled, unclipped) and works on copies; nothing of the run changes. ----
-    if (diag.due(step)) {
-      diag_out << diag.run(step, m, m.grads.data(), m.loss_scale,
-                           StepBatch{train_step.windows().data(), c.train.batch, kTrainDataStream, step, kLabelNoiseStream}).dump()
+  // Scheduled precision switches take effect at their step.
+  while (s.next_schedule < c.precision.schedule.size() &&
+         c.precision.schedule[s.next_schedule]["step"].get<uint64_t>() <= step) {
+    resolve_sites_at_step(c.precision, step, m.sites, m.elementwise);
+    ++s.next_schedule;
+  }
+  train_step.begin(step, s.st.scaler.scale);
+  s.diag->begin_step(step, m.sites, m.elementwise);  // deep diagnostics: snapshot of the sites as the step starts (when due)
+  s.st.loss = train_step.gradients(step, s.st.scaler.active(ls), s.opts.phase_times);
+  // ---- deep diagnostics (diag/diagnostics.h): reads the run's weights, batch and gradient
+  // (unscaled, unclipped) and works on copies; nothing of the run changes. ----
+  if (s.diag->due(step)) {
+    s.diag_out << s.diag->run(step, m, m.grads.data(), m.loss_scale,
+                              StepBatch{train_step.windows().data(), c.train.batch, kTrainDataStream, step, kLabelNoiseStream}).dump()
                << "\n";
-      diag_out.flush();
-    }
-    if (steps_this_session == 0 && opts.notice)  // legal but surprising: MX blocks longer than K
-      if (const std::string w = short_scale_blocks(m.sites); !w.empty()) opts.notice("warning: " + w);
-    const GradNorms norms = gradient_norms(m.table, m.grads.data());
-    const double gnorm = norms.global;
-    const TensorNormMax& gmax = norms.max_tensor;
-    const double lr = learning_rate(c.train, step);
-    const double scale_used = st.scaler.scale;
-    const bool apply = st.scaler.after_backward(ls, std::isfinite(gnorm));  // false: a skipped step
-    const std::string reason = div.observe(step, st.loss, !std::isfinite(gnorm) && !st.scaler.active(ls));
-    const bool diverged_now = !reason.empty();
-    const double loss_z = st.loss_z.z(st.loss), grad_z = st.grad_z.z(gnorm);
-    st.loss_z.push(st.loss);
-    st.grad_z.push(gnorm);
-    const bool stop = diverged_now && c.divergence.stop;
-    if (!stop) {
-      const auto t_update = clock::now();
-      if (apply) train_step.update(opt, gnorm, lr, step);
-      if (opts.phase_times) opts.phase_times->update_s += std::chrono::duration<double>(clock::now() - t_update).count();
-      st.steps_completed = step + 1;
-    }
-    st.next_step = step + 1;
-    ++steps_since_log;
-    ++steps_this_session;
-    const bool last = step + 1 == c.train.steps || stop;
-    const bool eval = !stop && ((step + 1) % c.train.eval_every == 0 || last);
-    double val = NAN;
-    if (eval) {
-      val = evaluate(run, train_step, step);
-      st.last_val = val;
-      if (std::isnan(st.best_val) || val < st.best_val) st.best_val = val;
-    }
-    if (step % c.train.log_every == 0 || eval || last || diverged_now) {
-      const auto now = clock::now();
-      const double dt = std::chrono::duration<double>(now - t_log).count();
-      const double elapsed = std::chrono::duration<double>(now - t0).count();
-      const double tps = dt > 0 ? static_cast<double>(steps_since_log * tokens_per_step) / dt : 0.0;
-      t_log = now;
-      steps_since_log = 0;
-      ojson line = {{"step", step},
-                    {"loss", num(st.loss)},
-                    {"val_loss", num(val)},
-                    {"lr", lr},
-                    {"grad_norm", num(gnorm)},
-                    {"grad_norm_max", num(gmax.norm)},
-                    {"grad_norm_max_tensor", gmax.tensor},
-                    {"loss_z", num(loss_z)},
-                    {"grad_norm_z", num(grad_z)},
-                    {"clipped", c.train.grad_clip > 0 && gnorm > c.train.grad_clip}};
-      if (st.scaler.active(ls)) {
-        line["loss_scale"] = scale_used;
-        line["skipped"] = !apply;
-      }
-      line["sites"] = site_metrics(m.sites, c.diagnostics.swamping);
-      line["classes"] = class_metrics(m.sites);
-      if (m.elementwise.any_active()) line["elementwise"] = elementwise_metrics(m.elementwise);
-      if (diverged_now) {
-        line["diverged"] = reason;
-        st.at_divergence = ojson{{"step", step}, {"classes", line["classes"]}, {"sites", line["sites"]}}.dump();
-      }
-      line["tokens_per_s"] = tps;  // timing fields last
-      line["elapsed_s"] = elapsed;
-      metrics << line.dump() << "\n";
-      metrics.flush();
-      if (progress) {
-        Progress p;
-        p.step = step;
-        p.steps = c.train.steps;
-        p.loss = st.loss;
-        p.val_loss = val;
-        p.lr = lr;
-        p.grad_norm = gnorm;
-        p.tokens_per_s = tps;
-        const double per_step = elapsed / static_cast<double>(steps_this_session);
-        p.eta_s = step + 1 < c.train.steps ? per_step * static_cast<double>(c.train.steps - step - 1) : 0;
-        p.evaluated = eval;
-        progress(p);
-      }
-    }
-    if (stop) break;
-    if (opts.stop_requested && opts.stop_requested->load()) {
-      sum.interrupted = true;
-      break;
-    }
-    if (c.train.checkpoint_every && (step + 1) % c.train.checkpoint_every == 0 && !last) {
-      save_checkpoint();
-      if (c.train.keep_checkpoints)  // named by the step it resumes at
-        fs::copy_file(ckpt_path, (dir / ("checkpoint-" + std::to_string(step + 1) + ".bin")).string(),
-                      fs::copy_options::overwrite_existing);
-    }
+    s.diag_out.flush();
   }
-  metrics.close();
-  if (!metrics) throw io::IoError(metrics_path + ": write failed");
-  if (diag_out.is_open()) {
-    diag_out.close();
-    if (!diag_out) throw io::IoError(diag_path + ": write failed");
+  if (s.steps_this_session == 0 && s.opts.notice)  // legal but surprising: MX blocks longer than K
+    if (const std::string w = short_scale_blocks(m.sites); !w.empty()) s.opts.notice("warning: " + w);
+  StepRecord r;
+  r.step = step;
+  r.norms = gradient_norms(m.table, m.grads.data());
+  const double gnorm = r.norms.global;
+  r.lr = learning_rate(c.train, step);
+  r.scale_used = s.st.scaler.scale;
+  r.apply = s.st.scaler.after_backward(ls, std::isfinite(gnorm));  // false: a skipped step
+  r.reason = s.div.observe(step, s.st.loss, !std::isfinite(gnorm) && !s.st.scaler.active(ls));
+  r.loss_z = s.st.loss_z.z(s.st.loss);
+  r.grad_z = s.st.grad_z.z(gnorm);
+  s.st.loss_z.push(s.st.loss);
+  s.st.grad_z.push(gnorm);
+  r.stop = !r.reason.empty() && c.divergence.stop;
+  if (!r.stop) {
+    const auto t_update = Clock::now();
+    if (r.apply) train_step.update(s.opt, gnorm, r.lr, step);
+    if (s.opts.phase_times) s.opts.phase_times->update_s += std::chrono::duration<double>(Clock::now() - t_update).count();
+    s.st.steps_completed = step + 1;
   }
-  save_checkpoint();
+  s.st.next_step = step + 1;
+  ++s.steps_since_log;
+  ++s.steps_this_session;
+  r.last = step + 1 == c.train.steps || r.stop;
+  r.eval = !r.stop && ((step + 1) % c.train.eval_every == 0 || r.last);
+  if (r.eval) {
+    r.val = evaluate(s.run, train_step, step);
+    s.st.last_val = r.val;
+    if (std::isnan(s.st.best_val) || r.val < s.st.best_val) s.st.best_val = r.val;
+  }
+  return r;
+}
 
-  sum.wall_s = std::chrono::duration<double>(clock::now() - t0).count();
+// Phase 3, the log line: the step's metrics.jsonl line (timing fields last) and the progress report.
+void log_line(Session& s, const StepRecord& r, const std::function<void(const Progress&)>& progress) {
+  const RunConfig& c = s.c;
+  auto& m = s.m;
+  const auto now = Clock::now();
+  const double dt = std::chrono::duration<double>(now - s.t_log).count();
+  const double elapsed = std::chrono::duration<double>(now - s.t0).count();
+  const double tps = dt > 0 ? static_cast<double>(s.steps_since_log * s.tokens_per_step) / dt : 0.0;
+  s.t_log = now;
+  s.steps_since_log = 0;
+  const double gnorm = r.norms.global;
+  ojson line = {{"step", r.step},
+                {"loss", num(s.st.loss)},
+                {"val_loss", num(r.val)},
+                {"lr", r.lr},
+                {"grad_norm", num(gnorm)},
+                {"grad_norm_max", num(r.norms.max_tensor.norm)},
+                {"grad_norm_max_tensor", r.norms.max_tensor.tensor},
+                {"loss_z", num(r.loss_z)},
+                {"grad_norm_z", num(r.grad_z)},
+                {"clipped", c.train.grad_clip > 0 && gnorm > c.train.grad_clip}};
+  if (s.st.scaler.active(c.precision.loss_scale)) {
+    line["loss_scale"] = r.scale_used;
+    line["skipped"] = !r.apply;
+  }
+  line["sites"] = site_metrics(m.sites, c.diagnostics.swamping);
+  line["classes"] = class_metrics(m.sites);
+  if (m.elementwise.any_active()) line["elementwise"] = elementwise_metrics(m.elementwise);
+  if (!r.reason.empty()) {
+    line["diverged"] = r.reason;
+    s.st.at_divergence = ojson{{"step", r.step}, {"classes", line["classes"]}, {"sites", line["sites"]}}.dump();
+  }
+  line["tokens_per_s"] = tps;  // timing fields last
+  line["elapsed_s"] = elapsed;
+  s.metrics << line.dump() << "\n";
+  s.metrics.flush();
+  if (progress) {
+    Progress p;
+    p.step = r.step;
+    p.steps = c.train.steps;
+    p.loss = s.st.loss;
+    p.val_loss = r.val;
+    p.lr = r.lr;
+    p.grad_norm = gnorm;
+    p.tokens_per_s = tps;
+    const double per_step = elapsed / static_cast<double>(s.steps_this_session);
+    p.eta_s = r.step + 1 < c.train.steps ? per_step * static_cast<double>(c.train.steps - r.step - 1) : 0;
+    p.evaluated = r.eval;
+    progress(p);
+  }
+}
+
+// A periodic checkpoint after `step` (train.checkpoint_every; the last one is written at exit).
+void periodic_checkpoint(Session& s, uint64_t step, bool last) {
+  namespace fs = std::filesystem;
+  const RunConfig& c = s.c;
+  if (!c.train.checkpoint_every || (step + 1) % c.train.checkpoint_every != 0 || last) return;
+  s.save_checkpoint();
+  if (c.train.keep_checkpoints)  // named by the step it resumes at
+    fs::copy_file(s.ckpt_path, (s.dir / ("checkpoint-" + std::to_string(step + 1) + ".bin")).string(),
+                  fs::copy_options::overwrite_existing);
+}
+
+// Phase 4, the summary: close the files, write the final checkpoint, and (unless interrupted, when
+// the checkpoint is the record) summary.json, atomically.
+void finish_run(Session& s, RunSummary& sum) {
+  const RunConfig& c = s.c;
+  s.metrics.close();
+  if (!s.metrics) throw io::IoError(s.metrics_path + ": write failed");
+  if (s.diag_out.is_open()) {
+    s.diag_out.close();
+    if (!s.diag_out) throw io::IoError(s.diag_path + ": write failed");
+  }
+  s.save_checkpoint();
+
+  const DivergenceTracker& div = s.div;
+  sum.wall_s = std::chrono::duration<double>(Clock::now() - s.t0).count();
   sum.diverged = div.divergence_step >= 0;
   sum.divergence_step = div.divergence_step;
   sum.first_nonfinite_step = div.first_nonfinite_step;
   sum.spike_step = div.spike_step;
   sum.departure_step = div.departure_step;
   sum.reason = div.reason;
-  sum.skipped_steps = st.scaler.skipped;
-  sum.steps_completed = st.steps_completed;
-  sum.final_train_loss = st.loss;
+  sum.skipped_steps = s.st.scaler.skipped;
+  sum.steps_completed = s.st.steps_completed;
+  sum.final_train_loss = s.st.loss;
   sum.smoothed_train_loss = div.ema;
-  sum.final_val_loss = st.last_val;
-  sum.best_val_loss = st.best_val;
-  sum.steps_per_s = sum.wall_s > 0 ? static_cast<double>(steps_this_session) / sum.wall_s : 0;
-  sum.tokens_per_s = sum.steps_per_s * static_cast<double>(tokens_per_step);
-  if (sum.interrupted) return sum;  // unfinished: the checkpoint is the record; --resume continues
+  sum.final_val_loss = s.st.last_val;
+  sum.best_val_loss = s.st.best_val;
+  sum.steps_per_s = sum.wall_s > 0 ? static_cast<double>(s.steps_this_session) / sum.wall_s : 0;
+  sum.tokens_per_s = sum.steps_per_s * static_cast<double>(s.tokens_per_step);
+  if (sum.interrupted) return;  // unfinished: the checkpoint is the record; --resume continues
 
-  ojson s = {{"version", DRIFT_VERSION},
+  const std::string& reference = s.opts.reference;
+  ojson j = {{"version", DRIFT_VERSION},
              {"diverged", sum.diverged},
              {"divergence_step", step_or_null(sum.divergence_step)},
              {"reason", sum.diverged ? ojson(sum.reason) : ojson(nullptr)},
              {"first_nonfinite_step", step_or_null(sum.first_nonfinite_step)},
              {"spike_step", step_or_null(sum.spike_step)},
-             {"departure_step", opts.reference.empty() ? ojson(nullptr) : step_or_null(sum.departure_step)},
-             {"reference", opts.reference.empty() ? ojson(nullptr) : ojson(opts.reference)},
-             {"telemetry_at_divergence", ojson::parse(st.at_divergence)},
+             {"departure_step", reference.empty() ? ojson(nullptr) : step_or_null(sum.departure_step)},
+             {"reference", reference.empty() ? ojson(nullptr) : ojson(reference)},
+             {"telemetry_at_divergence", ojson::parse(s.st.at_divergence)},
              {"steps", c.train.steps},
              {"steps_completed", sum.steps_completed},
              {"skipped_steps", sum.skipped_steps},
-             {"final_loss_scale", st.scaler.scale},
+             {"final_loss_scale", s.st.scaler.scale},
              {"final_train_loss", num(sum.final_train_loss)},
              {"smoothed_train_loss", num(div.has_ema ? div.ema : NAN)},
              {"final_val_loss", num(sum.final_val_loss)},
@@ -589,8 +631,34 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
              {"wall_s", sum.wall_s},
              {"steps_per_s", sum.steps_per_s},
              {"tokens_per_s", sum.tokens_per_s},
-             {"routes", route_metrics(m.sites)}};  // with the timing: how it ran, not what it computed
-  io::write_file_atomic((dir / "summary.json").string(), s.dump(2) + "\n");
+             {"routes", route_metrics(s.m.sites)}};  // with the timing: how it ran, not what it computed
+  io::write_file_atomic((s.dir / "summary.json").string(), j.dump(2) + "\n");
+}
+
+}  // namespace
+
+RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function<void(const Progress&)>& progress) {
+  RunSummary sum;
+  sum.run_dir = run.cfg.run_dir();
+  // One run at a time in a directory, and a finished run is replaced only on request
+  // (train/run_lock.h): checked before anything is read or written.
+  io::check_output_dir(sum.run_dir, "run directory (--out / output.dir)");
+  const RunDirLock lock(sum.run_dir);
+  if (!opts.resume && !opts.force) refuse_finished_run(sum.run_dir);
+
+  Session s(run, opts);  // everything that can fail on bad input is read before anything is written
+  open_run(s);
+  for (uint64_t step = s.st.next_step; step < s.c.train.steps; ++step) {
+    const StepRecord r = one_step(s, step);
+    if (step % s.c.train.log_every == 0 || r.eval || r.last || !r.reason.empty()) log_line(s, r, progress);
+    if (r.stop) break;
+    if (opts.stop_requested && opts.stop_requested->load()) {
+      sum.interrupted = true;
+      break;
+    }
+    periodic_checkpoint(s, step, r.last);
+  }
+  finish_run(s, sum);
   return sum;
 }
 

@@ -1,14 +1,13 @@
 // The per-element update rules of the optimizers (train/optimizer.h), over one contiguous run of
 // elements of one tensor: fp32 arithmetic, each element on its own, in the order of operations
-// the formulas below state. The loops have no dependence between elements, so the compiler
-// vectorises them across elements; every lane performs the same IEEE operations (no contraction:
-// -ffp-contract=off; sqrt and division correctly rounded) as the scalar loop, so the bits are the
-// scalar ones at any vector width. On x86-64 the loops are compiled twice, for the baseline ISA
-// (SSE2: 4 lanes) and for AVX2 (8 lanes), and the CPU's best is taken; tests run every one this
-// CPU supports against the scalar rule.
+// the formulas below state. They run in SIMD vectors across elements (Highway, one build per
+// target, the CPU's best taken at run time); every lane performs the same IEEE operations as the
+// scalar rule (no contraction; division and square root correctly rounded), so the bits are the
+// scalar ones on every target; tests run every target this CPU supports against the scalar rule.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace drift {
@@ -30,13 +29,7 @@ struct AdamwCoeffs {
 // u = (m/bias1) / (sqrt(v/bias2) + eps) (+ wd*p when `decay`);  p -= lr*u.
 void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const AdamwCoeffs& k, bool decay);
 
-// The instruction sets the update loops are compiled for, and those this CPU runs (baseline first).
-enum class UpdateIsa { baseline, avx2 };
-std::vector<UpdateIsa> supported_update_isas();
-const char* to_string(UpdateIsa isa);
-// The same updates on a chosen ISA (one of supported_update_isas()), for tests.
-void sgd_update(float* p, const float* g, float* m, size_t n, const SgdCoeffs& k, bool decay, UpdateIsa isa);
-void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const AdamwCoeffs& k, bool decay,
-                  UpdateIsa isa);
+// The SIMD targets compiled in that this CPU supports (hwy target bits), for tests.
+std::vector<int64_t> update_rule_targets();
 
 }  // namespace drift

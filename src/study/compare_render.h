@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "diag/compare.h"
+#include "study/compare.h"
 
 namespace drift {
 

@@ -1,4 +1,4 @@
-#include "diag/run_index.h"
+#include "study/run_index.h"
 
 #include <algorithm>
 #include <cmath>

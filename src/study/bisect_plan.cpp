@@ -1,4 +1,4 @@
-#include "diag/bisect_plan.h"
+#include "study/bisect_plan.h"
 
 #include <algorithm>
 #include <set>

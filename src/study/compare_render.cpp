@@ -1,4 +1,4 @@
-#include "diag/compare_render.h"
+#include "study/compare_render.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,4 +1,4 @@
-#include "diag/compare.h"
+#include "study/compare.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "diag/sweep_plan.h"
+#include "study/sweep_plan.h"
 #include "io/json_read.h"
 
 #include <charconv>

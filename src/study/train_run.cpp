@@ -1,4 +1,4 @@
-#include "diag/train_run.h"
+#include "study/train_run.h"
 
 #include <filesystem>
 #include <memory>

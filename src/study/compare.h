@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "diag/run_index.h"
+#include "study/run_index.h"
 
 namespace drift {
 
