@@ -10,6 +10,9 @@
 #   main       every policy in policies/ at base.json (lr 0.03), seeds 1-3      21 runs
 #   mechanism  mx_bwd_both, seed 1, with diagnostics every 50 steps and two probes
 #              (diagnostics.json: the rceil rescue and fp32) up to its divergence  1 run
+#   interventions  mx_bwd_both switched in situ (precision.schedule) to fp32 or to rceil,
+#              early (step 60: gradient norm already growing, loss still near fp32's) or
+#              late (step 150: 20-50 steps before the spike), seeds 1-3  12 runs
 # Each part leaves results/<part>.{md,json,csv,lead_time.md} and <out>/<part>/report.html.
 # Time on 2 cores (-j 2): about 25 minutes for all three (600 steps: ~45 s a run).
 # Needs build/drift (bash scripts/setup.sh builds it), or DRIFT=/path/to/drift.
@@ -26,3 +29,6 @@ study_sweep main --config "$STUDY_DIR/base.json" --seeds 1-3 --policies "$STUDY_
 study_sweep mechanism --config "$STUDY_DIR/base.json" --seeds 1 \
   --set "diagnostics=$(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["diagnostics"], separators=(",", ":")))' "$STUDY_DIR/diagnostics.json")" \
   --policies "$STUDY_DIR"/policies/mx_bwd_both.json
+# interventions: the in-situ switches of the MX instability paper, on this study's failure
+study_sweep interventions --config "$STUDY_DIR/base.json" --seeds 1-3 \
+  --policies "$STUDY_DIR"/interventions/*.json

@@ -18,6 +18,10 @@ runs = json.load(open(sys.argv[1]))["runs"]
 assert len(runs) == int(sys.argv[2]), (len(runs), sys.argv[2])
 PY
   bash -n "$study/run.sh" || fail "$name/run.sh: syntax"
+  if [[ -d "$study/interventions" ]]; then  # in-situ switches: precision sections with a schedule
+    "$drift" sweep --config "$study/base.json" --seeds 1 --policies "$study"/interventions/*.json \
+      --print-commands --out "plan_${name}_intv" > /dev/null || fail "$name: its interventions do not resolve"
+  fi
 done
 # The attention study's diagnostics overlay resolves too (its probes are rule lists).
 "$drift" sweep --config "$src/studies/attn_backward/base.json" --seeds 1 \
