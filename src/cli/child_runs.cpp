@@ -74,6 +74,22 @@ std::optional<std::string> config_changed_since_preflight(const ChildJob& j) {
          " differs); runs already started keep the config they started with. Rerun the sweep";
 }
 
+// Whether a finished run's config.json is not the config preflight checked: the base config was
+// edited after this run was launched but before it read the file.
+std::optional<std::string> config_differs_from_preflight(const ChildJob& j) {
+  if (!j.planned) return std::nullopt;
+  std::optional<std::string> diff;
+  try {
+    diff = config_difference(io::read_json_file((fs::path(j.run.dir) / "config.json").string(), "run's config.json"),
+                             *j.planned);
+  } catch (const std::exception& e) {
+    return std::string("cannot compare the run's config.json with the checked config: ") + e.what();
+  }
+  if (!diff) return std::nullopt;
+  return "ran a config other than the one the sweep checked (" + *diff + " differs): " + j.run.config +
+         " changed while the run started. Rerun the sweep";
+}
+
 }  // namespace
 
 const char* to_string(RunStatus s) {
@@ -157,6 +173,9 @@ bool run_children(const std::vector<ChildJob>& jobs, size_t parallel, std::vecto
       r.status = RunStatus::failed;
       r.stderr_tail = tail_lines(jobs[i].log, 8);
       if (*r.exit_code == 0) r.stderr_tail += "(exited 0 without writing summary.json)\n";
+    } else if (const auto ran_other = config_differs_from_preflight(jobs[i])) {
+      r.status = RunStatus::failed;  // the config changed between launch and the child reading it
+      r.stderr_tail = *ran_other + "\n";
     } else {
       r.status = r.summary->value("diverged", false) ? RunStatus::diverged : RunStatus::ok;
     }

@@ -2,7 +2,9 @@
 # drift sweep reads the base config once to check every run, but each run's drift train reads it
 # again when it starts. A config edited while the sweep runs must not silently give the later runs
 # another config than the one checked: those runs are not started and are reported failed, naming
-# the key that changed, and the sweep exits non-zero. Rerunning the sweep then refuses the finished
+# the key that changed, and the sweep exits non-zero. (A run caught between its launch and its
+# reading of the file is reported failed once it ends, by comparing its config.json; that window
+# is too narrow to hit on purpose here.) Rerunning the sweep then refuses the finished
 # run of the old config (the existing rule), so nothing mixes two configs.
 # Usage: sweep_config_guard.sh <drift-binary> <source-dir>
 source "$(dirname "$0")/common.bash" "$@"
@@ -25,6 +27,13 @@ for _ in $(seq 1 3000); do
 done
 [[ -n "$child" ]] || fail "run 1 never started: $(cat sweep.txt)"
 kill -STOP $child
+# Let it go until it has read its config (it writes config.json right after), so that run 1
+# deterministically trains the config the sweep checked; then hold it again.
+for _ in $(seq 1 3000); do
+  [[ -s sw/base/seed1/config.json ]] && break
+  kill -CONT $child; sleep 0.002; kill -STOP $child
+done
+[[ -s sw/base/seed1/config.json ]] || fail "run 1 never wrote its config.json"
 sed -i 's/"lr": 0.01/"lr": 0.02/' base.json
 kill -CONT $child
 rc=0; wait $sweep_pid || rc=$?
