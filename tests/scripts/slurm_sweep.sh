@@ -173,15 +173,21 @@ metric_step() { tail -n 1 "$1/metrics.jsonl" 2>/dev/null | python3 -c 'import js
 # The run is tiny: on a quiet machine it could finish between the poll and --status, so it is held
 # still (SIGSTOP) from step 60 until the preemption signal is on its way, then let go (SIGCONT):
 # the signal then lands mid-run whatever the machine's speed.
+# (Held from the moment its task process appears and let forward a few milliseconds at a time: on
+# a loaded machine the poll itself is slow enough for the whole 300 steps to pass between polls.)
 task_pid=""
-for _ in $(seq 3000); do
-  if [ "$(metric_step sl/fp32/seed1)" -ge 59 ]; then
-    task_pid=$(pgrep -f -- "sweep --run-task" | head -n 1 || true)
-    [ -n "$task_pid" ] && kill -STOP "$task_pid"
-    break
-  fi
-  sleep 0.02
+for _ in $(seq 6000); do
+  task_pid=$(pgrep -f -- "sweep --run-task" | head -n 1 || true)
+  [ -n "$task_pid" ] && break
+  sleep 0.01
 done
+if [ -n "$task_pid" ]; then
+  kill -STOP "$task_pid"
+  for _ in $(seq 6000); do
+    [ "$(metric_step sl/fp32/seed1)" -ge 59 ] && break
+    kill -CONT "$task_pid"; sleep 0.003; kill -STOP "$task_pid"
+  done
+fi
 [ "$(metric_step sl/fp32/seed1)" -ge 59 ] || fail "run 0 did not reach step 60"
 [ -n "$task_pid" ] || fail "run 0's task process not found (pgrep 'sweep --run-task')"
 status
