@@ -28,7 +28,8 @@ struct ChildJob {
   bool skip = false;  // a finished run already there: not launched
   // The run's resolved config as preflight checked it. The child reads --config again when it
   // starts, so a base config edited while a sweep runs would give later runs another config than
-  // the one checked; such a run is not launched (reported failed, naming the key that changed).
+  // the one checked; such a run is not launched, and one that read the edited file after its launch
+  // is caught by its config.json when it ends: both are reported failed, naming the key that changed.
   std::optional<nlohmann::ordered_json> planned;
 };
 
