@@ -15,6 +15,7 @@
 #include "policy/elementwise_rules.h"
 #include "policy/matmul_json.h"
 #include "train/config.h"
+#include "train_checks.h"
 
 using namespace drift;
 using json = nlohmann::json;
@@ -63,13 +64,7 @@ ModelConfig tiny_model(const char* kind, int layers = 2, const char* activation 
 }
 
 std::string config_error_path(const json& elementwise) {
-  json j = {{"precision", {{"elementwise", elementwise}}}};
-  try {
-    parse_run_config(j);
-  } catch (const ConfigError& e) {
-    return e.path;
-  }
-  return "(no error)";
+  return test::config_error_path({{"precision", {{"elementwise", elementwise}}}});
 }
 
 }  // namespace

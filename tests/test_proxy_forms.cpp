@@ -23,6 +23,7 @@
 #include "train/train_step.h"
 #include "train/trainer.h"
 #include "run_files.h"
+#include "train_checks.h"
 
 using namespace drift;
 using json = nlohmann::json;
@@ -54,15 +55,6 @@ void fp64_sites(LmModel<T>& m) {
   const MatmulPolicy fp64 = parse_matmul_policy(json::parse(R"({"a": {"format": "fp64"}, "b": {"format": "fp64"},
       "product": {"format": "fp64"}, "inner": {"format": "fp64"}, "outer": {"format": "fp64"}, "output": {"format": "fp64"}})"));
   for (auto& s : m.sites.sites()) s.policy = fp64;
-}
-
-std::string error_path(const json& j) {
-  try {
-    parse_run_config(j);
-  } catch (const ConfigError& e) {
-    return e.path;
-  }
-  return "(no error)";
 }
 
 }  // namespace
@@ -239,20 +231,20 @@ TEST_CASE("config: the proxy's paper-form keys, their checks and defaults") {
   const RunConfig again = parse_run_config(json::parse(resolved_config_json(bare).dump()));
   CHECK(json::parse(resolved_config_json(again).dump()) == json::parse(resolved_config_json(bare).dump()));
   // Errors name the key.
-  CHECK(error_path(json::parse(R"({"model": {"student": "bare"}})")) == "model.student");  // mlp model
-  CHECK(error_path(json::parse(R"({"model": {"kind": "attn", "label_noise": 0.1}})")) == "model.label_noise");
-  CHECK(error_path(json::parse(R"({"model": {"kind": "mlp", "fc_bias": false}})")) == "model.fc_bias");
-  CHECK(error_path(json::parse(R"({"model": {"kind": "proxy", "student": "wide"}})")) == "model.student");
-  CHECK(error_path(json::parse(R"({"model": {"kind": "proxy", "init": "xavier"}})")) == "model.init");
-  CHECK(error_path(json::parse(R"({"model": {"kind": "proxy", "label_noise": -0.1}})")) == "model.label_noise");
-  CHECK(error_path(json::parse(R"({"model": {"kind": "proxy", "student": "bare", "d_model": 8, "input_dim": 6}})")) ==
+  CHECK(test::config_error_path(json::parse(R"({"model": {"student": "bare"}})")) == "model.student");  // mlp model
+  CHECK(test::config_error_path(json::parse(R"({"model": {"kind": "attn", "label_noise": 0.1}})")) == "model.label_noise");
+  CHECK(test::config_error_path(json::parse(R"({"model": {"kind": "mlp", "fc_bias": false}})")) == "model.fc_bias");
+  CHECK(test::config_error_path(json::parse(R"({"model": {"kind": "proxy", "student": "wide"}})")) == "model.student");
+  CHECK(test::config_error_path(json::parse(R"({"model": {"kind": "proxy", "init": "xavier"}})")) == "model.init");
+  CHECK(test::config_error_path(json::parse(R"({"model": {"kind": "proxy", "label_noise": -0.1}})")) == "model.label_noise");
+  CHECK(test::config_error_path(json::parse(R"({"model": {"kind": "proxy", "student": "bare", "d_model": 8, "input_dim": 6}})")) ==
         "model.input_dim");
-  CHECK(error_path(json::parse(R"({"model": {"kind": "proxy", "student": "bare", "d_model": 8, "output_dim": 8}})")) ==
+  CHECK(test::config_error_path(json::parse(R"({"model": {"kind": "proxy", "student": "bare", "d_model": 8, "output_dim": 8}})")) ==
         "(no error)");
-  CHECK(error_path(json::parse(R"({"model": {"kind": "proxy", "teacher": "mlp", "input_dim": 8, "output_dim": 4}})")) ==
+  CHECK(test::config_error_path(json::parse(R"({"model": {"kind": "proxy", "teacher": "mlp", "input_dim": 8, "output_dim": 4}})")) ==
         "model.output_dim");
-  CHECK(error_path(json::parse(R"({"model": {"kind": "proxy", "teacher_width": 32}})")) == "model.teacher_width");
-  CHECK(error_path(json::parse(R"({"model": {"kind": "proxy", "teacher_depth": 2}})")) == "model.teacher_depth");
+  CHECK(test::config_error_path(json::parse(R"({"model": {"kind": "proxy", "teacher_width": 32}})")) == "model.teacher_width");
+  CHECK(test::config_error_path(json::parse(R"({"model": {"kind": "proxy", "teacher_depth": 2}})")) == "model.teacher_depth");
   // The model itself refuses impossible shapes (for callers that skip the config layer).
   ModelConfig wrong = paper_proxy();
   wrong.output_dim = 5;
@@ -284,7 +276,7 @@ TEST_CASE("optimizer: train.adam_one_minus_beta fp64 uses float(1 - beta) as tor
   }
   // The two complements of 0.999 differ: 0.999 is not a float.
   CHECK(static_cast<float>(1.0 - 0.999) != 1.0f - 0.999f);
-  CHECK(error_path(json{{"train", {{"adam_one_minus_beta", "fp16"}}}}) == "train.adam_one_minus_beta");
+  CHECK(test::config_error_path(json{{"train", {{"adam_one_minus_beta", "fp16"}}}}) == "train.adam_one_minus_beta");
 }
 
 TEST_CASE("resume: a run written before the proxy-form and adam_one_minus_beta keys existed resumes; a changed one does not") {
@@ -306,18 +298,7 @@ TEST_CASE("resume: a run written before the proxy-form and adam_one_minus_beta k
   std::ofstream((dir / "old" / "config.json").string()) << old.dump(2);
   RunConfig again = c;
   again.output.dir = (dir / "old").string();
-  auto resume = [](const RunConfig& rc) -> std::string {
-    PreparedRun r = prepare_run(rc);
-    TrainOptions o;
-    o.resume = true;
-    try {
-      train(r, o, {});
-    } catch (const CheckpointError& e) {
-      return e.what();
-    }
-    return "";
-  };
-  CHECK(resume(again) == "");
+  CHECK(test::resume_error(again) == "(no CheckpointError)");
   CHECK(test::no_timing(test::slurp(dir / "old" / "metrics.jsonl")) ==
         test::no_timing(test::slurp(dir / "whole" / "metrics.jsonl")));
   // A new key away from its default is another run.
@@ -326,6 +307,6 @@ TEST_CASE("resume: a run written before the proxy-form and adam_one_minus_beta k
   RunConfig noisy = c;
   noisy.model.label_noise = 0.1;
   noisy.output.dir = (dir / "noisy").string();
-  CHECK(resume(noisy).find("model.label_noise") != std::string::npos);
+  CHECK(test::resume_error(noisy).find("model.label_noise") != std::string::npos);
   fs::remove_all(dir);
 }

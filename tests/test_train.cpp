@@ -23,6 +23,7 @@
 #include "train/optimizer.h"
 #include "train/trainer.h"
 #include "run_files.h"
+#include "train_checks.h"
 
 using namespace drift;
 using json = nlohmann::json;
@@ -480,17 +481,7 @@ TEST_CASE("trainer: a new run clears the previous run's files; --resume before a
   CHECK(slurp(t.dir / "whole" / "checkpoint.bin") == slurp(killed / "checkpoint.bin"));
 
   // Another config's config.json, or none at all: --resume refuses, writing nothing.
-  auto resume_error = [](const RunConfig& rc) -> std::string {
-    PreparedRun r = prepare_run(rc);
-    TrainOptions o;
-    o.resume = true;
-    try {
-      train(r, o, {});
-    } catch (const CheckpointError& e) {
-      return e.what();
-    }
-    return "(no CheckpointError)";
-  };
+  using test::resume_error;
   const fs::path other = t.dir / "other";
   fs::create_directories(other);
   fs::copy_file(t.dir / "whole" / "config.json", other / "config.json");
