@@ -11,8 +11,9 @@
 #           mx_microxcaling} (seed 1)                                 12 runs, ~10 min
 #   wide    base.json: width 128, depth 4, batch 256, 6000 steps; lr 0.001, 0.003, 0.01
 #           x {fp32, mx} (seed 1)                                      6 runs, ~1.5 h
-#   main    every policy in policies/ at width 64, lr 0.003, 6000 steps, seeds 1-3
-#                                                                      21 runs, ~1 h
+#   main    every policy in policies/ at width 64, batch 128, lr 0.01 (the edge: the search's
+#           fp32 and mx both survive 2000 steps there, both diverge at 0.03), 6000 steps,
+#           seeds 1-3                                                  21 runs, ~1 h
 # Each part leaves results/<part>.{md,json,csv,lead_time.md} and <out>/<part>/report.html.
 # Needs build/drift (bash scripts/setup.sh builds it), or DRIFT=/path/to/drift.
 STUDY_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -26,5 +27,5 @@ study_sweep search --config "$STUDY_DIR/base.json" --seeds 1 \
 study_sweep wide --config "$STUDY_DIR/base.json" --seeds 1 --set train.lr=0.001,0.003,0.01 \
   --policies "$STUDY_DIR"/policies/fp32.json "$STUDY_DIR"/policies/mx.json
 study_sweep main --config "$STUDY_DIR/base.json" --seeds 1-3 \
-  --set model.d_model=64 --set train.batch=128 --set train.lr=0.003 \
+  --set model.d_model=64 --set train.batch=128 --set train.lr=0.01 \
   --policies "$STUDY_DIR"/policies/*.json
