@@ -39,7 +39,7 @@ TEST_CASE("dense_f64 == the sequential triple loop, bit for bit, every target an
   struct Shape {
     size_t n, c, oc;
   };
-  const Shape shapes[] = {{1, 1, 1}, {3, 5, 7}, {4, 8, 16}, {5, 33, 17}, {9, 64, 40}, {70, 130, 33}, {2, 0, 9}};
+  const Shape shapes[] = {{1, 1, 1}, {3, 5, 7}, {4, 8, 16}, {5, 33, 17}, {9, 64, 40}, {70, 130, 33}, {130, 20, 50}, {2, 0, 9}};
   for (const Shape& s : shapes) {
     CAPTURE(s.n);
     CAPTURE(s.c);

@@ -4,6 +4,7 @@
 #include "hwy/highway.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "arith/dense_f64.h"
 #include "arith/parallel.h"
@@ -15,14 +16,16 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // Rows [i0, i0 + R) x columns [j, j + 2 vectors): 2R accumulators in registers, k ascending, each
 // step acc = acc + x*w as a multiply and then an add (Mul/Add: two roundings, as the scalar loop).
+// `panel` holds w's columns [j, j + 2L) as c rows of 2L contiguous doubles.
 template <size_t R, class D>
-HWY_INLINE void DenseTile(D d, double* y, const double* x, const double* w, size_t i0, size_t j, size_t c,
+HWY_INLINE void DenseTile(D d, double* y, const double* x, const double* panel, size_t i0, size_t j, size_t c,
                           size_t oc) {
   const size_t L = hn::Lanes(d);
   hn::Vec<D> acc0[R], acc1[R];
   for (size_t r = 0; r < R; ++r) acc0[r] = acc1[r] = hn::Zero(d);
-  for (size_t k = 0; k < c; ++k) {
-    const auto w0 = hn::LoadU(d, w + k * oc + j), w1 = hn::LoadU(d, w + k * oc + j + L);
+  const double* wk = panel;
+  for (size_t k = 0; k < c; ++k, wk += 2 * L) {
+    const auto w0 = hn::LoadU(d, wk), w1 = hn::LoadU(d, wk + L);
     for (size_t r = 0; r < R; ++r) {
       const auto xv = hn::Set(d, x[(i0 + r) * c + k]);
       acc0[r] = hn::Add(acc0[r], hn::Mul(xv, w0));
@@ -35,23 +38,39 @@ HWY_INLINE void DenseTile(D d, double* y, const double* x, const double* w, size
   }
 }
 
-// Rows [i0, i1) of y.
-void DenseRows(double* y, const double* x, const double* w, size_t i0, size_t i1, size_t c, size_t oc) {
+// The whole product. w's whole tiles of columns are first copied into panels (c x 2L contiguous
+// doubles each): read in place, a tile's rows lie oc doubles apart, and at the power-of-two widths
+// models use they all fall into one L1 cache set, so every load went to L2 (3x slower). Rows are
+// split over a team when `parallel` (each row's sums are the same whichever thread forms them), in
+// blocks whose x rows stay in L2 while every panel passes over them.
+void DenseAll(double* y, const double* x, const double* w, size_t n, size_t c, size_t oc, bool parallel) {
   const hn::ScalableTag<double> d;
-  const size_t L = hn::Lanes(d);
-  size_t j = 0;
-  for (; j + 2 * L <= oc; j += 2 * L) {
-    size_t i = i0;
-    for (; i + 8 <= i1; i += 8) DenseTile<8>(d, y, x, w, i, j, c, oc);
-    for (; i + 4 <= i1; i += 4) DenseTile<4>(d, y, x, w, i, j, c, oc);
-    for (; i < i1; ++i) DenseTile<1>(d, y, x, w, i, j, c, oc);
-  }
-  for (size_t i = i0; i < i1; ++i)  // the columns past the last whole tile, one by one
-    for (size_t jj = j; jj < oc; ++jj) {
-      double s = 0;
-      for (size_t k = 0; k < c; ++k) s = s + x[i * c + k] * w[k * oc + jj];
-      y[i * oc + jj] = s;
+  const size_t L = hn::Lanes(d), P = 2 * L;
+  const size_t panels = oc / P;
+  std::vector<double> packed(panels * c * P);
+  for_each_index(panels, parallel, [&](size_t p) {
+    double* dst = packed.data() + p * c * P;
+    for (size_t k = 0; k < c; ++k)
+      for (size_t l = 0; l < P; ++l) dst[k * P + l] = w[k * oc + p * P + l];
+  });
+  constexpr size_t kRowBlock = 64;  // a multiple of the 8-row tile
+  const size_t blocks = (n + kRowBlock - 1) / kRowBlock;
+  for_each_index(blocks, parallel, [&](size_t b) {
+    const size_t i0 = b * kRowBlock, i1 = std::min(n, i0 + kRowBlock);
+    for (size_t p = 0; p < panels; ++p) {
+      const double* panel = packed.data() + p * c * P;
+      size_t i = i0;
+      for (; i + 8 <= i1; i += 8) DenseTile<8>(d, y, x, panel, i, p * P, c, oc);
+      for (; i + 4 <= i1; i += 4) DenseTile<4>(d, y, x, panel, i, p * P, c, oc);
+      for (; i < i1; ++i) DenseTile<1>(d, y, x, panel, i, p * P, c, oc);
     }
+    for (size_t i = i0; i < i1; ++i)  // the columns past the last whole tile, one by one
+      for (size_t j = panels * P; j < oc; ++j) {
+        double s = 0;
+        for (size_t k = 0; k < c; ++k) s = s + x[i * c + k] * w[k * oc + j];
+        y[i * oc + j] = s;
+      }
+  });
 }
 
 }  // namespace HWY_NAMESPACE
@@ -61,15 +80,10 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace drift {
 
-HWY_EXPORT(DenseRows);
+HWY_EXPORT(DenseAll);
 
 void dense_f64(double* y, const double* x, const double* w, size_t n, size_t c, size_t oc) {
-  // Row chunks of 16 (a multiple of the 8-row tile) on a team when the call repays one.
-  constexpr size_t kChunk = 16;
-  const size_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (worth_threads_products(n * c * oc) && chunks > 1)
-  for (size_t ci = 0; ci < chunks; ++ci)
-    HWY_DYNAMIC_DISPATCH(DenseRows)(y, x, w, ci * kChunk, std::min(n, (ci + 1) * kChunk), c, oc);
+  HWY_DYNAMIC_DISPATCH(DenseAll)(y, x, w, n, c, oc, worth_threads_products(n * c * oc) && n > 64);
 }
 
 void dense_f64_scalar(double* y, const double* x, const double* w, size_t n, size_t c, size_t oc) {

@@ -345,51 +345,51 @@ size_t FloatLanes() { return hn::Lanes(hn::ScalableTag<float>()); }
 
 // The magnitude range of a rows x cols block of floats (row stride ld) for the packing checks and
 // the in-place scan: the smallest non-zero and the largest |v|, whether a NaN or inf is present (the
-// range is then not used: the call goes to the reference, so how Min/Max treat NaN lanes does not
-// matter), and the number of subnormals (0 < |v| < 2^-126). Min and max of finite values are exact
-// in any order. The vector state runs across rows (rows of an attention head are 32 floats: a
-// reduction per row would cost more than the row).
+// range is then not used: the call goes to the reference), and the number of subnormals
+// (0 < |v| < 2^-126). Worked on the encodings: |v|'s encoding a = bits & 0x7fffffff orders as |v|
+// does (inf above every finite value, NaN above inf), so the largest a is the amax and tells a
+// non-finite value; a - 1 wraps zero to the top, so the smallest a - 1 is the smallest non-zero; and
+// a - 1 < 2^23 - 1 exactly for the subnormals. Six integer operations a vector, against eleven in
+// float (the scan runs over every operand of an fp32 training matmul). The vector state runs
+// across rows (rows of an attention head are 32 floats: a reduction per row would cost more than
+// the row).
 void FloatMagnitudeRange(const float* v, size_t rows, size_t cols, size_t ld, FloatScan* out) {
   const hn::ScalableTag<float> d;
-  using V = hn::Vec<decltype(d)>;
+  const hn::RebindToUnsigned<decltype(d)> du;
   const hn::RebindToSigned<decltype(d)> di;
+  using VU = hn::Vec<decltype(du)>;
   const size_t L = hn::Lanes(d);
-  const V inf = hn::Set(d, INFINITY), top = hn::Set(d, 0x1.fffffep127f), zero = hn::Zero(d);
-  const V min_normal = hn::Set(d, 0x1p-126f);
-  V vmin = inf, vmax = zero;
-  auto bad = hn::Lt(inf, zero);  // all false
-  auto subs = hn::Zero(di);      // per-lane counts, moved to `sub` before they could reach 2^31
-  size_t lane_adds = 0;
-  float mn = INFINITY, mx = 0;
-  bool any_bad = false;
-  uint64_t sub = 0;
-  // A second set of accumulators for every other vector: two independent dependency chains, so the
+  constexpr uint32_t kAbs = 0x7fffffffu, kSubLimit = 0x007fffffu, kInfBits = 0x7f800000u;
+  const VU abs_mask = hn::Set(du, kAbs), one = hn::Set(du, 1u), sub_limit = hn::Set(du, kSubLimit);
+  // Two sets of accumulators for every other vector: two independent dependency chains, so the
   // loop runs at load speed instead of at the latency of Max/Min (the results combine exactly).
-  V vmin2 = inf, vmax2 = zero;
-  auto bad2 = bad;
-  auto subs2 = subs;
-  auto note = [&](const V a, V& mn_acc, V& mx_acc, decltype(bad)& bad_acc, decltype(subs)& subs_acc) {
-    bad_acc = hn::Or(bad_acc, hn::Not(hn::Le(a, top)));  // inf or NaN
-    mx_acc = hn::Max(mx_acc, a);
-    const auto is_zero = hn::Eq(a, zero);
-    mn_acc = hn::Min(mn_acc, hn::IfThenElse(is_zero, inf, a));
-    subs_acc = hn::Sub(subs_acc, hn::BitCast(di, hn::VecFromMask(d, hn::AndNot(is_zero, hn::Lt(a, min_normal)))));
+  VU vmax = hn::Zero(du), vmax2 = vmax, vmin1 = hn::Set(du, 0xffffffffu), vmin1_2 = vmin1;
+  auto subs = hn::Zero(di), subs2 = subs;  // per-lane counts, moved to `sub` before they could reach 2^31
+  size_t lane_adds = 0;
+  uint32_t mx = 0, mn1 = 0xffffffffu;
+  uint64_t sub = 0;
+  auto note = [&](const float* p, VU& max_acc, VU& min1_acc, decltype(subs)& subs_acc) {
+    const VU a = hn::And(hn::BitCast(du, hn::LoadU(d, p)), abs_mask);
+    max_acc = hn::Max(max_acc, a);
+    const VU a1 = hn::Sub(a, one);
+    min1_acc = hn::Min(min1_acc, a1);
+    subs_acc = hn::Sub(subs_acc, hn::BitCast(di, hn::VecFromMask(du, hn::Gt(sub_limit, a1))));
   };
   for (size_t r = 0; r < rows; ++r) {
     const float* row = v + r * ld;
     size_t i = 0;
     for (; i + 2 * L <= cols; i += 2 * L) {
-      note(hn::Abs(hn::LoadU(d, row + i)), vmin, vmax, bad, subs);
-      note(hn::Abs(hn::LoadU(d, row + i + L)), vmin2, vmax2, bad2, subs2);
+      note(row + i, vmax, vmin1, subs);
+      note(row + i + L, vmax2, vmin1_2, subs2);
     }
-    for (; i + L <= cols; i += L) note(hn::Abs(hn::LoadU(d, row + i)), vmin, vmax, bad, subs);
+    for (; i + L <= cols; i += L) note(row + i, vmax, vmin1, subs);
     for (; i < cols; ++i) {
-      const float a = std::fabs(row[i]);
-      any_bad |= !(a <= 0x1.fffffep127f);
+      uint32_t a;
+      std::memcpy(&a, row + i, sizeof a);
+      a &= kAbs;
       mx = a > mx ? a : mx;
-      const float nz = a == 0 ? INFINITY : a;
-      mn = nz < mn ? nz : mn;
-      sub += a != 0 && a < 0x1p-126f;
+      mn1 = a - 1 < mn1 ? a - 1 : mn1;
+      sub += a - 1 < kSubLimit;
     }
     lane_adds += cols / L;
     if (lane_adds >= (size_t{1} << 30)) {
@@ -398,24 +398,25 @@ void FloatMagnitudeRange(const float* v, size_t rows, size_t cols, size_t ld, Fl
       lane_adds = 0;
     }
   }
-  vmin = hn::Min(vmin, vmin2);
   vmax = hn::Max(vmax, vmax2);
-  bad = hn::Or(bad, bad2);
+  vmin1 = hn::Min(vmin1, vmin1_2);
   subs = hn::Add(subs, subs2);
-  // The lanes reduced here rather than by MinOfLanes/MaxOfLanes: on some targets (EMU128) those
-  // start from the largest finite float, which would turn "no non-zero value" (inf) into FLT_MAX.
-  HWY_ALIGN float lanes_min[64], lanes_max[64];  // 64 floats: the widest vector Highway has
-  hn::Store(vmin, d, lanes_min);
-  hn::Store(vmax, d, lanes_max);
+  HWY_ALIGN uint32_t lanes_max[64], lanes_min1[64];  // 64 lanes: the widest vector Highway has
+  hn::Store(vmax, du, lanes_max);
+  hn::Store(vmin1, du, lanes_min1);
   for (size_t l = 0; l < L; ++l) {
-    mn = std::min(mn, lanes_min[l]);
     mx = std::max(mx, lanes_max[l]);
+    mn1 = std::min(mn1, lanes_min1[l]);
   }
-  any_bad |= !hn::AllFalse(d, bad);
   sub += static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, subs)));
-  out->min_nonzero = mn;
-  out->max = mx;
-  out->nonfinite = any_bad;
+  auto float_of = [](uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  };
+  out->min_nonzero = mn1 == 0xffffffffu ? INFINITY : float_of(mn1 + 1);
+  out->max = float_of(mx);
+  out->nonfinite = mx >= kInfBits;
   out->subnormal = sub;
 }
 

@@ -33,6 +33,10 @@
 #include <string>
 #include <vector>
 
+#include "arith/matmul.h"
+#include "arith/matmul_workspace.h"
+#include "arith/random.h"
+#include "backend/timing.h"
 #include "cli/commands.h"
 #include "io/npy.h"
 #include "train/config.h"
@@ -133,13 +137,43 @@ struct ScratchDir {
   }
 };
 
+// Timed seconds per shape when the engine's own matmul time is measured (engine_seconds).
+constexpr double kEngineSecondsPerShape = 0.05;
+
 struct StepTiming {
   size_t steps = 0;                      // timed steps
   double wall_s = 0, cpu_s = 0;          // over the timed steps
   PhaseTimes phases;                     // forward, backward, update over the timed steps
   ojson routes;                          // per site, the calls of each route (whole run)
   size_t tokens_per_step = 0;
+  std::vector<MatmulTimes::Shape> matmuls;  // per site and shape, calls and time over the timed steps
+  std::vector<MatmulPolicy> site_policy;    // each site's policy
 };
+
+// The engine alone on the timed steps' matmuls: each shape's call (fresh row-major float operands,
+// the site's policy, a reused workspace) timed as `drift bench gemm` times it, times its calls.
+// Set against the steps' own matmul time, it says what the training loop adds around the engine
+// (layouts, transposed or accumulated results, scans) at the model's real shapes.
+double engine_seconds(const StepTiming& t, double min_seconds) {
+  MatmulWorkspace workspace;
+  double total = 0;
+  for (const MatmulTimes::Shape& sh : t.matmuls) {
+    std::vector<float> a(sh.m * sh.k), b(sh.k * sh.n), c(sh.m * sh.n);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(random_u32(1, 1, i)) / 4294967296.0f - 0.5f;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(random_u32(1, 2, i)) / 4294967296.0f - 0.5f;
+    const MatViewF av{a.data(), sh.m, sh.k, sh.k, false}, bv{b.data(), sh.k, sh.n, sh.n, false};
+    const MatmulPolicy& policy = t.site_policy.at(sh.site);
+    const double per_call = seconds_per_call(
+        [&] {
+          MatmulContext ctx;
+          ctx.workspace = &workspace;
+          matmul(av, bv, c.data(), sh.n, policy, ctx);
+        },
+        min_seconds);
+    total += per_call * static_cast<double>(sh.calls);
+  }
+  return total;
+}
 
 // Times the training loop of `drift train` between logged steps: the first mark is the first logged
 // step after a warm-up (scratch buffers grown, pages faulted in), the last the first logged step
@@ -162,14 +196,19 @@ StepTiming time_training(const BenchModel& bm, const BenchPolicy& bp, const Opti
   };
   std::optional<Mark> first;
   Mark last;
+  MatmulTimes matmuls;
+  std::vector<MatmulTimes::Shape> matmuls_at_last;
+  run.model->sites.times = &matmuls;
   auto on_log = [&](const Progress& p) {
     const Mark now{p.step, clock::now(), process_cpu_seconds(), phases};
     if (p.step < warmup) return;
     if (!first) {
       first = now;
+      matmuls.reset();
       return;
     }
     last = now;
+    matmuls_at_last = matmuls.shapes;
     const size_t done = now.step - first->step;
     const double elapsed = std::chrono::duration<double>(now.wall - first->wall).count();
     if (o.steps ? done >= o.steps : (done >= 5 && elapsed >= o.min_seconds)) stop = true;
@@ -188,6 +227,9 @@ StepTiming time_training(const BenchModel& bm, const BenchPolicy& bp, const Opti
   t.phases.update_s = last.phases.update_s - first->phases.update_s;
   t.routes = route_metrics(run.model->sites);
   t.tokens_per_step = run.model->predictions(cfg.train.batch);
+  t.matmuls = std::move(matmuls_at_last);
+  for (const MatmulSite& site : run.model->sites.sites()) t.site_policy.push_back(site.policy);
+  run.model->sites.times = nullptr;
   return t;
 }
 
@@ -276,6 +318,7 @@ std::vector<TorchFigures> read_pytorch(const std::string& path) {
 void print_header(bool with_torch, bool e2e) {
   std::printf("%-11s %-10s %5s %8s %8s %7s %7s %7s %7s %8s", "model", "policy", "steps", "ms/step", "cpu ms",
               "fwd", "bwd", "upd", "other", "tok/s");
+  std::printf(" %8s %8s %5s", "mm ms", "engine", "eff");
   if (e2e) std::printf(" %9s", "e2e tok/s");
   if (with_torch) std::printf(" %8s %8s %8s %8s %6s %s", "torch ms", "torch cpu", "vs torch", "(cpu)", "target", "met");
   std::printf("\n");
@@ -315,6 +358,9 @@ void run_bench_train(const Options& o) {
       const double fwd = t.phases.forward_s / n * 1e3, bwd = t.phases.backward_s / n * 1e3,
                    upd = t.phases.update_s / n * 1e3, other = std::max(0.0, ms - fwd - bwd - upd);
       const double tokens_s = static_cast<double>(t.tokens_per_step) / (ms * 1e-3);
+      double mm_s = 0;
+      for (const auto& sh : t.matmuls) mm_s += sh.seconds;
+      const double mm_ms = mm_s / n * 1e3, engine_ms = engine_seconds(t, kEngineSecondsPerShape) / n * 1e3;
       ojson row = {{"model", bm.name},
                    {"policy", bp.name},
                    {"threads", o.threads},
@@ -327,7 +373,10 @@ void run_bench_train(const Options& o) {
                    {"update_ms", upd},
                    {"other_ms", other},
                    {"tokens_per_step", t.tokens_per_step},
-                   {"tokens_per_s", tokens_s}};
+                   {"tokens_per_s", tokens_s},
+                   {"matmul_ms", mm_ms},
+                   {"engine_matmul_ms", engine_ms},
+                   {"matmul_efficiency", engine_ms / mm_ms}};
       EndToEnd e;
       if (o.end_to_end) {
         e = time_command(bm, bp, o, scratch.path);
@@ -350,8 +399,8 @@ void run_bench_train(const Options& o) {
       row["config"] = bench_config(bm, bp, o, o.e2e_steps ? o.e2e_steps : bm.e2e_steps, "runs/bench");
       rows.push_back(row);
       if (o.json) continue;
-      std::printf("%-11s %-10s %5zu %8.3f %8.3f %7.3f %7.3f %7.3f %7.3f %8.0f", bm.name, bp.name, t.steps, ms, cpu_ms,
-                  fwd, bwd, upd, other, tokens_s);
+      std::printf("%-11s %-10s %5zu %8.3f %8.3f %7.3f %7.3f %7.3f %7.3f %8.0f %8.3f %8.3f %5.2f", bm.name, bp.name,
+                  t.steps, ms, cpu_ms, fwd, bwd, upd, other, tokens_s, mm_ms, engine_ms, engine_ms / mm_ms);
       if (o.end_to_end) std::printf(" %9.0f", row["e2e_tokens_per_s"].get<double>());
       if (torch)
         std::printf(" %8.3f %8.3f %7.2fx %7.2fx %5.2fx %s", torch->ms, torch->cpu_ms, ratio, cpu_ratio, bp.target,

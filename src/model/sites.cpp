@@ -1,6 +1,7 @@
 #include "model/sites.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <type_traits>
@@ -114,9 +115,31 @@ void MatmulSites::record(size_t id, const MatmulTelemetry& t) {
     s.tel.merge(t);
 }
 
+void MatmulTimes::add(const Shape& key, double seconds) {
+  auto same = [&](const Shape& s) {
+    return s.site == key.site && s.m == key.m && s.k == key.k && s.n == key.n && s.ta == key.ta && s.tb == key.tb;
+  };
+  auto it = std::find_if(shapes.begin(), shapes.end(), same);
+  if (it == shapes.end()) it = shapes.insert(shapes.end(), key);
+  ++it->calls;
+  it->seconds += seconds;
+}
+
 template <typename T>
 void MatmulSites::matmul(size_t site, size_t m, size_t k, size_t n, const T* a, size_t lda, bool ta, const T* b,
                          size_t ldb, bool tb, T* c, size_t ldc, bool tc, bool accumulate) {
+  if (!times) return matmul_untimed(site, m, k, n, a, lda, ta, b, ldb, tb, c, ldc, tc, accumulate);
+  const auto t0 = std::chrono::steady_clock::now();
+  matmul_untimed(site, m, k, n, a, lda, ta, b, ldb, tb, c, ldc, tc, accumulate);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  MatmulTimes::Shape key;
+  key.site = site, key.m = m, key.k = k, key.n = n, key.ta = ta, key.tb = tb;
+  times->add(key, s);
+}
+
+template <typename T>
+void MatmulSites::matmul_untimed(size_t site, size_t m, size_t k, size_t n, const T* a, size_t lda, bool ta,
+                                 const T* b, size_t ldb, bool tb, T* c, size_t ldc, bool tc, bool accumulate) {
   const MatmulContext ctx = context(site);
   const MatmulPolicy& policy = sites_[site].policy;
   Backend& engine = backend ? *backend : cpu_backend();

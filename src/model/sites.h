@@ -44,6 +44,21 @@ struct MatmulSite {
   std::string name() const { return layer + "." + to_string(role); }
 };
 
+// Where a step's matmul time goes (drift bench train only): per site and call shape, the calls and
+// the wall time of MatmulSites::matmul (the engine's call and the layout work around it), so the
+// benchmark can set a step's matmul time against the engine's own time for the same shapes.
+struct MatmulTimes {
+  struct Shape {
+    size_t site = 0, m = 0, k = 0, n = 0;
+    bool ta = false, tb = false;
+    uint64_t calls = 0;
+    double seconds = 0;
+  };
+  std::vector<Shape> shapes;
+  void add(const Shape& key, double seconds);
+  void reset() { shapes.clear(); }
+};
+
 // The three sites of one linear-like layer.
 struct LinearSites {
   size_t fwd = 0, gi = 0, gw = 0;
@@ -78,6 +93,8 @@ class MatmulSites {
   // Where the matmuls run (not owned); nullptr: the CPU engine (backend/cpu_backend.h). Every
   // backend gives the same bits (backend/backend.h), so this changes speed, never results.
   Backend* backend = nullptr;
+  // Off (nullptr) in training: the benchmark's record of where matmul time goes (not owned).
+  MatmulTimes* times = nullptr;
 
   // C (M x N) = A (M x K) * B (K x N) at `site`. Operands are stored row-major with leading
   // dimension ld; `ta`/`tb` say the stored matrix is the transpose (A stored K x M, B stored N x K).
@@ -88,6 +105,9 @@ class MatmulSites {
               bool tb, T* c, size_t ldc, bool tc, bool accumulate);
 
  private:
+  template <typename T>
+  void matmul_untimed(size_t site, size_t m, size_t k, size_t n, const T* a, size_t lda, bool ta, const T* b,
+                      size_t ldb, bool tb, T* c, size_t ldc, bool tc, bool accumulate);
   std::vector<MatmulSite> sites_;
   std::vector<uint64_t> step_calls_;
   uint64_t step_ = 0;

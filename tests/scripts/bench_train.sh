@@ -30,6 +30,10 @@ for r in rows:
     assert abs(parts + r["other_ms"] - r["ms_per_step"]) <= 1e-9 * r["ms_per_step"], r
     assert abs(r["steps_per_s"] * r["ms_per_step"] - 1e3) < 1e-6, r
     assert abs(r["tokens_per_s"] - r["tokens_per_step"] * r["steps_per_s"]) <= 1e-9 * r["tokens_per_s"], r
+    # The steps' matmul time lies inside the steps; the engine's time on the same shapes is measured.
+    assert 0 < r["matmul_ms"] <= r["ms_per_step"] * (1 + 1e-9), r
+    assert r["engine_matmul_ms"] > 0, r
+    assert abs(r["matmul_efficiency"] - r["engine_matmul_ms"] / r["matmul_ms"]) <= 1e-12 * r["matmul_efficiency"], r
     assert r["tokens_per_step"] == 64, r  # predictions per step: one per window (mlp) or example (proxy), batch 64
     assert r["e2e_steps"] == 3 and r["e2e_wall_s"] > 0, r
     assert abs(r["e2e_tokens_per_s"] - 3 * r["tokens_per_step"] / r["e2e_wall_s"]) <= 1e-9 * r["e2e_tokens_per_s"], r
