@@ -14,6 +14,9 @@
 #   main    every policy in policies/ at width 64, batch 128, lr 0.01 (the edge: the search's
 #           fp32 and mx both survive 2000 steps there, both diverge at 0.03), 6000 steps,
 #           seeds 1-3                                                  21 runs, ~1 h
+#   edge    every policy at width 64, batch 128, lr 0.02 and 0.03 (where the search's fp32 and mx
+#           both diverged at 0.03), 2000 steps, seeds 1-3: which policies fail first, and which
+#           survive, where training is unstable in any precision      42 runs, ~25 min
 # Each part leaves results/<part>.{md,json,csv,lead_time.md} and <out>/<part>/report.html.
 # Needs build/drift (bash scripts/setup.sh builds it), or DRIFT=/path/to/drift.
 STUDY_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -29,3 +32,6 @@ study_sweep wide --config "$STUDY_DIR/base.json" --seeds 1 --set train.lr=0.001,
 study_sweep main --config "$STUDY_DIR/base.json" --seeds 1-3 \
   --set model.d_model=64 --set train.batch=128 --set train.lr=0.01 \
   --policies "$STUDY_DIR"/policies/*.json
+study_sweep edge --config "$STUDY_DIR/base.json" --seeds 1-3 \
+  --set model.d_model=64 --set train.batch=128 --set train.steps=2000 --set train.eval_every=200 \
+  --set train.lr=0.02,0.03 --policies "$STUDY_DIR"/policies/*.json
