@@ -3,7 +3,9 @@
 // work in fp32) and double in the gradient checks. Every matmul goes through MatmulSites (the engine
 // under the site's policy); everything else here is plain elementwise arithmetic in T.
 // Backward functions ADD into parameter gradients (zeroed once per step) and SET input gradients
-// unless they say otherwise.
+// unless they say otherwise. Large elementwise passes split their independent rows or blocks over
+// an OpenMP team (for_each_index): each element's arithmetic is the same on any thread, so the
+// bits do not depend on the thread count.
 #pragma once
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "arith/parallel.h"
 #include "arith/tanh_fp32.h"
 #include "model/elementwise.h"
 #include "model/sites.h"
@@ -65,9 +68,12 @@ void linear_backward(MatmulSites& s, const LinearSites& site, T* dinp, T* dw, T*
 // same across versions), for double (the gradient checks) std::tanh.
 template <typename T>
 void tanh_forward(T* out, const T* inp, size_t n) {
-  if constexpr (std::is_same_v<T, float>)
-    tanh_fp32_span(inp, out, n);
-  else
+  if constexpr (std::is_same_v<T, float>) {
+    constexpr size_t kChunk = 4096;
+    for_each_index((n + kChunk - 1) / kChunk, worth_threads_elements(n), [&](size_t ci) {
+      tanh_fp32_span(inp + ci * kChunk, out + ci * kChunk, std::min(kChunk, n - ci * kChunk));
+    });
+  } else
     for (size_t i = 0; i < n; ++i) out[i] = std::tanh(inp[i]);
 }
 // dinp (N) = dout * (1 - out^2)
@@ -86,16 +92,17 @@ T gelu_u(T x) {
   return s * (x + T(0.044715) * x * x * x);
 }
 
-// fn(b, len, t) for each block [b, b + len) of at most kGeluBlock elements, t[j] = tanh(u(inp[b + j])).
+// fn(b, len, t) for each block [b, b + len) of at most kGeluBlock elements, t[j] = tanh(u(inp[b + j]))
+// (blocks are independent: on a team when the pass is large).
 template <typename T, typename Fn>
 void for_each_gelu_block(const T* inp, size_t n, Fn fn) {
-  T t[kGeluBlock];
-  for (size_t b = 0; b < n; b += kGeluBlock) {
-    const size_t len = std::min(kGeluBlock, n - b);
+  for_each_index((n + kGeluBlock - 1) / kGeluBlock, worth_threads_elements(n), [&](size_t bi) {
+    T t[kGeluBlock] = {};  // (only [0, len) is read; zeroed to keep the compiler's flow analysis quiet)
+    const size_t b = bi * kGeluBlock, len = std::min(kGeluBlock, n - b);
     for (size_t j = 0; j < len; ++j) t[j] = gelu_u(inp[b + j]);
     tanh_forward(t, t, len);
     fn(b, len, static_cast<const T*>(t));
-  }
+  });
 }
 
 template <typename T>
@@ -123,7 +130,7 @@ void gelu_backward(T* dinp, const T* dout, const T* inp, size_t n) {
 template <typename T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, size_t n, size_t c) {
   const T eps = static_cast<T>(1e-5);
-  for (size_t i = 0; i < n; ++i) {
+  for_each_index(n, worth_threads_elements(n * c), [&](size_t i) {
     const T* x = inp + i * c;
     T m = 0;
     for (size_t j = 0; j < c; ++j) m += x[j];
@@ -135,14 +142,16 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const
     for (size_t j = 0; j < c; ++j) out[i * c + j] = (x[j] - m) * r * w[j] + b[j];
     mean[i] = m;
     rstd[i] = r;
-  }
+  });
 }
 
 // dinp (N,C) += ... ; dw, db (C) += ... (llm.c's layernorm_backward)
 template <typename T>
 void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean, const T* rstd,
                         size_t n, size_t c) {
-  for (size_t i = 0; i < n; ++i) {
+  const bool team = worth_threads_elements(n * c);
+  // dinp: rows are independent.
+  for_each_index(n, team, [&](size_t i) {
     const T* x = inp + i * c;
     const T* dy = dout + i * c;
     T dnorm_mean = 0, dnorm_norm_mean = 0;
@@ -157,11 +166,24 @@ void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, cons
     for (size_t j = 0; j < c; ++j) {
       const T norm = (x[j] - mean[i]) * rstd[i];
       const T dnorm = w[j] * dy[j];
-      db[j] += dy[j];
-      dw[j] += norm * dy[j];
       dinp[i * c + j] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * rstd[i];
     }
-  }
+  });
+  // dw, db: each column sums its rows in row order (as one row loop would); columns are
+  // independent, so chunks of them go to the team.
+  constexpr size_t kCols = 64;
+  for_each_index((c + kCols - 1) / kCols, team, [&](size_t ch) {
+    const size_t j0 = ch * kCols, j1 = std::min(c, j0 + kCols);
+    for (size_t i = 0; i < n; ++i) {
+      const T* x = inp + i * c;
+      const T* dy = dout + i * c;
+      for (size_t j = j0; j < j1; ++j) {
+        const T norm = (x[j] - mean[i]) * rstd[i];
+        db[j] += dy[j];
+        dw[j] += norm * dy[j];
+      }
+    }
+  });
 }
 
 // Causal multi-head self-attention core.
