@@ -17,6 +17,10 @@
 #   edge    every policy at width 64, batch 128, lr 0.02 and 0.03 (where the search's fp32 and mx
 #           both diverged at 0.03), 2000 steps, seeds 1-3: which policies fail first, and which
 #           survive, where training is unstable in any precision      42 runs, ~25 min
+#   interventions  mx at lr 0.03 (it diverged on 3/3 seeds at steps 820, 677, 924; fp32 on seeds 1
+#           and 3 only) switched in situ (precision.schedule) to fp32, or with LayerNorm's γ and β
+#           exempt (bf16), early (step 400, before any gradient-norm onset) or late (step 650,
+#           27 steps before seed 2's spike), seeds 1-3, 2000 steps         12 runs, ~10 min
 # Each part leaves results/<part>.{md,json,csv,lead_time.md} and <out>/<part>/report.html.
 # Needs build/drift (bash scripts/setup.sh builds it), or DRIFT=/path/to/drift.
 STUDY_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -35,3 +39,6 @@ study_sweep main --config "$STUDY_DIR/base.json" --seeds 1-3 \
 study_sweep edge --config "$STUDY_DIR/base.json" --seeds 1-3 \
   --set model.d_model=64 --set train.batch=128 --set train.steps=2000 --set train.eval_every=200 \
   --set train.lr=0.02,0.03 --policies "$STUDY_DIR"/policies/*.json
+study_sweep interventions --config "$STUDY_DIR/base.json" --seeds 1-3 \
+  --set model.d_model=64 --set train.batch=128 --set train.steps=2000 --set train.eval_every=200 \
+  --set train.lr=0.03 --policies "$STUDY_DIR"/interventions/*.json
