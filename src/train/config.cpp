@@ -241,6 +241,41 @@ void parse_proxy_forms(const json& m, ModelConfig& mc) {
                                           "equal model.input_dim (" + std::to_string(mc.input_dim) + ")");
 }
 
+// precision.schedule: [{"step": N, "matmul": [rules], "elementwise": [rules]}, ...], steps increasing.
+std::vector<ScheduleEntry> parse_schedule(const json& s) {
+  if (!s.is_array()) throw ConfigError("precision.schedule", "expected a list [{\"step\": N, \"matmul\": [rules]}]");
+  std::vector<ScheduleEntry> out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const std::string ep = "precision.schedule[" + std::to_string(i) + "]";
+    const json& e = s[i];
+    check_keys(e, ep, {"step", "matmul", "elementwise"});
+    if (!e.contains("step") || !non_negative_int(e["step"]) || e["step"].get<uint64_t>() == 0)
+      throw ConfigError(join(ep, "step"), "expected an integer >= 1 (the first step the rules apply to)");
+    ScheduleEntry entry;
+    entry.step = e["step"].get<uint64_t>();
+    if (i && entry.step <= out.back().step) throw ConfigError(join(ep, "step"), "schedule steps must increase");
+    if (!e.contains("matmul") && !e.contains("elementwise"))
+      throw ConfigError(ep, "expected \"matmul\" and/or \"elementwise\" rules to apply from this step");
+    if (e.contains("matmul")) entry.matmul = MatmulRules(e["matmul"], join(ep, "matmul"));
+    if (e.contains("elementwise")) entry.elementwise = ElementwiseRules(e["elementwise"], join(ep, "elementwise"));
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+// The schedule as written: each entry's keys in the order config.json has always had them (sorted).
+json schedule_source(const std::vector<ScheduleEntry>& schedule) {
+  json out = json::array();
+  for (const auto& e : schedule) {
+    json entry = json::object();  // (an unordered json object: its keys sorted)
+    entry["step"] = e.step;
+    if (e.matmul) entry["matmul"] = e.matmul->source();
+    if (e.elementwise) entry["elementwise"] = e.elementwise->source();
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
 }  // namespace
 
 RunConfig parse_run_config(const json& j) {
@@ -326,35 +361,14 @@ RunConfig parse_run_config(const json& j) {
                                  "allreduce"});
     auto& pc = c.precision;
     if (pr.contains("matmul")) {
-      pc.matmul = pr["matmul"].is_string() || (pr["matmul"].is_object())
-                      ? json::array({pr["matmul"].is_string() ? json{{"preset", pr["matmul"]}} : pr["matmul"]})
-                      : pr["matmul"];
-      check_matmul_rules(pc.matmul, "precision.matmul");
+      const json rules = pr["matmul"].is_string() || (pr["matmul"].is_object())
+                             ? json::array({pr["matmul"].is_string() ? json{{"preset", pr["matmul"]}} : pr["matmul"]})
+                             : pr["matmul"];
       // A policy that does not hold on its own is reported here; site-specific failures at resolution.
+      pc.matmul = MatmulRules(rules, "precision.matmul");
     }
-    if (pr.contains("schedule")) {
-      pc.schedule = pr["schedule"];
-      if (!pc.schedule.is_array()) throw ConfigError("precision.schedule", "expected a list [{\"step\": N, \"matmul\": [rules]}]");
-      uint64_t prev = 0;
-      for (size_t i = 0; i < pc.schedule.size(); ++i) {
-        const std::string ep = "precision.schedule[" + std::to_string(i) + "]";
-        const json& e = pc.schedule[i];
-        check_keys(e, ep, {"step", "matmul", "elementwise"});
-        if (!e.contains("step") || !non_negative_int(e["step"]) || e["step"].get<uint64_t>() == 0)
-          throw ConfigError(join(ep, "step"), "expected an integer >= 1 (the first step the rules apply to)");
-        if (i && e["step"].get<uint64_t>() <= prev)
-          throw ConfigError(join(ep, "step"), "schedule steps must increase");
-        prev = e["step"].get<uint64_t>();
-        if (!e.contains("matmul") && !e.contains("elementwise"))
-          throw ConfigError(ep, "expected \"matmul\" and/or \"elementwise\" rules to apply from this step");
-        if (e.contains("matmul")) check_matmul_rules(e["matmul"], join(ep, "matmul"));
-        if (e.contains("elementwise")) check_elementwise_rules(e["elementwise"], join(ep, "elementwise"));
-      }
-    }
-    if (pr.contains("elementwise")) {
-      pc.elementwise = pr["elementwise"];
-      check_elementwise_rules(pc.elementwise, "precision.elementwise");
-    }
+    if (pr.contains("schedule")) pc.schedule = parse_schedule(pr["schedule"]);
+    if (pr.contains("elementwise")) pc.elementwise = ElementwiseRules(pr["elementwise"], "precision.elementwise");
     parse_master(pr, pc.master);
     get_string(pr, "precision", "optimizer_state", &pc.optimizer_state, {"fp32", "bf16", "int8_block"});
     parse_loss_scale(pr, pc.loss_scale);
@@ -399,10 +413,7 @@ RunConfig parse_run_config(const json& j) {
     check_keys(d, "diagnostics", {"every", "probes", "swamping"});
     get_bool(d, "diagnostics", "swamping", &c.diagnostics.swamping);
     get_uint(d, "diagnostics", "every", &c.diagnostics.every, 0, 100000000);
-    if (d.contains("probes")) {
-      parse_probes(d["probes"], "diagnostics.probes");  // checks every entry
-      c.diagnostics.probes = d["probes"];
-    }
+    if (d.contains("probes")) c.diagnostics.probes = parse_probes(d["probes"], "diagnostics.probes");
   }
   {
     const json& o = section(j, "output");
@@ -439,9 +450,9 @@ nlohmann::ordered_json resolved_config_json(const RunConfig& c) {
                 {"min_lr_frac", t.min_lr_frac}, {"eval_every", t.eval_every}, {"eval_batches", t.eval_batches},
                 {"log_every", t.log_every}, {"checkpoint_every", t.checkpoint_every},
                 {"keep_checkpoints", t.keep_checkpoints}};
-  j["precision"] = {{"matmul", oj::parse(c.precision.matmul.dump())},
-                    {"schedule", oj::parse(c.precision.schedule.dump())},
-                    {"elementwise", oj::parse(c.precision.elementwise.dump())},
+  j["precision"] = {{"matmul", oj::parse(c.precision.matmul.source().dump())},
+                    {"schedule", oj::parse(schedule_source(c.precision.schedule).dump())},
+                    {"elementwise", oj::parse(c.precision.elementwise.source().dump())},
                     {"master", {{"format", c.precision.master.format}, {"rounding", c.precision.master.rounding}}},
                     {"optimizer_state", c.precision.optimizer_state},
                     {"loss_scale", {{"kind", c.precision.loss_scale.kind}, {"init", c.precision.loss_scale.init},
@@ -455,7 +466,7 @@ nlohmann::ordered_json resolved_config_json(const RunConfig& c) {
                      {"smoothing", c.divergence.smoothing}, {"departure_tol", c.divergence.departure_tol},
                      {"departure_steps", c.divergence.departure_steps}, {"on", c.divergence.on},
                      {"stop", c.divergence.stop}, {"window", c.divergence.window}};
-  j["diagnostics"] = {{"every", c.diagnostics.every}, {"probes", oj::parse(c.diagnostics.probes.dump())},
+  j["diagnostics"] = {{"every", c.diagnostics.every}, {"probes", oj::parse(probes_source(c.diagnostics.probes).dump())},
                       {"swamping", c.diagnostics.swamping}};
   j["output"] = {{"dir", c.output.dir}, {"name", c.output.name}};
   return j;
@@ -543,24 +554,22 @@ void apply_set(json& root, const std::string& assignment) {
 void resolve_sites_at_step(const PrecisionConfig& p, uint64_t step, MatmulSites& sites, ElementwiseSites& elementwise) {
   resolve_sites_at_step(p, step, sites);
   // Schedule rules apply on top, and later rules win: the cascade of the concatenated lists.
-  json rules = p.elementwise;
-  for (const json& e : p.schedule) {
-    if (e["step"].get<uint64_t>() > step) break;
-    if (e.contains("elementwise"))
-      for (const json& r : e["elementwise"]) rules.push_back(r);
+  ElementwiseRules rules = p.elementwise;
+  for (const ScheduleEntry& e : p.schedule) {
+    if (e.step > step) break;
+    if (e.elementwise) rules.append(*e.elementwise);
   }
-  resolve_elementwise(rules, "precision.elementwise", elementwise);
+  resolve_elementwise(rules, elementwise);
 }
 
 void check_run_rules(const RunConfig& c, const MatmulSites& sites, const ElementwiseSites& elementwise) {
   MatmulSites s = sites;
   ElementwiseSites e = elementwise;
   resolve_sites_at_step(c.precision, 0, s, e);
-  for (const json& entry : c.precision.schedule)
-    resolve_sites_at_step(c.precision, entry["step"].get<uint64_t>(), s, e);
-  for (const auto& probe : parse_probes(c.diagnostics.probes, "diagnostics.probes")) {
+  for (const ScheduleEntry& entry : c.precision.schedule) resolve_sites_at_step(c.precision, entry.step, s, e);
+  for (const auto& probe : c.diagnostics.probes) {
     MatmulSites ps = sites;
-    resolve_sites(probe.rules, probe.path, ps);
+    resolve_sites(probe.rules, ps);
   }
 }
 
@@ -594,13 +603,12 @@ void check_run_rules(const RunConfig& c) {
 
 namespace {
 
-// The schedule entries' matmul rule lists in force at `step`, with their paths.
-std::vector<std::pair<const json*, std::string>> scheduled_matmul_rules(const PrecisionConfig& p, uint64_t step) {
-  std::vector<std::pair<const json*, std::string>> out;
-  for (size_t i = 0; i < p.schedule.size(); ++i) {
-    const json& e = p.schedule[i];
-    if (e["step"].get<uint64_t>() > step) break;
-    if (e.contains("matmul")) out.emplace_back(&e["matmul"], "precision.schedule[" + std::to_string(i) + "].matmul");
+// The schedule entries' matmul rule lists in force at `step`.
+std::vector<const MatmulRules*> scheduled_matmul_rules(const PrecisionConfig& p, uint64_t step) {
+  std::vector<const MatmulRules*> out;
+  for (const ScheduleEntry& e : p.schedule) {
+    if (e.step > step) break;
+    if (e.matmul) out.push_back(&*e.matmul);
   }
   return out;
 }
@@ -608,17 +616,17 @@ std::vector<std::pair<const json*, std::string>> scheduled_matmul_rules(const Pr
 }  // namespace
 
 void resolve_sites_at_step(const PrecisionConfig& p, uint64_t step, MatmulSites& sites) {
-  resolve_sites(p.matmul, "precision.matmul", sites);
-  for (const auto& [rules, path] : scheduled_matmul_rules(p, step))
-    for (auto& s : sites.sites()) s.policy = resolve_site_policy(*rules, path, s, s.policy);
+  resolve_sites(p.matmul, sites);
+  for (const MatmulRules* rules : scheduled_matmul_rules(p, step))
+    for (auto& s : sites.sites()) s.policy = resolve_site_policy(*rules, s, s.policy);
 }
 
 std::vector<FieldOrigins> site_field_origins(const PrecisionConfig& p, uint64_t step, const MatmulSites& sites) {
   std::vector<FieldOrigins> out;
   for (const auto& s : sites.sites()) {
     FieldOrigins o;
-    MatmulPolicy policy = resolve_site_policy_traced(p.matmul, "precision.matmul", s, MatmulPolicy(), o);
-    for (const auto& [rules, path] : scheduled_matmul_rules(p, step)) policy = resolve_site_policy_traced(*rules, path, s, policy, o);
+    MatmulPolicy policy = resolve_site_policy_traced(p.matmul, s, MatmulPolicy(), o);
+    for (const MatmulRules* rules : scheduled_matmul_rules(p, step)) policy = resolve_site_policy_traced(*rules, s, policy, o);
     out.push_back(std::move(o));
   }
   return out;
