@@ -3,6 +3,7 @@
 #include <fnmatch.h>
 
 #include "arith/catalogue.h"
+#include "policy/json_keys.h"
 #include "policy/matmul_json.h"
 
 namespace drift {
@@ -37,11 +38,9 @@ Quantizer apply_quantizer_rule(const json& q, const std::string& qp, const Quant
 
 void parse_match(const json& m, const std::string& mp, ElementwiseRule& out) {
   if (!m.is_object()) throw ConfigError(mp, "expected an object {layer, tensor}");
-  for (auto it = m.begin(); it != m.end(); ++it) {
-    const std::string kp = mp + "." + it.key();
-    if (it.key() != "layer" && it.key() != "tensor") throw ConfigError(kp, "unknown key (expected layer, tensor)");
-    if (!it->is_string()) throw ConfigError(kp, "expected a string");
-  }
+  reject_unknown_keys(m, mp, {"layer", "tensor"});
+  for (auto it = m.begin(); it != m.end(); ++it)
+    if (!it->is_string()) throw ConfigError(mp + "." + it.key(), "expected a string");
   if (m.contains("layer")) out.layer = m["layer"].get<std::string>();
   ElemTensor t;
   if (m.contains("tensor") && !parse_elem_tensor(m["tensor"].get<std::string>(), &t))
@@ -52,9 +51,7 @@ void parse_match(const json& m, const std::string& mp, ElementwiseRule& out) {
 
 ElementwiseRule parse_rule(const json& r, const std::string& rp) {
   if (!r.is_object()) throw ConfigError(rp, "expected a rule object {\"match\": {...}, \"quantizer\": ...}");
-  for (auto it = r.begin(); it != r.end(); ++it)
-    if (it.key() != "match" && it.key() != "quantizer")
-      throw ConfigError(rp + "." + it.key(), "unknown key (expected match, quantizer)");
+  reject_unknown_keys(r, rp, {"match", "quantizer"});
   ElementwiseRule out;
   if (r.contains("match")) parse_match(r["match"], rp + ".match", out);
   if (!r.contains("quantizer"))

@@ -12,6 +12,7 @@
 
 #include "arith/catalogue.h"
 #include "arith/tc_presets.h"
+#include "policy/json_keys.h"
 #include "policy/presets.h"
 
 namespace drift {
@@ -27,18 +28,6 @@ std::string got(const json& j) { return std::string("got ") + j.type_name(); }
 
 void expect_object(const json& j, const std::string& path, const std::string& what) {
   if (!j.is_object()) throw ConfigError(path, "expected " + what + ", " + got(j));
-}
-
-// Unknown keys are errors: a misspelt key would otherwise silently keep the default.
-void check_keys(const json& obj, const std::string& path, std::initializer_list<const char*> allowed) {
-  for (const auto& item : obj.items()) {
-    bool ok = false;
-    for (const char* a : allowed) ok = ok || item.key() == a;
-    if (ok) continue;
-    std::string list;
-    for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-    throw ConfigError(join(path, item.key()), "unknown key (expected one of: " + list + ")");
-  }
 }
 
 std::string get_string(const json& j, const std::string& path, const std::string& what) {
@@ -158,7 +147,7 @@ bool parse_nearest_sum(const std::string& s, bool* fp32) { return parse_indexed(
 
 void apply_emulation(const json& j, const std::string& path, MxEmulation& e) {
   expect_object(j, path, "an emulation object {exponent, scale_bits, zero, nearest_sum}");
-  check_keys(j, path, {"exponent", "scale_bits", "zero", "nearest_sum"});
+  reject_unknown_keys(j, path, {"exponent", "scale_bits", "zero", "nearest_sum"});
   if (j.contains("exponent"))
     e.exponent = get_enum<ExpSource>(j["exponent"], join(path, "exponent"), "exponent source", "exact|log2_fp32",
                                      parse_exp_source);
@@ -184,7 +173,7 @@ json emulation_to_json(const MxEmulation& e) {
 
 void apply_scaling(const json& j, const std::string& path, Scaling& s) {
   expect_object(j, path, "a scaling object {kind, block, two_d, rule, offset, margin, pow2, amax_floor, history, algo, hadamard, hadamard_seed, emulate}");
-  check_keys(j, path, {"kind", "block", "two_d", "rule", "offset", "margin", "pow2", "amax_floor", "history", "algo",
+  reject_unknown_keys(j, path, {"kind", "block", "two_d", "rule", "offset", "margin", "pow2", "amax_floor", "history", "algo",
                        "hadamard", "hadamard_seed", "emulate"});
   if (j.contains("kind")) {
     const ScaleKind k = get_enum<ScaleKind>(j["kind"], join(path, "kind"), "scaling kind",
@@ -230,7 +219,7 @@ void apply_quantizer(const json& j, const std::string& path, Quantizer& q) {
     return;
   }
   expect_object(j, path, kQuantExpected);
-  check_keys(j, path, {"preset", "format", "rounding", "overflow", "subnormals", "sr_bits", "scaling"});
+  reject_unknown_keys(j, path, {"preset", "format", "rounding", "overflow", "subnormals", "sr_bits", "scaling"});
   if (j.contains("preset"))
     q = quantizer_preset_or_throw(get_string(j["preset"], join(path, "preset"), "a quantizer preset name"),
                                   join(path, "preset"));
@@ -255,12 +244,7 @@ FusedModel fused_preset_or_throw(const std::string& name, const std::string& pat
 FusedModel parse_fused(const json& j, const std::string& path) {
   if (j.is_string()) return fused_preset_or_throw(j.get<std::string>(), path);
   expect_object(j, path, "a tensor-core preset name, an object of the fused model's fields, or null");
-  for (const auto& item : j.items())
-    if (std::none_of(std::begin(kFusedKeys), std::end(kFusedKeys), [&](const char* k) { return item.key() == k; })) {
-      std::string list;
-      for (const char* k : kFusedKeys) list += (list.empty() ? "" : ", ") + std::string(k);
-      throw ConfigError(join(path, item.key()), "unknown key (expected one of: " + list + ")");
-    }
+  reject_unknown_keys(j, path, {std::begin(kFusedKeys), std::end(kFusedKeys)});
   FusedModel m;
   m.out = *find_format("fp32");
   if (j.contains("preset"))
@@ -321,7 +305,7 @@ json fused_to_json(const FusedModel& m) {
 
 void apply_accumulator(const json& j, const std::string& path, Accumulator& acc, bool inner) {
   expect_object(j, path, "an accumulator object {format, rounding, overflow, subnormals, sr_bits, order, promote_every, fused, scales}");
-  check_keys(j, path, {"format", "rounding", "overflow", "subnormals", "sr_bits", "order", "promote_every", "fused", "scales"});
+  reject_unknown_keys(j, path, {"format", "rounding", "overflow", "subnormals", "sr_bits", "order", "promote_every", "fused", "scales"});
   apply_round_fields(j, path, &acc.format, acc.round);
   if (j.contains("order")) {
     const std::string p = join(path, "order");
@@ -370,7 +354,7 @@ void apply_product(const json& j, const std::string& path, MatmulPolicy& p) {
     return;
   }
   expect_object(j, path, "null (exact products) or an object {format, rounding, overflow, subnormals, sr_bits}");
-  check_keys(j, path, {"format", "rounding", "overflow", "subnormals", "sr_bits"});
+  reject_unknown_keys(j, path, {"format", "rounding", "overflow", "subnormals", "sr_bits"});
   Format f = p.product_format.value_or(Format{});
   if (!p.product_format && !j.contains("format"))
     throw ConfigError(path, "missing key 'format' (products are exact unless a product format is set)");
@@ -407,7 +391,7 @@ Format parse_format(const json& j, const std::string& path) {
     throw ConfigError(path, "unknown format '" + name + "' (" + kFormatExpected + ")");
   }
   if (!j.is_object()) throw ConfigError(path, std::string(kFormatExpected) + ", " + got(j));
-  check_keys(j, path, {"exp_bits", "man_bits", "bias", "inf", "nan", "subnormals"});
+  reject_unknown_keys(j, path, {"exp_bits", "man_bits", "bias", "inf", "nan", "subnormals"});
   for (const char* req : {"exp_bits", "man_bits"})
     if (!j.contains(req)) throw ConfigError(path, std::string("missing key '") + req + "' (a custom format needs exp_bits and man_bits)");
   const int eb = static_cast<int>(get_int(j["exp_bits"], join(path, "exp_bits"), 1, 11));
@@ -459,7 +443,7 @@ Quantizer parse_quantizer(const json& j, const std::string& path, const Quantize
 MatmulPolicy apply_matmul_policy(const json& j, const std::string& path, const MatmulPolicy& base) {
   if (j.is_string()) return matmul_preset_or_throw(j.get<std::string>(), path);
   expect_object(j, path, "a matmul preset name or an object {preset, a, b, product, inner, outer, output}");
-  check_keys(j, path, {"preset", "a", "b", "product", "inner", "outer", "output"});
+  reject_unknown_keys(j, path, {"preset", "a", "b", "product", "inner", "outer", "output"});
   MatmulPolicy p = base;
   if (j.contains("preset"))
     p = matmul_preset_or_throw(get_string(j["preset"], join(path, "preset"), "a matmul preset name"), join(path, "preset"));
@@ -471,7 +455,7 @@ MatmulPolicy apply_matmul_policy(const json& j, const std::string& path, const M
   if (j.contains("output")) {
     const std::string op = join(path, "output");
     expect_object(j["output"], op, "an object {format, rounding, overflow, subnormals, sr_bits}");
-    check_keys(j["output"], op, {"format", "rounding", "overflow", "subnormals", "sr_bits"});
+    reject_unknown_keys(j["output"], op, {"format", "rounding", "overflow", "subnormals", "sr_bits"});
     apply_round_fields(j["output"], op, &p.out_format, p.out_round);
   }
   // The engine's own consistency rules (operand pairing, exact products), reported at this policy's path.

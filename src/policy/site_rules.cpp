@@ -3,6 +3,7 @@
 #include <fnmatch.h>
 
 #include "arith/catalogue.h"
+#include "policy/json_keys.h"
 #include "policy/matmul_json.h"
 
 namespace drift {
@@ -40,12 +41,9 @@ MatmulPolicy apply_rule(const MatmulRule& rule, const std::string& rp, const Mat
 // rules[i]'s match, checked: {layer, role, class}, each a string; role and class known names.
 void parse_match(const json& m, const std::string& mp, MatmulRule& out) {
   if (!m.is_object()) throw ConfigError(mp, "expected an object {layer, role, class}");
-  for (auto it = m.begin(); it != m.end(); ++it) {
-    const std::string kp = mp + "." + it.key();
-    if (it.key() != "layer" && it.key() != "role" && it.key() != "class")
-      throw ConfigError(kp, "unknown key (expected layer, role, class)");
-    if (!it->is_string()) throw ConfigError(kp, "expected a string");
-  }
+  reject_unknown_keys(m, mp, {"layer", "role", "class"});
+  for (auto it = m.begin(); it != m.end(); ++it)
+    if (!it->is_string()) throw ConfigError(mp + "." + it.key(), "expected a string");
   if (m.contains("layer")) out.layer = m["layer"].get<std::string>();
   Role role;
   if (m.contains("role") && !parse_role(m["role"].get<std::string>(), &role))
@@ -61,14 +59,7 @@ void parse_match(const json& m, const std::string& mp, MatmulRule& out) {
 
 MatmulRule parse_rule(const json& r, const std::string& rp) {
   if (!r.is_object()) throw ConfigError(rp, "expected a rule object {\"match\": {...}, <policy keys>}");
-  for (auto it = r.begin(); it != r.end(); ++it) {
-    static const char* const kKeys[] = {"match", "operand", "preset", "a", "b", "product", "inner", "outer", "output"};
-    bool ok = false;
-    for (const char* k : kKeys) ok = ok || it.key() == k;
-    if (!ok)
-      throw ConfigError(rp + "." + it.key(),
-                        "unknown key (expected match, operand, preset, a, b, product, inner, outer, output)");
-  }
+  reject_unknown_keys(r, rp, {"match", "operand", "preset", "a", "b", "product", "inner", "outer", "output"});
   MatmulRule out;
   if (r.contains("match")) parse_match(r["match"], rp + ".match", out);
   if (r.contains("operand") && !out.cls)
