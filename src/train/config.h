@@ -1,6 +1,9 @@
 // A training run's configuration: one JSON document with sections model, data, train, precision,
-// divergence, diagnostics, output and a top-level seed. Every key has a default (docs/config.md); unknown keys,
-// wrong types and out-of-range values are ConfigErrors naming the JSON path.
+// divergence, diagnostics, output and a top-level seed. Every key has a default (the members'
+// initializers below; docs/config.md); unknown keys, wrong types and out-of-range values are
+// ConfigErrors naming the JSON path. The keys, their kinds and ranges are the field tables of
+// train/config_schema.cpp, which parse_run_config and resolved_config_json walk. The training loop
+// sees typed values only: the precision rules are parsed once into MatmulRules / ElementwiseRules.
 #pragma once
 
 #include <cstdint>
