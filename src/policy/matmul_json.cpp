@@ -9,8 +9,10 @@
 #include <initializer_list>
 #include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include "arith/catalogue.h"
+#include "arith/enum_names.h"
 #include "arith/tc_presets.h"
 #include "policy/json_keys.h"
 #include "policy/presets.h"
@@ -62,48 +64,23 @@ double get_positive(const json& j, const std::string& path) {
   return v;
 }
 
-template <typename E>
-E get_enum(const json& j, const std::string& path, const char* what, const char* choices, bool (*parse)(const std::string&, E*)) {
+// `parse` is either shape of drift's name parsers: bool parse(s, &e) or std::optional<E> parse(s).
+template <typename E, typename Parse>
+E get_enum(const json& j, const std::string& path, const char* what, const char* choices, Parse parse) {
   const std::string s = get_string(j, path, std::string(what) + " (" + choices + ")");
-  E e;
-  if (!parse(s, &e)) throw ConfigError(path, "unknown " + std::string(what) + " '" + s + "' (expected " + choices + ")");
-  return e;
+  std::optional<E> e;
+  if constexpr (std::is_invocable_r_v<bool, Parse, const std::string&, E*>) {
+    E v;
+    if (parse(s, &v)) e = v;
+  } else {
+    e = parse(s);
+  }
+  if (!e) throw ConfigError(path, "unknown " + std::string(what) + " '" + s + "' (expected " + choices + ")");
+  return *e;
 }
 
-// Adapters from the catalogue's optional-returning parsers to the bool-returning shape above.
-bool parse_rounding_b(const std::string& s, Rounding* r) {
-  auto v = parse_rounding(s);
-  if (v) *r = *v;
-  return v.has_value();
-}
-bool parse_overflow_b(const std::string& s, Overflow* r) {
-  auto v = parse_overflow(s);
-  if (v) *r = *v;
-  return v.has_value();
-}
-bool parse_subnormals_b(const std::string& s, Subnormals* r) {
-  auto v = parse_subnormals(s);
-  if (v) *r = *v;
-  return v.has_value();
-}
-bool parse_nan_b(const std::string& s, NanCode* r) {
-  auto v = parse_nan_code(s);
-  if (v) *r = *v;
-  return v.has_value();
-}
-// The position of s in a table of names, as E (an enum in table order, or bool for a two-name
-// table whose second name means true); false when s is not in the table.
-template <typename E, size_t N>
-bool parse_indexed(const char* const (&names)[N], const std::string& s, E* out) {
-  for (size_t i = 0; i < N; ++i)
-    if (s == names[i]) {
-      *out = static_cast<E>(i);
-      return true;
-    }
-  return false;
-}
 const char* const kAlgoNames[] = {"max", "most_recent"};
-bool parse_algo_b(const std::string& s, AmaxAlgo* r) { return parse_indexed(kAlgoNames, s, r); }
+bool parse_algo(const std::string& s, AmaxAlgo* r) { return enum_from_name(s, kAlgoNames, r); }
 
 constexpr const char* kRoundingChoices = "rne|rna|rtz|rup|rdn|rto|sr";
 constexpr const char* kOverflowChoices = "saturate|ieee";
@@ -115,12 +92,12 @@ constexpr const char* kFormatExpected =
 void apply_round_fields(const json& obj, const std::string& path, Format* fmt, RoundSpec& r) {
   if (fmt && obj.contains("format")) *fmt = parse_format(obj["format"], join(path, "format"));
   if (obj.contains("rounding"))
-    r.mode = get_enum<Rounding>(obj["rounding"], join(path, "rounding"), "rounding", kRoundingChoices, parse_rounding_b);
+    r.mode = get_enum<Rounding>(obj["rounding"], join(path, "rounding"), "rounding", kRoundingChoices, parse_rounding);
   if (obj.contains("overflow"))
-    r.overflow = get_enum<Overflow>(obj["overflow"], join(path, "overflow"), "overflow", kOverflowChoices, parse_overflow_b);
+    r.overflow = get_enum<Overflow>(obj["overflow"], join(path, "overflow"), "overflow", kOverflowChoices, parse_overflow);
   if (obj.contains("subnormals"))
     r.subnormals =
-        get_enum<Subnormals>(obj["subnormals"], join(path, "subnormals"), "subnormals", kSubnormalChoices, parse_subnormals_b);
+        get_enum<Subnormals>(obj["subnormals"], join(path, "subnormals"), "subnormals", kSubnormalChoices, parse_subnormals);
   if (obj.contains("sr_bits")) r.sr_bits = static_cast<int>(get_int(obj["sr_bits"], join(path, "sr_bits"), 1, 32));
 }
 
@@ -141,9 +118,9 @@ int default_block(ScaleKind k) {
 
 // microxcaling emulation: each departure from OCP MX a field (docs/policy.md, "microxcaling emulation").
 const char* const kZeroSignNames[] = {"signed", "positive"};
-bool parse_zero_sign(const std::string& s, bool* positive) { return parse_indexed(kZeroSignNames, s, positive); }
+bool parse_zero_sign(const std::string& s, bool* positive) { return enum_from_name(s, kZeroSignNames, positive); }
 const char* const kNearestSumNames[] = {"exact", "fp32"};
-bool parse_nearest_sum(const std::string& s, bool* fp32) { return parse_indexed(kNearestSumNames, s, fp32); }
+bool parse_nearest_sum(const std::string& s, bool* fp32) { return enum_from_name(s, kNearestSumNames, fp32); }
 
 void apply_emulation(const json& j, const std::string& path, MxEmulation& e) {
   expect_object(j, path, "an emulation object {exponent, scale_bits, zero, nearest_sum}");
@@ -194,7 +171,7 @@ void apply_scaling(const json& j, const std::string& path, Scaling& s) {
   if (j.contains("amax_floor")) s.amax_floor = get_positive(j["amax_floor"], join(path, "amax_floor"));
   if (j.contains("history")) s.history = static_cast<int>(get_int(j["history"], join(path, "history"), 1, 1 << 20));
   if (j.contains("algo"))
-    s.algo = get_enum<AmaxAlgo>(j["algo"], join(path, "algo"), "amax algorithm", "max|most_recent", parse_algo_b);
+    s.algo = get_enum<AmaxAlgo>(j["algo"], join(path, "algo"), "amax algorithm", "max|most_recent", parse_algo);
   if (j.contains("hadamard")) {
     const int64_t h = get_int(j["hadamard"], join(path, "hadamard"), 0, 32);
     if (h != 0 && h != 16 && h != 32) throw ConfigError(join(path, "hadamard"), "expected 0, 16 or 32, got " + std::to_string(h));
@@ -262,7 +239,7 @@ FusedModel parse_fused(const json& j, const std::string& path) {
   i("carry_bits", m.carry_bits, 0, 100);
   if (j.contains("final_rounding"))
     m.final_rounding = get_enum<Rounding>(j["final_rounding"], join(path, "final_rounding"), "rounding",
-                                          kRoundingChoices, parse_rounding_b);
+                                          kRoundingChoices, parse_rounding);
   i("out_man_bits", m.out_man_bits, 0, 52);
   if (j.contains("out")) m.out = parse_format(j["out"], join(path, "out"));
   i("in_emin", m.in_emin, -1100, 1100);
@@ -400,7 +377,7 @@ Format parse_format(const json& j, const std::string& path) {
   if (j.contains("bias")) bias = static_cast<int>(get_int(j["bias"], join(path, "bias"), -100000, 100000));
   const bool inf = j.contains("inf") ? get_bool(j["inf"], join(path, "inf")) : false;
   const NanCode nan = j.contains("nan") ? get_enum<NanCode>(j["nan"], join(path, "nan"), "nan encoding",
-                                                            "none|ieee|ones|negzero", parse_nan_b)
+                                                            "none|ieee|ones|negzero", parse_nan_code)
                                         : NanCode::none;
   const bool sub = j.contains("subnormals") ? get_bool(j["subnormals"], join(path, "subnormals")) : true;
   std::string err;
