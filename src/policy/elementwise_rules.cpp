@@ -49,7 +49,9 @@ void parse_match(const json& m, const std::string& mp, ElementwiseRule& out) {
   if (m.contains("tensor")) out.tensor = m["tensor"].get<std::string>();
 }
 
-ElementwiseRule parse_rule(const json& r, const std::string& rp) {
+}  // namespace
+
+ElementwiseRule ElementwiseRule::parse(const json& r, const std::string& rp) {
   if (!r.is_object()) throw ConfigError(rp, "expected a rule object {\"match\": {...}, \"quantizer\": ...}");
   reject_unknown_keys(r, rp, {"match", "quantizer"});
   ElementwiseRule out;
@@ -61,19 +63,6 @@ ElementwiseRule parse_rule(const json& r, const std::string& rp) {
     out.quantizer = r["quantizer"];
   }
   return out;
-}
-
-}  // namespace
-
-ElementwiseRules::ElementwiseRules(const json& rules, std::string path) : source_(rules), path_(std::move(path)) {
-  if (!rules.is_array())
-    throw ConfigError(path_, "expected a list of rules [{\"match\": {\"layer\": ..., \"tensor\": ...}, \"quantizer\": ...}, ...]");
-  for (size_t i = 0; i < rules.size(); ++i) rules_.push_back(parse_rule(rules[i], rule_path(i)));
-}
-
-void ElementwiseRules::append(const ElementwiseRules& more) {
-  rules_.insert(rules_.end(), more.rules_.begin(), more.rules_.end());
-  for (const auto& r : more.source_) source_.push_back(r);
 }
 
 void check_elementwise_rules(const json& rules, const std::string& path) { (void)ElementwiseRules(rules, path); }

@@ -16,6 +16,7 @@
 
 #include "model/elementwise.h"
 #include "policy/config_error.h"
+#include "policy/rule_list.h"
 
 namespace drift {
 
@@ -24,29 +25,15 @@ struct ElementwiseRule {
   std::optional<std::string> layer;   // glob (fnmatch)
   std::optional<std::string> tensor;  // an ElemTensor name (checked)
   nlohmann::json quantizer;           // QUANT; null when the rule removes the quantizer ("none" or null)
+
+  static constexpr const char* kListExpected =
+      "expected a list of rules [{\"match\": {\"layer\": ..., \"tensor\": ...}, \"quantizer\": ...}, ...]";
+  static ElementwiseRule parse(const nlohmann::json& rule, const std::string& path);  // Throws ConfigError.
 };
 
-// A checked rule list and where it sits in the config ("precision.elementwise"; rule i is at
-// "<path>[i]"). Built once, when the config is read.
-class ElementwiseRules {
- public:
-  ElementwiseRules() = default;  // no rules
-  // Checks the rule list's shape and every quantizer on its own (on the fp32 base). Throws
-  // ConfigError naming the rule's path (e.g. "precision.elementwise[1].quantizer.scaling.kind").
-  ElementwiseRules(const nlohmann::json& rules, std::string path);
-  const std::vector<ElementwiseRule>& rules() const { return rules_; }
-  const std::string& path() const { return path_; }
-  std::string rule_path(size_t i) const { return path_ + "[" + std::to_string(i) + "]"; }
-  // The list as written, for the resolved config.json.
-  const nlohmann::json& source() const { return source_; }
-  // `more` after these rules (later rules win), renumbered as one list at this list's path.
-  void append(const ElementwiseRules& more);
-
- private:
-  nlohmann::json source_ = nlohmann::json::array();
-  std::string path_;
-  std::vector<ElementwiseRule> rules_;
-};
+// Checks the rule list's shape and every quantizer on its own (on the fp32 base), throwing
+// ConfigError at the rule's path (e.g. "precision.elementwise[1].quantizer.scaling.kind").
+using ElementwiseRules = RuleList<ElementwiseRule>;
 
 void check_elementwise_rules(const nlohmann::json& rules, const std::string& path);
 

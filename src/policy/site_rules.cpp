@@ -57,7 +57,9 @@ void parse_match(const json& m, const std::string& mp, MatmulRule& out) {
   if (m.contains("class")) out.cls = m["class"].get<std::string>();
 }
 
-MatmulRule parse_rule(const json& r, const std::string& rp) {
+}  // namespace
+
+MatmulRule MatmulRule::parse(const json& r, const std::string& rp) {
   if (!r.is_object()) throw ConfigError(rp, "expected a rule object {\"match\": {...}, <policy keys>}");
   reject_unknown_keys(r, rp, {"match", "operand", "preset", "a", "b", "product", "inner", "outer", "output"});
   MatmulRule out;
@@ -69,13 +71,6 @@ MatmulRule parse_rule(const json& r, const std::string& rp) {
   out.policy.erase("match");
   out.policy.erase("operand");
   return out;
-}
-
-}  // namespace
-
-MatmulRules::MatmulRules(const json& rules, std::string path) : source_(rules), path_(std::move(path)) {
-  if (!rules.is_array()) throw ConfigError(path_, "expected a list of rules [{\"match\": {...}, <policy keys>}, ...]");
-  for (size_t i = 0; i < rules.size(); ++i) rules_.push_back(parse_rule(rules[i], rule_path(i)));
 }
 
 void check_matmul_rules(const json& rules, const std::string& path) { (void)MatmulRules(rules, path); }

@@ -18,6 +18,7 @@
 #include "arith/matmul.h"
 #include "model/sites.h"
 #include "policy/config_error.h"
+#include "policy/rule_list.h"
 
 namespace drift {
 
@@ -29,27 +30,12 @@ struct MatmulRule {
   std::optional<std::string> cls;    // activation | weight | gradient (checked)
   nlohmann::json policy;             // the rule's POLICY keys (the rule without match and operand)
   nlohmann::json operand;            // QUANT for the operands of class `cls`; null: none
+
+  static constexpr const char* kListExpected = "expected a list of rules [{\"match\": {...}, <policy keys>}, ...]";
+  static MatmulRule parse(const nlohmann::json& rule, const std::string& path);  // Throws ConfigError.
 };
 
-// A checked rule list and where it sits in the config ("precision.matmul"; rule i is at
-// "<path>[i]"). Built once, when the config is read; the training loop only resolves it.
-class MatmulRules {
- public:
-  MatmulRules() = default;  // no rules
-  // Throws ConfigError (naming the rule's path) for a malformed rule list.
-  MatmulRules(const nlohmann::json& rules, std::string path);
-  const std::vector<MatmulRule>& rules() const { return rules_; }
-  const std::string& path() const { return path_; }
-  std::string rule_path(size_t i) const { return path_ + "[" + std::to_string(i) + "]"; }
-  // The list as written (normalised to a list), for the resolved config.json.
-  const nlohmann::json& source() const { return source_; }
-  bool operator==(const MatmulRules& o) const { return path_ == o.path_ && source_ == o.source_; }
-
- private:
-  nlohmann::json source_ = nlohmann::json::array();
-  std::string path_;
-  std::vector<MatmulRule> rules_;
-};
+using MatmulRules = RuleList<MatmulRule>;
 
 // Throws ConfigError (naming the rule's path) for a malformed rule list.
 void check_matmul_rules(const nlohmann::json& rules, const std::string& path);
