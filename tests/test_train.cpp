@@ -78,7 +78,7 @@ TEST_CASE("config: defaults, errors name the JSON path, the resolved config read
   RunConfig c = parse_run_config(json::parse(R"({"seed": 5, "model": {"kind": "attn", "layers": 1},
       "train": {"lr": 0.01, "optimizer": "sgd"}, "precision": {"matmul": "bf16"}, "output": {"name": "x"}})"));
   CHECK(c.run_dir() == "runs/x/seed5");
-  CHECK(c.precision.matmul == json::parse(R"([{"preset": "bf16"}])"));
+  CHECK(c.precision.matmul.source() == json::parse(R"([{"preset": "bf16"}])"));
   json resolved = json::parse(resolved_config_json(c).dump());  // with its "version": itself a config
   const RunConfig again = parse_run_config(resolved);
   CHECK(json::parse(resolved_config_json(again).dump()) == json::parse(resolved_config_json(c).dump()));
@@ -371,7 +371,7 @@ TEST_CASE("rules: the operands' scale blocks must nest, checked at config time a
   // prepare_run (drift train) refuses it before anything is written.
   TempDir t;
   RunConfig c = tiny_run(t, "run");
-  c.precision.schedule = json::array({{{"step", 20}, {"matmul", bad}}});
+  c.precision.schedule = {ScheduleEntry{20, MatmulRules(bad, "precision.schedule[0].matmul"), std::nullopt}};
   CHECK_THROWS_AS(prepare_run(c), ConfigError);
   CHECK_FALSE(fs::exists(t.dir / "run"));
 }

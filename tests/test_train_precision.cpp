@@ -298,8 +298,9 @@ TEST_CASE("dynamic loss scaling: fp16 gradients that overflow are skipped and th
   RunConfig c = tiny_run(d);
   // fp16 operands everywhere with IEEE overflow: a loss scale of 2^40 overflows the backward
   // operands to inf, so the first steps are skipped, halving the scale each time, until it fits.
-  c.precision.matmul = json::array({json{{"a", {{"format", "fp16"}, {"overflow", "ieee"}}},
-                                         {"b", {{"format", "fp16"}, {"overflow", "ieee"}}}}});
+  c.precision.matmul = MatmulRules(json::array({json{{"a", {{"format", "fp16"}, {"overflow", "ieee"}}},
+                                                     {"b", {{"format", "fp16"}, {"overflow", "ieee"}}}}}),
+                                  "precision.matmul");
   c.precision.loss_scale.kind = "dynamic";
   c.precision.loss_scale.init = std::ldexp(1.0, 40);
   c.precision.loss_scale.max_scale = std::ldexp(1.0, 40);

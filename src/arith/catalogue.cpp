@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "arith/enum_names.h"
+
 namespace drift {
 namespace {
 
@@ -102,12 +104,6 @@ std::optional<Format> make_float_format(int exp_bits, int man_bits, std::optiona
 }
 
 namespace {
-template <typename E, size_t N>
-std::optional<E> parse_enum(std::string_view s, const char* const (&names)[N]) {
-  for (size_t i = 0; i < N; ++i)
-    if (s == names[i]) return static_cast<E>(i);
-  return std::nullopt;
-}
 const char* const kRoundingNames[] = {"rne", "rna", "rtz", "rup", "rdn", "rto", "sr"};
 const char* const kOverflowNames[] = {"saturate", "ieee"};
 const char* const kSubnormalNames[] = {"keep", "flush"};
@@ -115,14 +111,14 @@ const char* const kNanNames[] = {"none", "ieee", "ones", "negzero"};
 const char* const kKindNames[] = {"float", "int", "pow2"};
 }  // namespace
 
-std::optional<Rounding> parse_rounding(std::string_view s) { return parse_enum<Rounding>(s, kRoundingNames); }
-std::optional<Overflow> parse_overflow(std::string_view s) { return parse_enum<Overflow>(s, kOverflowNames); }
-std::optional<Subnormals> parse_subnormals(std::string_view s) { return parse_enum<Subnormals>(s, kSubnormalNames); }
-std::optional<NanCode> parse_nan_code(std::string_view s) { return parse_enum<NanCode>(s, kNanNames); }
-const char* to_string(Rounding r) { return kRoundingNames[static_cast<int>(r)]; }
-const char* to_string(Overflow o) { return kOverflowNames[static_cast<int>(o)]; }
-const char* to_string(Subnormals s) { return kSubnormalNames[static_cast<int>(s)]; }
-const char* to_string(NanCode n) { return kNanNames[static_cast<int>(n)]; }
-const char* to_string(Kind k) { return kKindNames[static_cast<int>(k)]; }
+std::optional<Rounding> parse_rounding(std::string_view s) { return enum_from_name<Rounding>(s, kRoundingNames); }
+std::optional<Overflow> parse_overflow(std::string_view s) { return enum_from_name<Overflow>(s, kOverflowNames); }
+std::optional<Subnormals> parse_subnormals(std::string_view s) { return enum_from_name<Subnormals>(s, kSubnormalNames); }
+std::optional<NanCode> parse_nan_code(std::string_view s) { return enum_from_name<NanCode>(s, kNanNames); }
+const char* to_string(Rounding r) { return enum_name(r, kRoundingNames); }
+const char* to_string(Overflow o) { return enum_name(o, kOverflowNames); }
+const char* to_string(Subnormals s) { return enum_name(s, kSubnormalNames); }
+const char* to_string(NanCode n) { return enum_name(n, kNanNames); }
+const char* to_string(Kind k) { return enum_name(k, kKindNames); }
 
 }  // namespace drift

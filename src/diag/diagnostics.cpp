@@ -109,7 +109,7 @@ Diagnostics::Diagnostics(uint64_t every, std::vector<ProbePolicy> probes, const 
   // but a policy that is invalid for some site): check now, before the run starts.
   for (const auto& p : probes_) {
     MatmulSites sites = replay_->sites;
-    resolve_sites(p.rules, p.path, sites);
+    resolve_sites(p.rules, sites);
   }
 }
 
@@ -184,7 +184,7 @@ ojson Diagnostics::run(uint64_t step, const LmModel<float>& run_model, const flo
   ojson probes = ojson::array();
   for (const auto& p : probes_) {
     restart_replay(step, run_model);
-    resolve_sites(p.rules, p.path, replay_->sites);
+    resolve_sites(p.rules, replay_->sites);
     replay_->sites.diagnose = false;
     const double ploss = forward_backward(*replay_, batch, loss_scale);
     probes.push_back({{"name", p.name},

@@ -3,6 +3,7 @@
 #include <fnmatch.h>
 
 #include "arith/catalogue.h"
+#include "policy/json_keys.h"
 #include "policy/matmul_json.h"
 
 namespace drift {
@@ -11,15 +12,11 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string at(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
-
 bool removes(const json& q) { return q.is_null() || (q.is_string() && q.get<std::string>() == "none"); }
 
-bool matches(const json& rule, const ElementwiseSite& s) {
-  if (!rule.contains("match")) return true;
-  const json& m = rule["match"];
-  if (m.contains("layer") && fnmatch(m["layer"].get<std::string>().c_str(), s.layer.c_str(), 0) != 0) return false;
-  if (m.contains("tensor") && m["tensor"].get<std::string>() != to_string(s.tensor)) return false;
+bool matches(const ElementwiseRule& r, const ElementwiseSite& s) {
+  if (r.layer && fnmatch(r.layer->c_str(), s.layer.c_str(), 0) != 0) return false;
+  if (r.tensor && *r.tensor != to_string(s.tensor)) return false;
   return true;
 }
 
@@ -39,59 +36,64 @@ Quantizer apply_quantizer_rule(const json& q, const std::string& qp, const Quant
   return out;
 }
 
-}  // namespace
-
-void check_elementwise_rules(const json& rules, const std::string& path) {
-  if (!rules.is_array())
-    throw ConfigError(path, "expected a list of rules [{\"match\": {\"layer\": ..., \"tensor\": ...}, \"quantizer\": ...}, ...]");
-  for (size_t i = 0; i < rules.size(); ++i) {
-    const json& r = rules[i];
-    const std::string rp = at(path, i);
-    if (!r.is_object()) throw ConfigError(rp, "expected a rule object {\"match\": {...}, \"quantizer\": ...}");
-    for (auto it = r.begin(); it != r.end(); ++it)
-      if (it.key() != "match" && it.key() != "quantizer")
-        throw ConfigError(rp + "." + it.key(), "unknown key (expected match, quantizer)");
-    if (r.contains("match")) {
-      const json& m = r["match"];
-      const std::string mp = rp + ".match";
-      if (!m.is_object()) throw ConfigError(mp, "expected an object {layer, tensor}");
-      for (auto it = m.begin(); it != m.end(); ++it) {
-        const std::string kp = mp + "." + it.key();
-        if (it.key() != "layer" && it.key() != "tensor") throw ConfigError(kp, "unknown key (expected layer, tensor)");
-        if (!it->is_string()) throw ConfigError(kp, "expected a string");
-      }
-      ElemTensor t;
-      if (m.contains("tensor") && !parse_elem_tensor(m["tensor"].get<std::string>(), &t))
-        throw ConfigError(mp + ".tensor",
-                          "unknown tensor '" + m["tensor"].get<std::string>() + "' (expected one of: " + elem_tensor_list() + ")");
-    }
-    if (!r.contains("quantizer"))
-      throw ConfigError(rp + ".quantizer", "missing: expected a quantizer (preset name or object), or \"none\"/null to remove one");
-    if (!removes(r["quantizer"])) (void)apply_quantizer_rule(r["quantizer"], rp + ".quantizer", fp32_base());
-  }
+void parse_match(const json& m, const std::string& mp, ElementwiseRule& out) {
+  if (!m.is_object()) throw ConfigError(mp, "expected an object {layer, tensor}");
+  reject_unknown_keys(m, mp, {"layer", "tensor"});
+  for (auto it = m.begin(); it != m.end(); ++it)
+    if (!it->is_string()) throw ConfigError(mp + "." + it.key(), "expected a string");
+  if (m.contains("layer")) out.layer = m["layer"].get<std::string>();
+  ElemTensor t;
+  if (m.contains("tensor") && !parse_elem_tensor(m["tensor"].get<std::string>(), &t))
+    throw ConfigError(mp + ".tensor",
+                      "unknown tensor '" + m["tensor"].get<std::string>() + "' (expected one of: " + elem_tensor_list() + ")");
+  if (m.contains("tensor")) out.tensor = m["tensor"].get<std::string>();
 }
 
-std::optional<Quantizer> resolve_elementwise_site(const json& rules, const std::string& path, const ElementwiseSite& site) {
-  check_elementwise_rules(rules, path);
+}  // namespace
+
+ElementwiseRule ElementwiseRule::parse(const json& r, const std::string& rp) {
+  if (!r.is_object()) throw ConfigError(rp, "expected a rule object {\"match\": {...}, \"quantizer\": ...}");
+  reject_unknown_keys(r, rp, {"match", "quantizer"});
+  ElementwiseRule out;
+  if (r.contains("match")) parse_match(r["match"], rp + ".match", out);
+  if (!r.contains("quantizer"))
+    throw ConfigError(rp + ".quantizer", "missing: expected a quantizer (preset name or object), or \"none\"/null to remove one");
+  if (!removes(r["quantizer"])) {
+    (void)apply_quantizer_rule(r["quantizer"], rp + ".quantizer", fp32_base());
+    out.quantizer = r["quantizer"];
+  }
+  return out;
+}
+
+void check_elementwise_rules(const json& rules, const std::string& path) { (void)ElementwiseRules(rules, path); }
+
+std::optional<Quantizer> resolve_elementwise_site(const ElementwiseRules& rules, const ElementwiseSite& site) {
   std::optional<Quantizer> q;
-  for (size_t i = 0; i < rules.size(); ++i) {
-    const json& r = rules[i];
+  for (size_t i = 0; i < rules.rules().size(); ++i) {
+    const ElementwiseRule& r = rules.rules()[i];
     if (!matches(r, site)) continue;
-    if (removes(r["quantizer"]))
+    if (r.quantizer.is_null())
       q.reset();
     else
-      q = apply_quantizer_rule(r["quantizer"], at(path, i) + ".quantizer", q.value_or(fp32_base()));
+      q = apply_quantizer_rule(r.quantizer, rules.rule_path(i) + ".quantizer", q.value_or(fp32_base()));
   }
   return q;
 }
 
-void resolve_elementwise(const json& rules, const std::string& path, ElementwiseSites& sites) {
-  check_elementwise_rules(rules, path);
+std::optional<Quantizer> resolve_elementwise_site(const json& rules, const std::string& path, const ElementwiseSite& site) {
+  return resolve_elementwise_site(ElementwiseRules(rules, path), site);
+}
+
+void resolve_elementwise(const ElementwiseRules& rules, ElementwiseSites& sites) {
   for (auto& s : sites.sites()) {
     // The delayed-scaling history stays (as for matmul sites): a resumed run restores it before
     // resolving, and a scheduled switch keeps the amax history of the tensor.
-    s.quantizer = resolve_elementwise_site(rules, path, s);
+    s.quantizer = resolve_elementwise_site(rules, s);
   }
+}
+
+void resolve_elementwise(const json& rules, const std::string& path, ElementwiseSites& sites) {
+  resolve_elementwise(ElementwiseRules(rules, path), sites);
 }
 
 }  // namespace drift

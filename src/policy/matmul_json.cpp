@@ -9,9 +9,12 @@
 #include <initializer_list>
 #include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include "arith/catalogue.h"
+#include "arith/enum_names.h"
 #include "arith/tc_presets.h"
+#include "policy/json_keys.h"
 #include "policy/presets.h"
 
 namespace drift {
@@ -27,18 +30,6 @@ std::string got(const json& j) { return std::string("got ") + j.type_name(); }
 
 void expect_object(const json& j, const std::string& path, const std::string& what) {
   if (!j.is_object()) throw ConfigError(path, "expected " + what + ", " + got(j));
-}
-
-// Unknown keys are errors: a misspelt key would otherwise silently keep the default.
-void check_keys(const json& obj, const std::string& path, std::initializer_list<const char*> allowed) {
-  for (const auto& item : obj.items()) {
-    bool ok = false;
-    for (const char* a : allowed) ok = ok || item.key() == a;
-    if (ok) continue;
-    std::string list;
-    for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-    throw ConfigError(join(path, item.key()), "unknown key (expected one of: " + list + ")");
-  }
 }
 
 std::string get_string(const json& j, const std::string& path, const std::string& what) {
@@ -73,48 +64,23 @@ double get_positive(const json& j, const std::string& path) {
   return v;
 }
 
-template <typename E>
-E get_enum(const json& j, const std::string& path, const char* what, const char* choices, bool (*parse)(const std::string&, E*)) {
+// `parse` is either shape of drift's name parsers: bool parse(s, &e) or std::optional<E> parse(s).
+template <typename E, typename Parse>
+E get_enum(const json& j, const std::string& path, const char* what, const char* choices, Parse parse) {
   const std::string s = get_string(j, path, std::string(what) + " (" + choices + ")");
-  E e;
-  if (!parse(s, &e)) throw ConfigError(path, "unknown " + std::string(what) + " '" + s + "' (expected " + choices + ")");
-  return e;
+  std::optional<E> e;
+  if constexpr (std::is_invocable_r_v<bool, Parse, const std::string&, E*>) {
+    E v;
+    if (parse(s, &v)) e = v;
+  } else {
+    e = parse(s);
+  }
+  if (!e) throw ConfigError(path, "unknown " + std::string(what) + " '" + s + "' (expected " + choices + ")");
+  return *e;
 }
 
-// Adapters from the catalogue's optional-returning parsers to the bool-returning shape above.
-bool parse_rounding_b(const std::string& s, Rounding* r) {
-  auto v = parse_rounding(s);
-  if (v) *r = *v;
-  return v.has_value();
-}
-bool parse_overflow_b(const std::string& s, Overflow* r) {
-  auto v = parse_overflow(s);
-  if (v) *r = *v;
-  return v.has_value();
-}
-bool parse_subnormals_b(const std::string& s, Subnormals* r) {
-  auto v = parse_subnormals(s);
-  if (v) *r = *v;
-  return v.has_value();
-}
-bool parse_nan_b(const std::string& s, NanCode* r) {
-  auto v = parse_nan_code(s);
-  if (v) *r = *v;
-  return v.has_value();
-}
-// The position of s in a table of names, as E (an enum in table order, or bool for a two-name
-// table whose second name means true); false when s is not in the table.
-template <typename E, size_t N>
-bool parse_indexed(const char* const (&names)[N], const std::string& s, E* out) {
-  for (size_t i = 0; i < N; ++i)
-    if (s == names[i]) {
-      *out = static_cast<E>(i);
-      return true;
-    }
-  return false;
-}
 const char* const kAlgoNames[] = {"max", "most_recent"};
-bool parse_algo_b(const std::string& s, AmaxAlgo* r) { return parse_indexed(kAlgoNames, s, r); }
+bool parse_algo(const std::string& s, AmaxAlgo* r) { return enum_from_name(s, kAlgoNames, r); }
 
 constexpr const char* kRoundingChoices = "rne|rna|rtz|rup|rdn|rto|sr";
 constexpr const char* kOverflowChoices = "saturate|ieee";
@@ -126,12 +92,12 @@ constexpr const char* kFormatExpected =
 void apply_round_fields(const json& obj, const std::string& path, Format* fmt, RoundSpec& r) {
   if (fmt && obj.contains("format")) *fmt = parse_format(obj["format"], join(path, "format"));
   if (obj.contains("rounding"))
-    r.mode = get_enum<Rounding>(obj["rounding"], join(path, "rounding"), "rounding", kRoundingChoices, parse_rounding_b);
+    r.mode = get_enum<Rounding>(obj["rounding"], join(path, "rounding"), "rounding", kRoundingChoices, parse_rounding);
   if (obj.contains("overflow"))
-    r.overflow = get_enum<Overflow>(obj["overflow"], join(path, "overflow"), "overflow", kOverflowChoices, parse_overflow_b);
+    r.overflow = get_enum<Overflow>(obj["overflow"], join(path, "overflow"), "overflow", kOverflowChoices, parse_overflow);
   if (obj.contains("subnormals"))
     r.subnormals =
-        get_enum<Subnormals>(obj["subnormals"], join(path, "subnormals"), "subnormals", kSubnormalChoices, parse_subnormals_b);
+        get_enum<Subnormals>(obj["subnormals"], join(path, "subnormals"), "subnormals", kSubnormalChoices, parse_subnormals);
   if (obj.contains("sr_bits")) r.sr_bits = static_cast<int>(get_int(obj["sr_bits"], join(path, "sr_bits"), 1, 32));
 }
 
@@ -152,13 +118,13 @@ int default_block(ScaleKind k) {
 
 // microxcaling emulation: each departure from OCP MX a field (docs/policy.md, "microxcaling emulation").
 const char* const kZeroSignNames[] = {"signed", "positive"};
-bool parse_zero_sign(const std::string& s, bool* positive) { return parse_indexed(kZeroSignNames, s, positive); }
+bool parse_zero_sign(const std::string& s, bool* positive) { return enum_from_name(s, kZeroSignNames, positive); }
 const char* const kNearestSumNames[] = {"exact", "fp32"};
-bool parse_nearest_sum(const std::string& s, bool* fp32) { return parse_indexed(kNearestSumNames, s, fp32); }
+bool parse_nearest_sum(const std::string& s, bool* fp32) { return enum_from_name(s, kNearestSumNames, fp32); }
 
 void apply_emulation(const json& j, const std::string& path, MxEmulation& e) {
   expect_object(j, path, "an emulation object {exponent, scale_bits, zero, nearest_sum}");
-  check_keys(j, path, {"exponent", "scale_bits", "zero", "nearest_sum"});
+  reject_unknown_keys(j, path, {"exponent", "scale_bits", "zero", "nearest_sum"});
   if (j.contains("exponent"))
     e.exponent = get_enum<ExpSource>(j["exponent"], join(path, "exponent"), "exponent source", "exact|log2_fp32",
                                      parse_exp_source);
@@ -184,7 +150,7 @@ json emulation_to_json(const MxEmulation& e) {
 
 void apply_scaling(const json& j, const std::string& path, Scaling& s) {
   expect_object(j, path, "a scaling object {kind, block, two_d, rule, offset, margin, pow2, amax_floor, history, algo, hadamard, hadamard_seed, emulate}");
-  check_keys(j, path, {"kind", "block", "two_d", "rule", "offset", "margin", "pow2", "amax_floor", "history", "algo",
+  reject_unknown_keys(j, path, {"kind", "block", "two_d", "rule", "offset", "margin", "pow2", "amax_floor", "history", "algo",
                        "hadamard", "hadamard_seed", "emulate"});
   if (j.contains("kind")) {
     const ScaleKind k = get_enum<ScaleKind>(j["kind"], join(path, "kind"), "scaling kind",
@@ -205,7 +171,7 @@ void apply_scaling(const json& j, const std::string& path, Scaling& s) {
   if (j.contains("amax_floor")) s.amax_floor = get_positive(j["amax_floor"], join(path, "amax_floor"));
   if (j.contains("history")) s.history = static_cast<int>(get_int(j["history"], join(path, "history"), 1, 1 << 20));
   if (j.contains("algo"))
-    s.algo = get_enum<AmaxAlgo>(j["algo"], join(path, "algo"), "amax algorithm", "max|most_recent", parse_algo_b);
+    s.algo = get_enum<AmaxAlgo>(j["algo"], join(path, "algo"), "amax algorithm", "max|most_recent", parse_algo);
   if (j.contains("hadamard")) {
     const int64_t h = get_int(j["hadamard"], join(path, "hadamard"), 0, 32);
     if (h != 0 && h != 16 && h != 32) throw ConfigError(join(path, "hadamard"), "expected 0, 16 or 32, got " + std::to_string(h));
@@ -230,7 +196,7 @@ void apply_quantizer(const json& j, const std::string& path, Quantizer& q) {
     return;
   }
   expect_object(j, path, kQuantExpected);
-  check_keys(j, path, {"preset", "format", "rounding", "overflow", "subnormals", "sr_bits", "scaling"});
+  reject_unknown_keys(j, path, {"preset", "format", "rounding", "overflow", "subnormals", "sr_bits", "scaling"});
   if (j.contains("preset"))
     q = quantizer_preset_or_throw(get_string(j["preset"], join(path, "preset"), "a quantizer preset name"),
                                   join(path, "preset"));
@@ -255,12 +221,7 @@ FusedModel fused_preset_or_throw(const std::string& name, const std::string& pat
 FusedModel parse_fused(const json& j, const std::string& path) {
   if (j.is_string()) return fused_preset_or_throw(j.get<std::string>(), path);
   expect_object(j, path, "a tensor-core preset name, an object of the fused model's fields, or null");
-  for (const auto& item : j.items())
-    if (std::none_of(std::begin(kFusedKeys), std::end(kFusedKeys), [&](const char* k) { return item.key() == k; })) {
-      std::string list;
-      for (const char* k : kFusedKeys) list += (list.empty() ? "" : ", ") + std::string(k);
-      throw ConfigError(join(path, item.key()), "unknown key (expected one of: " + list + ")");
-    }
+  reject_unknown_keys(j, path, {std::begin(kFusedKeys), std::end(kFusedKeys)});
   FusedModel m;
   m.out = *find_format("fp32");
   if (j.contains("preset"))
@@ -278,7 +239,7 @@ FusedModel parse_fused(const json& j, const std::string& path) {
   i("carry_bits", m.carry_bits, 0, 100);
   if (j.contains("final_rounding"))
     m.final_rounding = get_enum<Rounding>(j["final_rounding"], join(path, "final_rounding"), "rounding",
-                                          kRoundingChoices, parse_rounding_b);
+                                          kRoundingChoices, parse_rounding);
   i("out_man_bits", m.out_man_bits, 0, 52);
   if (j.contains("out")) m.out = parse_format(j["out"], join(path, "out"));
   i("in_emin", m.in_emin, -1100, 1100);
@@ -321,7 +282,7 @@ json fused_to_json(const FusedModel& m) {
 
 void apply_accumulator(const json& j, const std::string& path, Accumulator& acc, bool inner) {
   expect_object(j, path, "an accumulator object {format, rounding, overflow, subnormals, sr_bits, order, promote_every, fused, scales}");
-  check_keys(j, path, {"format", "rounding", "overflow", "subnormals", "sr_bits", "order", "promote_every", "fused", "scales"});
+  reject_unknown_keys(j, path, {"format", "rounding", "overflow", "subnormals", "sr_bits", "order", "promote_every", "fused", "scales"});
   apply_round_fields(j, path, &acc.format, acc.round);
   if (j.contains("order")) {
     const std::string p = join(path, "order");
@@ -370,7 +331,7 @@ void apply_product(const json& j, const std::string& path, MatmulPolicy& p) {
     return;
   }
   expect_object(j, path, "null (exact products) or an object {format, rounding, overflow, subnormals, sr_bits}");
-  check_keys(j, path, {"format", "rounding", "overflow", "subnormals", "sr_bits"});
+  reject_unknown_keys(j, path, {"format", "rounding", "overflow", "subnormals", "sr_bits"});
   Format f = p.product_format.value_or(Format{});
   if (!p.product_format && !j.contains("format"))
     throw ConfigError(path, "missing key 'format' (products are exact unless a product format is set)");
@@ -407,7 +368,7 @@ Format parse_format(const json& j, const std::string& path) {
     throw ConfigError(path, "unknown format '" + name + "' (" + kFormatExpected + ")");
   }
   if (!j.is_object()) throw ConfigError(path, std::string(kFormatExpected) + ", " + got(j));
-  check_keys(j, path, {"exp_bits", "man_bits", "bias", "inf", "nan", "subnormals"});
+  reject_unknown_keys(j, path, {"exp_bits", "man_bits", "bias", "inf", "nan", "subnormals"});
   for (const char* req : {"exp_bits", "man_bits"})
     if (!j.contains(req)) throw ConfigError(path, std::string("missing key '") + req + "' (a custom format needs exp_bits and man_bits)");
   const int eb = static_cast<int>(get_int(j["exp_bits"], join(path, "exp_bits"), 1, 11));
@@ -416,7 +377,7 @@ Format parse_format(const json& j, const std::string& path) {
   if (j.contains("bias")) bias = static_cast<int>(get_int(j["bias"], join(path, "bias"), -100000, 100000));
   const bool inf = j.contains("inf") ? get_bool(j["inf"], join(path, "inf")) : false;
   const NanCode nan = j.contains("nan") ? get_enum<NanCode>(j["nan"], join(path, "nan"), "nan encoding",
-                                                            "none|ieee|ones|negzero", parse_nan_b)
+                                                            "none|ieee|ones|negzero", parse_nan_code)
                                         : NanCode::none;
   const bool sub = j.contains("subnormals") ? get_bool(j["subnormals"], join(path, "subnormals")) : true;
   std::string err;
@@ -459,7 +420,7 @@ Quantizer parse_quantizer(const json& j, const std::string& path, const Quantize
 MatmulPolicy apply_matmul_policy(const json& j, const std::string& path, const MatmulPolicy& base) {
   if (j.is_string()) return matmul_preset_or_throw(j.get<std::string>(), path);
   expect_object(j, path, "a matmul preset name or an object {preset, a, b, product, inner, outer, output}");
-  check_keys(j, path, {"preset", "a", "b", "product", "inner", "outer", "output"});
+  reject_unknown_keys(j, path, {"preset", "a", "b", "product", "inner", "outer", "output"});
   MatmulPolicy p = base;
   if (j.contains("preset"))
     p = matmul_preset_or_throw(get_string(j["preset"], join(path, "preset"), "a matmul preset name"), join(path, "preset"));
@@ -471,7 +432,7 @@ MatmulPolicy apply_matmul_policy(const json& j, const std::string& path, const M
   if (j.contains("output")) {
     const std::string op = join(path, "output");
     expect_object(j["output"], op, "an object {format, rounding, overflow, subnormals, sr_bits}");
-    check_keys(j["output"], op, {"format", "rounding", "overflow", "subnormals", "sr_bits"});
+    reject_unknown_keys(j["output"], op, {"format", "rounding", "overflow", "subnormals", "sr_bits"});
     apply_round_fields(j["output"], op, &p.out_format, p.out_round);
   }
   // The engine's own consistency rules (operand pairing, exact products), reported at this policy's path.

@@ -3,6 +3,7 @@
 #include <fnmatch.h>
 
 #include "arith/catalogue.h"
+#include "policy/json_keys.h"
 #include "policy/matmul_json.h"
 
 namespace drift {
@@ -11,34 +12,19 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string at(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
-
-bool matches(const json& match, const MatmulSite& s) {
-  if (match.contains("layer") && fnmatch(match["layer"].get<std::string>().c_str(), s.layer.c_str(), 0) != 0)
-    return false;
-  if (match.contains("role") && match["role"].get<std::string>() != to_string(s.role)) return false;
-  if (match.contains("class")) {
-    const std::string c = match["class"].get<std::string>();
-    if (c != to_string(s.a_class) && c != to_string(s.b_class)) return false;
-  }
+bool matches(const MatmulRule& r, const MatmulSite& s) {
+  if (r.layer && fnmatch(r.layer->c_str(), s.layer.c_str(), 0) != 0) return false;
+  if (r.role && *r.role != to_string(s.role)) return false;
+  if (r.cls && *r.cls != to_string(s.a_class) && *r.cls != to_string(s.b_class)) return false;
   return true;
 }
 
-// The rule without its own keys: what apply_matmul_policy reads.
-json policy_part(const json& rule) {
-  json p = rule;
-  p.erase("match");
-  p.erase("operand");
-  return p;
-}
-
-MatmulPolicy apply_rule(const json& rule, const std::string& rp, const MatmulSite& s, const MatmulPolicy& base) {
-  MatmulPolicy p = apply_matmul_policy(policy_part(rule), rp, base);
-  if (rule.contains("operand")) {
-    const std::string c = rule["match"]["class"].get<std::string>();
+MatmulPolicy apply_rule(const MatmulRule& rule, const std::string& rp, const MatmulSite& s, const MatmulPolicy& base) {
+  MatmulPolicy p = apply_matmul_policy(rule.policy, rp, base);
+  if (!rule.operand.is_null()) {
     json ops = json::object();
-    if (c == to_string(s.a_class)) ops["a"] = rule["operand"];
-    if (c == to_string(s.b_class)) ops["b"] = rule["operand"];
+    if (*rule.cls == to_string(s.a_class)) ops["a"] = rule.operand;
+    if (*rule.cls == to_string(s.b_class)) ops["b"] = rule.operand;
     try {
       p = apply_matmul_policy(ops, rp, p);
     } catch (const ConfigError& e) {
@@ -52,84 +38,82 @@ MatmulPolicy apply_rule(const json& rule, const std::string& rp, const MatmulSit
   return p;
 }
 
+// rules[i]'s match, checked: {layer, role, class}, each a string; role and class known names.
+void parse_match(const json& m, const std::string& mp, MatmulRule& out) {
+  if (!m.is_object()) throw ConfigError(mp, "expected an object {layer, role, class}");
+  reject_unknown_keys(m, mp, {"layer", "role", "class"});
+  for (auto it = m.begin(); it != m.end(); ++it)
+    if (!it->is_string()) throw ConfigError(mp + "." + it.key(), "expected a string");
+  if (m.contains("layer")) out.layer = m["layer"].get<std::string>();
+  Role role;
+  if (m.contains("role") && !parse_role(m["role"].get<std::string>(), &role))
+    throw ConfigError(mp + ".role", "unknown role '" + m["role"].get<std::string>() +
+                                        "' (expected forward, grad_input or grad_weight)");
+  if (m.contains("role")) out.role = m["role"].get<std::string>();
+  TensorClass cls;
+  if (m.contains("class") && !parse_tensor_class(m["class"].get<std::string>(), &cls))
+    throw ConfigError(mp + ".class", "unknown tensor class '" + m["class"].get<std::string>() +
+                                         "' (expected activation, weight or gradient)");
+  if (m.contains("class")) out.cls = m["class"].get<std::string>();
+}
+
 }  // namespace
 
-void check_matmul_rules(const json& rules, const std::string& path) {
-  if (!rules.is_array()) throw ConfigError(path, "expected a list of rules [{\"match\": {...}, <policy keys>}, ...]");
-  for (size_t i = 0; i < rules.size(); ++i) {
-    const json& r = rules[i];
-    const std::string rp = at(path, i);
-    if (!r.is_object()) throw ConfigError(rp, "expected a rule object {\"match\": {...}, <policy keys>}");
-    for (auto it = r.begin(); it != r.end(); ++it) {
-      static const char* const kKeys[] = {"match", "operand", "preset", "a", "b", "product", "inner", "outer", "output"};
-      bool ok = false;
-      for (const char* k : kKeys) ok = ok || it.key() == k;
-      if (!ok)
-        throw ConfigError(rp + "." + it.key(),
-                          "unknown key (expected match, operand, preset, a, b, product, inner, outer, output)");
-    }
-    if (r.contains("match")) {
-      const json& m = r["match"];
-      const std::string mp = rp + ".match";
-      if (!m.is_object()) throw ConfigError(mp, "expected an object {layer, role, class}");
-      for (auto it = m.begin(); it != m.end(); ++it) {
-        const std::string kp = mp + "." + it.key();
-        if (it.key() != "layer" && it.key() != "role" && it.key() != "class")
-          throw ConfigError(kp, "unknown key (expected layer, role, class)");
-        if (!it->is_string()) throw ConfigError(kp, "expected a string");
-      }
-      Role role;
-      if (m.contains("role") && !parse_role(m["role"].get<std::string>(), &role))
-        throw ConfigError(mp + ".role", "unknown role '" + m["role"].get<std::string>() +
-                                            "' (expected forward, grad_input or grad_weight)");
-      TensorClass cls;
-      if (m.contains("class") && !parse_tensor_class(m["class"].get<std::string>(), &cls))
-        throw ConfigError(mp + ".class", "unknown tensor class '" + m["class"].get<std::string>() +
-                                             "' (expected activation, weight or gradient)");
-    }
-    if (r.contains("operand") && !(r.contains("match") && r["match"].contains("class")))
-      throw ConfigError(rp + ".operand", "needs match.class: it applies to the operands of that class");
-  }
+MatmulRule MatmulRule::parse(const json& r, const std::string& rp) {
+  if (!r.is_object()) throw ConfigError(rp, "expected a rule object {\"match\": {...}, <policy keys>}");
+  reject_unknown_keys(r, rp, {"match", "operand", "preset", "a", "b", "product", "inner", "outer", "output"});
+  MatmulRule out;
+  if (r.contains("match")) parse_match(r["match"], rp + ".match", out);
+  if (r.contains("operand") && !out.cls)
+    throw ConfigError(rp + ".operand", "needs match.class: it applies to the operands of that class");
+  if (r.contains("operand")) out.operand = r["operand"];
+  out.policy = r;
+  out.policy.erase("match");
+  out.policy.erase("operand");
+  return out;
+}
+
+void check_matmul_rules(const json& rules, const std::string& path) { (void)MatmulRules(rules, path); }
+
+MatmulPolicy resolve_site_policy(const MatmulRules& rules, const MatmulSite& site, const MatmulPolicy& base) {
+  MatmulPolicy p = base;
+  for (size_t i = 0; i < rules.rules().size(); ++i)
+    if (matches(rules.rules()[i], site)) p = apply_rule(rules.rules()[i], rules.rule_path(i), site, p);
+  return p;
 }
 
 MatmulPolicy resolve_site_policy(const json& rules, const std::string& path, const MatmulSite& site,
                                  const MatmulPolicy& base) {
-  check_matmul_rules(rules, path);
-  MatmulPolicy p = base;
-  for (size_t i = 0; i < rules.size(); ++i) {
-    const json& r = rules[i];
-    if (r.contains("match") && !matches(r["match"], site)) continue;
-    p = apply_rule(r, at(path, i), site, p);
-  }
-  return p;
+  return resolve_site_policy(MatmulRules(rules, path), site, base);
 }
 
-MatmulPolicy resolve_site_policy_traced(const json& rules, const std::string& path, const MatmulSite& site,
-                                        const MatmulPolicy& base, FieldOrigins& origins) {
-  check_matmul_rules(rules, path);
+MatmulPolicy resolve_site_policy_traced(const MatmulRules& rules, const MatmulSite& site, const MatmulPolicy& base,
+                                        FieldOrigins& origins) {
   MatmulPolicy p = base;
   json before = policy_to_json(p).flatten();
-  for (size_t i = 0; i < rules.size(); ++i) {
-    const json& r = rules[i];
-    if (r.contains("match") && !matches(r["match"], site)) continue;
-    p = apply_rule(r, at(path, i), site, p);
+  for (size_t i = 0; i < rules.rules().size(); ++i) {
+    if (!matches(rules.rules()[i], site)) continue;
+    p = apply_rule(rules.rules()[i], rules.rule_path(i), site, p);
     const json after = policy_to_json(p).flatten();
     for (auto it = after.begin(); it != after.end(); ++it)
-      if (!before.contains(it.key()) || before[it.key()] != it.value()) origins[it.key()] = at(path, i);
+      if (!before.contains(it.key()) || before[it.key()] != it.value()) origins[it.key()] = rules.rule_path(i);
     before = after;
   }
   return p;
 }
 
-void resolve_sites(const json& rules, const std::string& path, MatmulSites& sites) {
-  check_matmul_rules(rules, path);
-  for (auto& s : sites.sites()) s.policy = resolve_site_policy(rules, path, s);
-  for (size_t i = 0; i < rules.size(); ++i) {
-    const json& r = rules[i];
+void resolve_sites(const MatmulRules& rules, MatmulSites& sites) {
+  for (auto& s : sites.sites()) s.policy = resolve_site_policy(rules, s);
+  for (size_t i = 0; i < rules.rules().size(); ++i) {
+    const MatmulRule& r = rules.rules()[i];
     bool used = false;
-    for (const auto& s : sites.sites()) used = used || !r.contains("match") || matches(r["match"], s);
-    if (!used) (void)apply_matmul_policy(policy_part(r), at(path, i), MatmulPolicy());
+    for (const auto& s : sites.sites()) used = used || matches(r, s);
+    if (!used) (void)apply_matmul_policy(r.policy, rules.rule_path(i), MatmulPolicy());
   }
+}
+
+void resolve_sites(const json& rules, const std::string& path, MatmulSites& sites) {
+  resolve_sites(MatmulRules(rules, path), sites);
 }
 
 std::string describe_quantizer(const Quantizer& q) {

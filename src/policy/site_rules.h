@@ -11,23 +11,44 @@
 
 #include <nlohmann/json.hpp>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "arith/matmul.h"
 #include "model/sites.h"
 #include "policy/config_error.h"
+#include "policy/rule_list.h"
 
 namespace drift {
+
+// One rule, its match parsed. The policy keys stay JSON: they are overrides that apply on top of
+// whatever the earlier rules resolved (apply_matmul_policy), so they have no meaning on their own.
+struct MatmulRule {
+  std::optional<std::string> layer;  // glob (fnmatch)
+  std::optional<std::string> role;   // forward | grad_input | grad_weight (checked)
+  std::optional<std::string> cls;    // activation | weight | gradient (checked)
+  nlohmann::json policy;             // the rule's POLICY keys (the rule without match and operand)
+  nlohmann::json operand;            // QUANT for the operands of class `cls`; null: none
+
+  static constexpr const char* kListExpected = "expected a list of rules [{\"match\": {...}, <policy keys>}, ...]";
+  static MatmulRule parse(const nlohmann::json& rule, const std::string& path);  // Throws ConfigError.
+};
+
+using MatmulRules = RuleList<MatmulRule>;
 
 // Throws ConfigError (naming the rule's path) for a malformed rule list.
 void check_matmul_rules(const nlohmann::json& rules, const std::string& path);
 
-// The policy of one site under the rules (at `path` in the document). Throws ConfigError.
+// The policy of one site under the rules. Throws ConfigError.
+MatmulPolicy resolve_site_policy(const MatmulRules& rules, const MatmulSite& site, const MatmulPolicy& base = MatmulPolicy());
+// The same on a rule list at `path` in the document (checked first).
 MatmulPolicy resolve_site_policy(const nlohmann::json& rules, const std::string& path, const MatmulSite& site,
                                  const MatmulPolicy& base = MatmulPolicy());
 
 // Resolves every site of `sites` in place. Rules that match no site are still checked against the
 // default policy, so that a typo does not pass silently. Throws ConfigError.
+void resolve_sites(const MatmulRules& rules, MatmulSites& sites);
 void resolve_sites(const nlohmann::json& rules, const std::string& path, MatmulSites& sites);
 
 // Which rule set each field of a site's policy: the leaves of policy_to_json (JSON pointers such as
@@ -37,8 +58,8 @@ using FieldOrigins = std::map<std::string, std::string>;
 
 // resolve_site_policy, recording in `origins` (updated in place, so that a later rule list applied
 // on top, e.g. a schedule entry, adds to the attributions of an earlier one).
-MatmulPolicy resolve_site_policy_traced(const nlohmann::json& rules, const std::string& path, const MatmulSite& site,
-                                        const MatmulPolicy& base, FieldOrigins& origins);
+MatmulPolicy resolve_site_policy_traced(const MatmulRules& rules, const MatmulSite& site, const MatmulPolicy& base,
+                                        FieldOrigins& origins);
 
 // A one-line description of a quantizer / accumulator / rounding target for tables.
 std::string describe_quantizer(const Quantizer& q);

@@ -105,7 +105,7 @@ std::map<std::string, std::vector<std::string>> lossy_layers_by_role(const json&
     cfg.model.vocab = config["model"]["vocab"].get<size_t>();
   auto model = make_model<float>(cfg.model, cfg.seed);
   std::vector<uint64_t> steps = {0};
-  for (const auto& e : cfg.precision.schedule) steps.push_back(e["step"].get<uint64_t>());
+  for (const auto& e : cfg.precision.schedule) steps.push_back(e.step);
   // Full precision: the fp32 passthrough, or what the restoration rule itself gives (the fp32
   // preset, which differs only in the overflow mode of fp32 operands: no effect on fp32 values).
   const json passthrough = policy_to_json(MatmulPolicy());

@@ -70,7 +70,7 @@ nlohmann::ordered_json planned_config(const TrainRun& r) {
     throw ConfigError("model", e.what());
   }
   resolve_sites_at_step(cfg.precision, 0, model->sites);
-  for (const auto& e : cfg.precision.schedule) resolve_sites_at_step(cfg.precision, e["step"].get<uint64_t>(), model->sites);
+  for (const auto& e : cfg.precision.schedule) resolve_sites_at_step(cfg.precision, e.step, model->sites);
   nlohmann::ordered_json c = resolved_config_json(cfg);
   c.erase("version");
   c["model"].erase("vocab");

@@ -1,15 +1,21 @@
 // A training run's configuration: one JSON document with sections model, data, train, precision,
-// divergence, diagnostics, output and a top-level seed. Every key has a default (docs/config.md); unknown keys,
-// wrong types and out-of-range values are ConfigErrors naming the JSON path.
+// divergence, diagnostics, output and a top-level seed. Every key has a default (the members'
+// initializers below; docs/config.md); unknown keys, wrong types and out-of-range values are
+// ConfigErrors naming the JSON path. The keys, their kinds and ranges are the field tables of
+// train/config_schema.cpp, which parse_run_config and resolved_config_json walk. The training loop
+// sees typed values only: the precision rules are parsed once into MatmulRules / ElementwiseRules.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/model.h"
 #include "policy/config_error.h"
+#include "policy/elementwise_rules.h"
+#include "policy/probes.h"
 #include "policy/site_rules.h"
 #include "train/data.h"
 #include "train/allreduce.h"
@@ -43,10 +49,18 @@ struct MasterConfig {
   std::string rounding = "rne";  // rne | sr (and the other rounding modes)
 };
 
+// One precision.schedule entry: from `step` on, its rules apply on top of precision.matmul /
+// precision.elementwise (and of the earlier entries').
+struct ScheduleEntry {
+  uint64_t step = 1;
+  std::optional<MatmulRules> matmul;            // at precision.schedule[i].matmul
+  std::optional<ElementwiseRules> elementwise;  // at precision.schedule[i].elementwise
+};
+
 struct PrecisionConfig {
-  nlohmann::json matmul = nlohmann::json::array();    // rules (policy/site_rules.h)
-  nlohmann::json schedule = nlohmann::json::array();  // [{"step": N, "matmul": [rules]}], steps increasing
-  nlohmann::json elementwise = nlohmann::json::array();  // rules (policy/elementwise_rules.h)
+  MatmulRules matmul{nlohmann::json::array(), "precision.matmul"};                 // policy/site_rules.h
+  std::vector<ScheduleEntry> schedule;                                             // steps increasing
+  ElementwiseRules elementwise{nlohmann::json::array(), "precision.elementwise"};  // policy/elementwise_rules.h
   MasterConfig master;
   std::string optimizer_state = "fp32";                 // fp32 | bf16 | int8_block (train/opt_state.h)
   LossScaleConfig loss_scale;
@@ -71,7 +85,7 @@ struct DivergenceConfig {
 // Deep diagnostics (diag/diagnostics.h, docs/diagnostics.md): diag.jsonl every `every` steps.
 struct DiagnosticsConfig {
   size_t every = 0;                                   // 0: off
-  nlohmann::json probes = nlohmann::json::array();    // matmul preset names or rule lists (policy/probes.h)
+  std::vector<ProbePolicy> probes;  // matmul preset names or rule lists (policy/probes.h)
   bool swamping = false;  // count swamped adds in every training matmul (per-step telemetry; slower kernels)
 };
 

@@ -419,7 +419,7 @@ void open_run(Session& s) {
   }
   resolve_sites_at_step(c.precision, s.st.next_step, s.m.sites, s.m.elementwise);
   // Deep diagnostics (diag/diagnostics.h): built now, so that a probe that fails to resolve is an error before any write.
-  s.diag.emplace(c.diagnostics.every, parse_probes(c.diagnostics.probes, "diagnostics.probes"), c.model, c.seed);
+  s.diag.emplace(c.diagnostics.every, c.diagnostics.probes, c.model, c.seed);
   const std::string kept_diag =
       s.resume && fs::exists(s.diag_path) ? metrics_before(s.diag_path, s.st.next_step) : "";
 
@@ -445,7 +445,7 @@ void open_run(Session& s) {
   s.train_step.emplace(c, s.m, s.run.corpus);
   s.tokens_per_step = s.m.predictions(c.train.batch);
   while (s.next_schedule < c.precision.schedule.size() &&
-         c.precision.schedule[s.next_schedule]["step"].get<uint64_t>() <= s.st.next_step)
+         c.precision.schedule[s.next_schedule].step <= s.st.next_step)
     ++s.next_schedule;
   s.t0 = s.t_log = Clock::now();
 }
@@ -468,7 +468,7 @@ StepRecord one_step(Session& s, uint64_t step) {
   const auto& ls = c.precision.loss_scale;
   // Scheduled precision switches take effect at their step.
   while (s.next_schedule < c.precision.schedule.size() &&
-         c.precision.schedule[s.next_schedule]["step"].get<uint64_t>() <= step) {
+         c.precision.schedule[s.next_schedule].step <= step) {
     resolve_sites_at_step(c.precision, step, m.sites, m.elementwise);
     ++s.next_schedule;
   }
