@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -324,6 +325,36 @@ TEST_CASE("dynamic loss scaling: fp16 gradients that overflow are skipped and th
   CHECK(skipped > 0);
   CHECK(skipped == s.skipped_steps);
   CHECK(m.back()["skipped"] == false);
+  fs::remove_all(d);
+}
+
+TEST_CASE("metrics lines: grad_clipped says whether the gradient norm exceeded train.grad_clip") {
+  // The flag is named grad_clipped since drift 0.1.1 (0.1.0 wrote "clipped", which inside `sites`
+  // and `classes` counts clipped operand elements). It is true exactly on the lines whose
+  // grad_norm (logged before clipping) exceeds a positive train.grad_clip.
+  const fs::path d = temp_dir("gc");
+  auto run = [&](double clip, const char* name) {
+    RunConfig c = tiny_run(d);
+    c.train.grad_clip = clip;
+    c.output.dir = (d / name).string();
+    PreparedRun r = prepare_run(c);
+    train(r, TrainOptions{}, {});
+    return read_metrics(d / name);
+  };
+  const auto off = run(0, "off"), tiny = run(1e-9, "tiny"), huge = run(1e9, "huge");
+  REQUIRE(!off.empty());
+  std::vector<double> norms;
+  for (const auto& l : off) {
+    CHECK_FALSE(l.contains("clipped"));
+    CHECK(l["grad_clipped"] == false);  // no clipping configured
+    norms.push_back(l["grad_norm"].get<double>());
+  }
+  for (const auto& l : tiny) CHECK(l["grad_clipped"] == true);  // every norm is above 1e-9
+  for (const auto& l : huge) CHECK(l["grad_clipped"] == false);
+  // A threshold inside the norms' range: the flag follows each line's own norm.
+  std::sort(norms.begin(), norms.end());
+  const double mid = norms[norms.size() / 2];
+  for (const auto& l : run(mid, "mid")) CHECK(l["grad_clipped"] == (l["grad_norm"].get<double>() > mid));
   fs::remove_all(d);
 }
 

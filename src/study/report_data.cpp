@@ -27,7 +27,7 @@ bool is_raw_count(const std::string& column) {
                                         "inner_adds", "inner_swamped", "outer_adds", "outer_swamped", "calls"};
   const size_t dot = column.rfind('.');
   const std::string leaf = dot == std::string::npos ? column : column.substr(dot + 1);
-  if (column == "clipped") return false;  // the top-level "gradient clipped" flag, not a count
+  if (column == "clipped") return false;  // drift 0.1.0's name of the top-level grad_clipped flag, not a count
   for (const char* k : kLeaves)
     if (leaf == k) return true;
   return false;

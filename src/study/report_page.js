@@ -274,7 +274,8 @@
     simpleRunChart(g, 'validation loss', 'val_loss', {markers: true});
   }
   function signalsSection() {
-    const cols = ['lr', 'grad_norm', 'grad_norm_z', 'loss_z', 'grad_norm_max', 'loss_scale', 'skipped', 'clipped'];
+    const cols = ['lr', 'grad_norm', 'grad_norm_z', 'loss_z', 'grad_norm_max', 'loss_scale', 'skipped', 'grad_clipped',
+                  'clipped'];  // (clipped: drift 0.1.0's name of grad_clipped)
     if (!cols.some(anyRunHas)) return;
     const s = section('signals', 'Training signals');
     const g = grid(s);
