@@ -498,10 +498,21 @@ double nvfp4_encode_scale(double amax, const Quantizer& qz) {
 
 double tensor_dequant_scale(double multiplier) { return fp32_div(1.0, multiplier); }
 
+double tensor_level_multiplier(const Quantizer& qz, double amax, DelayedState* state) {
+  switch (scale_kind_traits(qz.scaling.kind).tensor_rule) {
+    case TensorScaleRule::none: return 1.0;
+    case TensorScaleRule::current_amax: return tensor_scale_from_amax(amax, qz);
+    case TensorScaleRule::amax_history: return delayed_scale_for_step(state);
+    case TensorScaleRule::block_scale_range: return nvfp4_encode_scale(amax, qz);
+  }
+  return 1.0;
+}
+
 BlockScaleSpec block_scale_spec(const Quantizer& qz, double s_enc) {
   const Scaling& sc = qz.scaling;
+  const BlockScaleRule rule = scale_kind_traits(sc.kind).block_rule;
   BlockScaleSpec s;
-  s.kind = sc.kind;
+  s.method = rule;
   s.fp32 = fp32_format();
   s.rule = sc.rule;
   s.offset = sc.offset;
@@ -511,12 +522,13 @@ BlockScaleSpec block_scale_spec(const Quantizer& qz, double s_enc) {
   s.pow2 = sc.pow2;
   s.s_enc = s_enc;
   s.e4m3 = e4m3_format();
-  if (sc.kind == ScaleKind::block) {
+  const bool e8m0 = rule == BlockScaleRule::e8m0_exponent;
+  if (e8m0) {
     s.emulate = sc.emulate;
     if (sc.emulate.exponent == ExpSource::log2_fp32) s.log2_table = log2_fp32_table();
   }
-  if (sc.kind == ScaleKind::block && sc.rule == ExpRule::rceil) s.rceil_rcp = fp32_div(1.0, qz.format.max_finite);
-  if (sc.kind == ScaleKind::block && sc.rule == ExpRule::even) {
+  if (e8m0 && sc.rule == ExpRule::rceil) s.rceil_rcp = fp32_div(1.0, qz.format.max_finite);
+  if (e8m0 && sc.rule == ExpRule::even) {
     std::string err;
     s.even_format = *make_float_format(11, qz.format.kind == Kind::floating ? qz.format.man_bits : 0, 1023, true,
                                        NanCode::ieee, true, &err);
@@ -571,116 +583,108 @@ template <typename T>
 void quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t rows, size_t k, const Quantizer& qz,
                    uint64_t seed, uint64_t stream, DelayedState* state) {
   const Scaling& sc = qz.scaling;
+  const ScaleKindTraits& kind = scale_kind_traits(sc.kind);
   out.stats.elements = rows * k;
-  // The input counts (amax, non-finite): tensor and nvfp4 scaling need amax before they quantize,
-  // so they count in a pass of their own; the other kinds count in the pass that reads the input
+  // The input counts (amax, non-finite): the kinds that need the tensor's amax before they quantize
+  // (tensor, nvfp4) count in a pass of their own; the other kinds count in the pass that reads the input
   // to quantize it (each operand is read once). Counts are sums and maxima: the same either way.
-  const bool counted_apart = sc.kind == ScaleKind::tensor || sc.kind == ScaleKind::nvfp4;
+  const bool counted_apart = kind.needs_tensor_amax();
   if (counted_apart) count_inputs(x, rows, k, out.stats);
   // The SIMD cast's constants, once per operand (not per block).
   // (None when microxcaling's element step is on: it runs on the element path, not in the SIMD cast.)
   std::optional<SpanCast> prepared;
   if (fits_float(qz.format) && !sc.emulate.element_step()) prepared = prepare_span_cast(qz.format, qz.round);
   const SpanCast* cast = prepared ? &*prepared : nullptr;
-  switch (sc.kind) {
-    case ScaleKind::none:
-      for_each_region(rows, k, k, false, out.stats, [&](const Region& g, QuantStats& st) {
-        quantize_region_with_multiplier(x, k, g, 1.0, true, qz, cast, seed, stream, true, out, st);
-      });
-      break;
-    case ScaleKind::tensor:
-    case ScaleKind::delayed: {
-      const double s = sc.kind == ScaleKind::tensor ? tensor_scale_from_amax(out.stats.amax, qz)
-                                                    : delayed_scale_for_step(state);
-      for_each_region(rows, k, k, false, out.stats, [&](const Region& g, QuantStats& st) {
-        quantize_region_with_multiplier(x, k, g, s, false, qz, cast, seed, stream, !counted_apart, out, st);
-      });
+  if (!kind.blocked()) {
+    // One multiplier for every element: 1 (exact) without a tensor rule.
+    const bool unscaled = kind.tensor_rule == TensorScaleRule::none;
+    const double s = tensor_level_multiplier(qz, out.stats.amax, state);
+    for_each_region(rows, k, k, false, out.stats, [&](const Region& g, QuantStats& st) {
+      quantize_region_with_multiplier(x, k, g, s, unscaled, qz, cast, seed, stream, !counted_apart, out, st);
+    });
+    if (!unscaled) {
       out.tensor_scale = tensor_dequant_scale(s);
       record_scale(out.stats, out.tensor_scale);
-      if (sc.kind == ScaleKind::delayed) delayed_record_step(*state, qz, out.stats.amax, out.stats.nonfinite);
-      break;
     }
-    case ScaleKind::block:
-    case ScaleKind::tile:
-    case ScaleKind::nvfp4: {
-      const size_t b = static_cast<size_t>(sc.block);
-      out.block_k = b;
-      out.blocks_per_row = (k + b - 1) / b;
-      out.block_scale.assign(rows * out.blocks_per_row, 1.0);
-      double s_enc = 1.0;
-      if (sc.kind == ScaleKind::nvfp4) {
-        s_enc = nvfp4_encode_scale(out.stats.amax, qz);
-        out.tensor_scale = tensor_dequant_scale(s_enc);
+    if (kind.keeps_history()) delayed_record_step(*state, qz, out.stats.amax, out.stats.nonfinite);
+    return;
+  }
+  const size_t b = static_cast<size_t>(sc.block);
+  out.block_k = b;
+  out.blocks_per_row = (k + b - 1) / b;
+  out.block_scale.assign(rows * out.blocks_per_row, 1.0);
+  // A two-level kind's block scales are computed under its tensor multiplier (s_enc).
+  double s_enc = 1.0;
+  if (kind.two_level()) {
+    s_enc = tensor_level_multiplier(qz, out.stats.amax, state);
+    out.tensor_scale = tensor_dequant_scale(s_enc);
+  }
+  const BlockScaleSpec spec = block_scale_spec(qz, s_enc);
+  // A block's scale (stored, and recorded in st) and the multiplier its elements are scaled by
+  // (*exact: a power of two, exact in double), from its amax (finite): block_scale_of, the
+  // step the CUDA quantizer runs too.
+  auto block_multiplier = [&](const Region& g, double amax, QuantStats& st, bool* exact) -> double {
+    const BlockScale bs = block_scale_of(spec, amax);
+    set_block_scale(out, g, bs.stored);
+    if (amax != 0) record_scale(st, bs.stored);
+    *exact = bs.exact;
+    return bs.mult;
+  };
+  // (Each block's amax pass also takes its input counts, unless they were counted apart.)
+  QuantStats* const no_counts = nullptr;
+  if (sc.two_d || !cast) {
+    for_each_region(rows, k, b, sc.two_d, out.stats, [&](const Region& g, QuantStats& st) {
+      bool nonfinite;
+      const double amax = region_amax(x, g, &nonfinite, counted_apart ? no_counts : &st);
+      if (nonfinite) {  // NaN/inf inside a block: the scale is NaN, the whole block reads as NaN
+        mark_region_nan(out, g);
+        return;
       }
-      const BlockScaleSpec spec = block_scale_spec(qz, s_enc);
-      // A block's scale (stored, and recorded in st) and the multiplier its elements are scaled by
-      // (*exact: a power of two, exact in double), from its amax (finite): block_scale_of, the
-      // step the CUDA quantizer runs too.
-      auto block_multiplier = [&](const Region& g, double amax, QuantStats& st, bool* exact) -> double {
-        const BlockScale bs = block_scale_of(spec, amax);
-        set_block_scale(out, g, bs.stored);
-        if (amax != 0) record_scale(st, bs.stored);
-        *exact = bs.exact;
-        return bs.mult;
-      };
-      // (Each block's amax pass also takes its input counts, unless they were counted apart.)
-      QuantStats* const no_counts = nullptr;
-      if (sc.two_d || !cast) {
-        for_each_region(rows, k, b, sc.two_d, out.stats, [&](const Region& g, QuantStats& st) {
-          bool nonfinite;
-          const double amax = region_amax(x, g, &nonfinite, counted_apart ? no_counts : &st);
-          if (nonfinite) {  // NaN/inf inside a block: the scale is NaN, the whole block reads as NaN
-            mark_region_nan(out, g);
-            return;
-          }
-          bool exact;
-          const double mult = block_multiplier(g, amax, st, &exact);
-          quantize_region_with_multiplier(x, k, g, mult, exact, qz, cast, seed, stream, false, out, st);
-        });
-      } else {
-        // 1-D blocks with the SIMD cast: a row's block scales first, then the row's elements in as
-        // few cast calls as possible (a cast call costs far more than the 16 or 32 elements of a block).
-        for_each_region(rows, k, k, false, out.stats, [&](const Region& row, QuantStats& st) {
-          static thread_local std::vector<RowBlock> blocks;
-          static thread_local std::vector<float> row_amax;
-          static thread_local std::vector<uint32_t> row_bad;
-          blocks.resize(out.blocks_per_row);
-          // A float row's block amaxes in one SIMD pass (the same maxima and counts region_amax takes).
-          bool row_counted = false;
-          if constexpr (std::is_same_v<T, float>) {
-            if (x.cs == 1) {
-              row_amax.resize(out.blocks_per_row);
-              row_bad.resize(out.blocks_per_row);
-              block_amax(x.p + row.r0 * x.rs, k, b, row_amax.data(), row_bad.data());
-              row_counted = true;
-            }
-          }
-          for (size_t bi = 0; bi < out.blocks_per_row; ++bi) {
-            const Region g{row.r0, row.r1, bi * b, std::min(k, (bi + 1) * b)};
-            bool nonfinite;
-            double amax;
-            if (row_counted) {
-              amax = row_amax[bi];
-              nonfinite = row_bad[bi] != 0;
-              if (!counted_apart) {
-                st.nonfinite += row_bad[bi];
-                st.amax = std::max(st.amax, amax);
-              }
-            } else {
-              amax = region_amax(x, g, &nonfinite, counted_apart ? no_counts : &st);
-            }
-            blocks[bi].nan = nonfinite;
-            if (nonfinite) {
-              mark_region_nan(out, g);
-              continue;
-            }
-            blocks[bi].mult = block_multiplier(g, amax, st, &blocks[bi].exact);
-          }
-          quantize_row_blocks(x, k, row.r0, b, blocks, qz, *cast, seed, stream, out, st);
-        });
+      bool exact;
+      const double mult = block_multiplier(g, amax, st, &exact);
+      quantize_region_with_multiplier(x, k, g, mult, exact, qz, cast, seed, stream, false, out, st);
+    });
+  } else {
+    // 1-D blocks with the SIMD cast: a row's block scales first, then the row's elements in as
+    // few cast calls as possible (a cast call costs far more than the 16 or 32 elements of a block).
+    for_each_region(rows, k, k, false, out.stats, [&](const Region& row, QuantStats& st) {
+      static thread_local std::vector<RowBlock> blocks;
+      static thread_local std::vector<float> row_amax;
+      static thread_local std::vector<uint32_t> row_bad;
+      blocks.resize(out.blocks_per_row);
+      // A float row's block amaxes in one SIMD pass (the same maxima and counts region_amax takes).
+      bool row_counted = false;
+      if constexpr (std::is_same_v<T, float>) {
+        if (x.cs == 1) {
+          row_amax.resize(out.blocks_per_row);
+          row_bad.resize(out.blocks_per_row);
+          block_amax(x.p + row.r0 * x.rs, k, b, row_amax.data(), row_bad.data());
+          row_counted = true;
+        }
       }
-      break;
-    }
+      for (size_t bi = 0; bi < out.blocks_per_row; ++bi) {
+        const Region g{row.r0, row.r1, bi * b, std::min(k, (bi + 1) * b)};
+        bool nonfinite;
+        double amax;
+        if (row_counted) {
+          amax = row_amax[bi];
+          nonfinite = row_bad[bi] != 0;
+          if (!counted_apart) {
+            st.nonfinite += row_bad[bi];
+            st.amax = std::max(st.amax, amax);
+          }
+        } else {
+          amax = region_amax(x, g, &nonfinite, counted_apart ? no_counts : &st);
+        }
+        blocks[bi].nan = nonfinite;
+        if (nonfinite) {
+          mark_region_nan(out, g);
+          continue;
+        }
+        blocks[bi].mult = block_multiplier(g, amax, st, &blocks[bi].exact);
+      }
+      quantize_row_blocks(x, k, row.r0, b, blocks, qz, *cast, seed, stream, out, st);
+    });
   }
 }
 
@@ -770,7 +774,6 @@ void hadamard_rows(double* x, size_t rows, size_t k, size_t ld, int n, uint64_t 
 }
 
 namespace {
-const char* const kScaleKindNames[] = {"none", "tensor", "delayed", "block", "tile", "nvfp4"};
 const char* const kExpRuleNames[] = {"floor", "rceil", "ceil", "even"};
 const char* const kExpSourceNames[] = {"exact", "log2_fp32"};
 template <typename E, size_t N>
@@ -784,10 +787,8 @@ bool parse_named(const std::string& s, const char* const (&names)[N], E* out) {
 }
 }  // namespace
 
-const char* to_string(ScaleKind k) { return kScaleKindNames[static_cast<int>(k)]; }
 const char* to_string(ExpRule r) { return kExpRuleNames[static_cast<int>(r)]; }
 const char* to_string(ExpSource s) { return kExpSourceNames[static_cast<int>(s)]; }
-bool parse_scale_kind(const std::string& s, ScaleKind* out) { return parse_named(s, kScaleKindNames, out); }
 bool parse_exp_rule(const std::string& s, ExpRule* out) { return parse_named(s, kExpRuleNames, out); }
 bool parse_exp_source(const std::string& s, ExpSource* out) { return parse_named(s, kExpSourceNames, out); }
 
