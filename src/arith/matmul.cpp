@@ -138,16 +138,21 @@ std::string validate_policy(const MatmulPolicy& p) {
 
 namespace {
 
+// The quantizer's scratch in the caller's workspace (null without one: the quantizer's own).
+QuantizeWorkspace* quantize_workspace(const MatmulContext& ctx) {
+  return ctx.workspace ? &ctx.workspace->quantize : nullptr;
+}
+
 // Each operand's quantization draws its random bits from a sub-stream of its own.
 template <typename T>
 void quantize_a(PreparedOperands& ops, const MatViewOf<T>& a, const MatmulPolicy& policy, const MatmulContext& ctx) {
   quantize_into(ops.a, canonical_a(a), a.rows, a.cols, policy.a, ctx.seed, quantize_stream_a(ctx),
-                ctx.delayed_a);
+                ctx.delayed_a, quantize_workspace(ctx));
 }
 template <typename T>
 void quantize_b(PreparedOperands& ops, const MatViewOf<T>& b, const MatmulPolicy& policy, const MatmulContext& ctx) {
   quantize_into(ops.b, canonical_b(b), b.cols, b.rows, policy.b, ctx.seed, quantize_stream_b(ctx),
-                ctx.delayed_b);
+                ctx.delayed_b, quantize_workspace(ctx));
 }
 
 // inner.scales_in_products: each element times its block's scale (exact: a power of two, or an E4M3

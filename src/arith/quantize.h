@@ -135,18 +135,21 @@ struct StridedInputOf {
 using StridedInput = StridedInputOf<double>;
 using StridedInputF = StridedInputOf<float>;
 
+struct QuantizeWorkspace;  // arith/quantize_workspace.h
+
 // Quantizes x (rows x k, row stride ld, k contiguous). `state` is required for delayed scaling.
 // `seed`/`stream` key the random bits of stochastic rounding (element index r*k + i).
 QuantizedOperand quantize(const double* x, size_t rows, size_t k, size_t ld, const Quantizer& qz,
                           uint64_t seed, uint64_t stream, DelayedState* state = nullptr);
 
-// The same, into `out`, reusing its storage (the engine's per-thread workspace).
+// The same, into `out`, reusing its storage, with the caller's scratch memory `ws`
+// (arith/quantize_workspace.h; null: a fresh one for this call, the same results).
 void quantize_into(QuantizedOperand& out, const StridedInput& x, size_t rows, size_t k, const Quantizer& qz,
-                   uint64_t seed, uint64_t stream, DelayedState* state = nullptr);
+                   uint64_t seed, uint64_t stream, DelayedState* state = nullptr, QuantizeWorkspace* ws = nullptr);
 // The same from float input: identical values, scales and stats; the values are left in out.qf
 // (out.in_float) when the element format fits in float, else in out.q.
 void quantize_into(QuantizedOperand& out, const StridedInputF& x, size_t rows, size_t k, const Quantizer& qz,
-                   uint64_t seed, uint64_t stream, DelayedState* state = nullptr);
+                   uint64_t seed, uint64_t stream, DelayedState* state = nullptr, QuantizeWorkspace* ws = nullptr);
 
 // The random Hadamard transform along k (in place, per consecutive group of n = 16 or 32 along k;
 // a trailing partial group is left as is). Signs come from (seed); both operands of a matmul must
