@@ -49,14 +49,14 @@ std::string validate_accumulator(const Accumulator& acc, const char* name) {
 
 std::string validate_quantizer(const Quantizer& q, const char* name) {
   const Scaling& s = q.scaling;
+  const ScaleKindTraits& kind = scale_kind_traits(s.kind);
   const std::string n(name);
-  if (s.kind == ScaleKind::block || s.kind == ScaleKind::tile || s.kind == ScaleKind::nvfp4) {
-    if (s.block < 1) return n + ".scaling.block must be >= 1";
-    if (q.format.kind != Kind::floating && s.kind != ScaleKind::tile)
-      return n + ": block scaling needs a floating-point element format";
-  }
+  if (kind.blocked() && s.block < 1) return n + ".scaling.block must be >= 1";
+  if (kind.needs_float_elements && q.format.kind != Kind::floating)
+    return n + ": block scaling needs a floating-point element format";
   if (s.emulate.any()) {
-    if (s.kind != ScaleKind::block) return n + ".scaling.emulate: microxcaling's departures apply to block (MX) scaling only";
+    if (kind.block_rule != BlockScaleRule::e8m0_exponent)
+      return n + ".scaling.emulate: microxcaling's departures apply to block (MX) scaling only";
     if (s.emulate.exponent == ExpSource::log2_fp32 && s.rule != ExpRule::floor)
       return n + ".scaling.emulate.exponent log2_fp32 replaces the floor rule's exponent: it needs rule floor";
     if (s.emulate.nearest_sum_fp32 && q.round.mode != Rounding::rna)
@@ -71,11 +71,31 @@ std::string validate_quantizer(const Quantizer& q, const char* name) {
   return "";
 }
 
+// Why an operand's block scales cannot be folded into its elements (inner.scales "products"), or "".
+// Folding must be exact and stay narrow: E8M0 powers of two on any element, NVFP4's E4M3 scales
+// (4 significand bits) on elements of at most 20 (ScaleKindTraits::fold_element_bits).
+std::string fold_scales_error(const Quantizer& q, const char* name) {
+  const ScaleKindTraits& kind = scale_kind_traits(q.scaling.kind);
+  if (!kind.blocked()) return "";  // (no block scales: checked once for both operands)
+  if (kind.fold_element_bits == 0) {
+    std::string folding;  // the kinds whose scales fold, "block or nvfp4"
+    for (const ScaleKindTraits& t : kScaleKinds)
+      if (t.fold_element_bits) {
+        if (!folding.empty()) folding += " or ";
+        folding += t.name;
+      }
+    return std::string(name) + ".scaling: inner.scales \"products\" takes " + folding + " scaling";
+  }
+  if (significand_bits(q.format) > kind.fold_element_bits)
+    return std::string(name) + ".format: inner.scales \"products\" with " + kind.name +
+           " scales needs elements of at most " + std::to_string(kind.fold_element_bits) + " significand bits";
+  return "";
+}
+
 // The K-extent of an operand's scale blocks (QuantizedOperand::block_k): the block for the per-block
 // kinds, 0 for one scale per tensor or none.
 size_t scale_block_k(const Quantizer& q) {
-  const ScaleKind k = q.scaling.kind;
-  const bool blocked = k == ScaleKind::block || k == ScaleKind::tile || k == ScaleKind::nvfp4;
+  const bool blocked = scale_kind_traits(q.scaling.kind).blocked();
   return blocked && q.scaling.block > 0 ? static_cast<size_t>(q.scaling.block) : 0;
 }
 
@@ -109,14 +129,8 @@ std::string validate_policy(const MatmulPolicy& p) {
   if (p.outer.scales_in_products) return "outer.scales: block scales enter the products of the inner sum only";
   if (p.inner.scales_in_products) {
     if (!p.inner.fused) return "inner.scales \"products\" needs inner.fused (the groups that align the scaled products)";
-    for (auto [q, name] : {std::pair{&p.a, "a"}, std::pair{&p.b, "b"}}) {
-      const ScaleKind k = q->scaling.kind;
-      // Folding a scale into an element must be exact and stay narrow: E8M0 powers of two, or NVFP4's
-      // E4M3 scales (4 significand bits) on elements of at most 20.
-      if (k == ScaleKind::tile) return std::string(name) + ".scaling: inner.scales \"products\" takes block or nvfp4 scaling";
-      if (k == ScaleKind::nvfp4 && significand_bits(q->format) > 20)
-        return std::string(name) + ".format: inner.scales \"products\" with nvfp4 scales needs elements of at most 20 significand bits";
-    }
+    for (auto [q, name] : {std::pair{&p.a, "a"}, std::pair{&p.b, "b"}})
+      if (auto e = fold_scales_error(*q, name); !e.empty()) return e;
     if (!scale_block_k(p.a) && !scale_block_k(p.b)) return "inner.scales \"products\" needs block-scaled operands";
   }
   return "";
@@ -124,16 +138,21 @@ std::string validate_policy(const MatmulPolicy& p) {
 
 namespace {
 
+// The quantizer's scratch in the caller's workspace (null without one: the quantizer's own).
+QuantizeWorkspace* quantize_workspace(const MatmulContext& ctx) {
+  return ctx.workspace ? &ctx.workspace->quantize : nullptr;
+}
+
 // Each operand's quantization draws its random bits from a sub-stream of its own.
 template <typename T>
 void quantize_a(PreparedOperands& ops, const MatViewOf<T>& a, const MatmulPolicy& policy, const MatmulContext& ctx) {
   quantize_into(ops.a, canonical_a(a), a.rows, a.cols, policy.a, ctx.seed, quantize_stream_a(ctx),
-                ctx.delayed_a);
+                ctx.delayed_a, quantize_workspace(ctx));
 }
 template <typename T>
 void quantize_b(PreparedOperands& ops, const MatViewOf<T>& b, const MatmulPolicy& policy, const MatmulContext& ctx) {
   quantize_into(ops.b, canonical_b(b), b.cols, b.rows, policy.b, ctx.seed, quantize_stream_b(ctx),
-                ctx.delayed_b);
+                ctx.delayed_b, quantize_workspace(ctx));
 }
 
 // inner.scales_in_products: each element times its block's scale (exact: a power of two, or an E4M3

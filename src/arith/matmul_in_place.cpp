@@ -10,7 +10,7 @@
 namespace drift {
 
 bool is_identity_quantizer(const Quantizer& q) {
-  return q.scaling.kind == ScaleKind::none && q.scaling.hadamard == 0 && is_fp32_grid_kept(q.format, q.round);
+  return !scale_kind_traits(q.scaling.kind).scaled() && q.scaling.hadamard == 0 && is_fp32_grid_kept(q.format, q.round);
 }
 
 bool in_place_operand(const MatViewF& v, bool as_b, QuantizedOperand& q, InPlaceOperand& out) {

@@ -1,6 +1,6 @@
 // The matmul engine's scratch memory, owned by the caller and handed down in MatmulContext
-// (ctx.workspace) instead of hidden per-thread buffers: the operands as quantized, the fast path's
-// packed operands, block scales and C. It grows to the largest call and is reused, never cleared
+// (ctx.workspace) instead of hidden per-thread buffers: the operands as quantized and the
+// quantizer's scratch, the fast path's packed operands, block scales and C. It grows to the largest call and is reused, never cleared
 // (every element the engine reads is written first), so a caller that makes many calls (the model's
 // matmul sites, drift bench) keeps one and pays for its pages once. One workspace serves one call at
 // a time. A call without one (ctx.workspace null) uses a fresh workspace of its own: the same
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "arith/matmul.h"
+#include "arith/quantize_workspace.h"
 
 namespace drift {
 
@@ -24,6 +25,7 @@ struct MatmulWorkspace {
   std::vector<double> wide_c;              // the float entry's C from the double-only paths
   std::vector<double> wide_a, wide_b;      // the float entry's diagnostic passes: A and B as doubles
   FastScratch fast_double, fast_float;     // the fast path writing C as double, as float
+  QuantizeWorkspace quantize;              // the operand quantizer's (arith/quantize_workspace.h)
 };
 
 }  // namespace drift

@@ -14,6 +14,7 @@
 #include "arith/catalogue.h"
 #include "arith/ops.h"
 #include "arith/parallel.h"
+#include "arith/quantize_workspace.h"
 #include "arith/random.h"
 #include "arith/transpose.h"
 
@@ -153,31 +154,36 @@ double region_amax(const StridedInputOf<T>& x, const Region& g, bool* nonfinite,
   return amax;
 }
 
-// Visits the scale regions of a rows x k operand: blocks of `b` along k, and `b` rows deep when 2-D.
-// Row groups run in parallel; each thread counts into its own stats, merged at the end (the counts
-// are integer sums and extrema, so the merge order cannot change them).
+// Visits the scale regions of a rows x k operand: blocks of `b` along k, and `b` rows deep when 2-D:
+// fn(region, stats, scratch). Row groups run in parallel; each thread counts into its own stats,
+// merged at the end (the counts are integer sums and extrema, so the merge order cannot change
+// them), and works in its own scratch of the workspace.
 template <typename Fn>
-void for_each_region(size_t rows, size_t k, size_t b, bool two_d, QuantStats& total, Fn fn) {
+void for_each_region(size_t rows, size_t k, size_t b, bool two_d, QuantStats& total, QuantizeWorkspace& ws, Fn fn) {
   const size_t rstep = two_d ? b : 1;
   const size_t groups = (rows + rstep - 1) / rstep;
   const size_t bk = std::max<size_t>(b, 1);
-  auto visit = [&](size_t g0, size_t g1, QuantStats& local) {
+  auto visit = [&](size_t g0, size_t g1, QuantStats& local, QuantizeThreadScratch& scratch) {
     for (size_t gi = g0; gi < g1; ++gi) {
       const size_t r0 = gi * rstep;
-      for (size_t c0 = 0; c0 < k; c0 += bk) fn(Region{r0, std::min(rows, r0 + rstep), c0, std::min(k, c0 + bk)}, local);
+      for (size_t c0 = 0; c0 < k; c0 += bk)
+        fn(Region{r0, std::min(rows, r0 + rstep), c0, std::min(k, c0 + bk)}, local, scratch);
     }
   };
   if (!worth_threads_elements(rows * k)) {  // small: on this thread, without entering OpenMP
+    ws.fit_threads(1);
     QuantStats local;
-    visit(0, groups, local);
+    visit(0, groups, local, ws.threads[0]);
     total.merge(local);
     return;
   }
 #pragma omp parallel
   {
+#pragma omp single
+    ws.fit_threads(static_cast<size_t>(omp_get_num_threads()));  // (the others wait at its end)
     QuantStats local;
     const size_t threads = static_cast<size_t>(omp_get_num_threads()), t = static_cast<size_t>(omp_get_thread_num());
-    visit(groups * t / threads, groups * (t + 1) / threads, local);
+    visit(groups * t / threads, groups * (t + 1) / threads, local, ws.threads[t]);
 #pragma omp critical(drift_quantize_stats)
     total.merge(local);
   }
@@ -214,31 +220,17 @@ double scaled_value(double v, double mult, bool mult_exact_pow2) {
 // float (bit-identical to the scalar core, tested), else element by element through round_to.
 // With `count`, the region's input counts (amax, non-finite) are taken from the same read. `cast` is
 // the span cast prepared for qz (nullptr when the format does not fit in float: no SIMD cast).
-// Per-thread scratch of one row's cast: scaled values, and the float input and output of the span
-// cast. It only grows, so a call reuses the pages of the last one.
-struct RowScratch {
-  std::vector<double> scaled;
-  std::vector<float> in, out;
-};
-RowScratch& row_scratch(size_t len) {
-  static thread_local RowScratch s;
-  if (s.scaled.size() < len) {
-    s.scaled.resize(len);
-    s.in.resize(len);
-    s.out.resize(len);
-  }
-  return s;
-}
-
+// `scratch` is the thread's: one row's scaled values, and the float input and output of the cast.
 template <typename T>
 void quantize_region_with_multiplier(const StridedInputOf<T>& x, size_t k, const Region& g, double mult,
                                      bool mult_exact_pow2, const Quantizer& qz, const SpanCast* cast, uint64_t seed,
-                                     uint64_t stream, bool count, QuantizedOperand& out, QuantStats& st) {
+                                     uint64_t stream, bool count, QuantizedOperand& out, QuantStats& st,
+                                     QuantizeThreadScratch& scratch) {
   const size_t len = g.c1 - g.c0;
   const bool simd = cast != nullptr;
   // A float row multiplied by 1 is its own scaled value (and a float): the cast reads it in place.
   const bool in_place = std::is_same_v<T, float> && simd && mult_exact_pow2 && mult == 1.0 && x.cs == 1;
-  RowScratch& scratch = row_scratch(len);
+  scratch.fit_row(len);
   double* scaled = scratch.scaled.data();
   uint64_t nonfinite = 0;
   double amax = 0;
@@ -304,24 +296,18 @@ void quantize_region_with_multiplier(const StridedInputOf<T>& x, size_t k, const
   }
 }
 
-// One 1-D block of a row: NaN (a non-finite input: the block is marked NaN, not cast), or the
-// multiplier of its elements.
-struct RowBlock {
-  bool nan = false;
-  bool exact = false;  // mult is a power of two
-  double mult = 1.0;
-};
-
 // Row r of an operand in 1-D blocks of b along k, each scaled by its multiplier as
 // quantize_region_with_multiplier scales it. Runs of consecutive blocks whose scaled values are all
 // floats go to the SIMD cast in one call; a block with a non-float scaled value is rounded element
 // by element, as quantize_region_with_multiplier does. Element c of the row takes random word
 // r*k + c in every case, and the counts are sums: how the row is cut changes no bit and no count.
+// The row's blocks are scratch.blocks; the scratch is the thread's.
 template <typename T>
-void quantize_row_blocks(const StridedInputOf<T>& x, size_t k, size_t r, size_t b, const std::vector<RowBlock>& blocks,
-                         const Quantizer& qz, const SpanCast& cast, uint64_t seed, uint64_t stream,
-                         QuantizedOperand& out, QuantStats& st) {
-  RowScratch& scratch = row_scratch(k);
+void quantize_row_blocks(const StridedInputOf<T>& x, size_t k, size_t r, size_t b, const Quantizer& qz,
+                         const SpanCast& cast, uint64_t seed, uint64_t stream, QuantizedOperand& out, QuantStats& st,
+                         QuantizeThreadScratch& scratch) {
+  const std::vector<QuantRowBlock>& blocks = scratch.blocks;
+  scratch.fit_row(k);
   double* scaled = scratch.scaled.data();
   float* in_f = scratch.in.data();
   const T* row = x.p + r * x.rs;
@@ -378,7 +364,7 @@ void quantize_row_blocks(const StridedInputOf<T>& x, size_t k, size_t r, size_t 
   size_t run = 0;  // start of the pending run of all-float blocks
   for (size_t bi = 0; bi < blocks.size(); ++bi) {
     const size_t c0 = bi * b, c1 = std::min(k, c0 + b);
-    const RowBlock& blk = blocks[bi];
+    const QuantRowBlock& blk = blocks[bi];
     if (!blk.nan && scale_block(c0, c1, blk.mult, blk.exact)) continue;  // joins the run
     cast_run(run, c0);
     run = c1;
@@ -498,10 +484,21 @@ double nvfp4_encode_scale(double amax, const Quantizer& qz) {
 
 double tensor_dequant_scale(double multiplier) { return fp32_div(1.0, multiplier); }
 
+double tensor_level_multiplier(const Quantizer& qz, double amax, DelayedState* state) {
+  switch (scale_kind_traits(qz.scaling.kind).tensor_rule) {
+    case TensorScaleRule::none: return 1.0;
+    case TensorScaleRule::current_amax: return tensor_scale_from_amax(amax, qz);
+    case TensorScaleRule::amax_history: return delayed_scale_for_step(state);
+    case TensorScaleRule::block_scale_range: return nvfp4_encode_scale(amax, qz);
+  }
+  return 1.0;
+}
+
 BlockScaleSpec block_scale_spec(const Quantizer& qz, double s_enc) {
   const Scaling& sc = qz.scaling;
+  const BlockScaleRule rule = scale_kind_traits(sc.kind).block_rule;
   BlockScaleSpec s;
-  s.kind = sc.kind;
+  s.method = rule;
   s.fp32 = fp32_format();
   s.rule = sc.rule;
   s.offset = sc.offset;
@@ -511,12 +508,13 @@ BlockScaleSpec block_scale_spec(const Quantizer& qz, double s_enc) {
   s.pow2 = sc.pow2;
   s.s_enc = s_enc;
   s.e4m3 = e4m3_format();
-  if (sc.kind == ScaleKind::block) {
+  const bool e8m0 = rule == BlockScaleRule::e8m0_exponent;
+  if (e8m0) {
     s.emulate = sc.emulate;
     if (sc.emulate.exponent == ExpSource::log2_fp32) s.log2_table = log2_fp32_table();
   }
-  if (sc.kind == ScaleKind::block && sc.rule == ExpRule::rceil) s.rceil_rcp = fp32_div(1.0, qz.format.max_finite);
-  if (sc.kind == ScaleKind::block && sc.rule == ExpRule::even) {
+  if (e8m0 && sc.rule == ExpRule::rceil) s.rceil_rcp = fp32_div(1.0, qz.format.max_finite);
+  if (e8m0 && sc.rule == ExpRule::even) {
     std::string err;
     s.even_format = *make_float_format(11, qz.format.kind == Kind::floating ? qz.format.man_bits : 0, 1023, true,
                                        NanCode::ieee, true, &err);
@@ -569,126 +567,126 @@ namespace {
 // Quantizes x (no Hadamard transform left to do) into `out`, whose storage is set up.
 template <typename T>
 void quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t rows, size_t k, const Quantizer& qz,
-                   uint64_t seed, uint64_t stream, DelayedState* state) {
+                   uint64_t seed, uint64_t stream, DelayedState* state, QuantizeWorkspace& ws) {
   const Scaling& sc = qz.scaling;
+  const ScaleKindTraits& kind = scale_kind_traits(sc.kind);
   out.stats.elements = rows * k;
-  // The input counts (amax, non-finite): tensor and nvfp4 scaling need amax before they quantize,
-  // so they count in a pass of their own; the other kinds count in the pass that reads the input
+  // The input counts (amax, non-finite): the kinds that need the tensor's amax before they quantize
+  // (tensor, nvfp4) count in a pass of their own; the other kinds count in the pass that reads the input
   // to quantize it (each operand is read once). Counts are sums and maxima: the same either way.
-  const bool counted_apart = sc.kind == ScaleKind::tensor || sc.kind == ScaleKind::nvfp4;
+  const bool counted_apart = kind.needs_tensor_amax();
   if (counted_apart) count_inputs(x, rows, k, out.stats);
   // The SIMD cast's constants, once per operand (not per block).
   // (None when microxcaling's element step is on: it runs on the element path, not in the SIMD cast.)
   std::optional<SpanCast> prepared;
   if (fits_float(qz.format) && !sc.emulate.element_step()) prepared = prepare_span_cast(qz.format, qz.round);
   const SpanCast* cast = prepared ? &*prepared : nullptr;
-  switch (sc.kind) {
-    case ScaleKind::none:
-      for_each_region(rows, k, k, false, out.stats, [&](const Region& g, QuantStats& st) {
-        quantize_region_with_multiplier(x, k, g, 1.0, true, qz, cast, seed, stream, true, out, st);
-      });
-      break;
-    case ScaleKind::tensor:
-    case ScaleKind::delayed: {
-      const double s = sc.kind == ScaleKind::tensor ? tensor_scale_from_amax(out.stats.amax, qz)
-                                                    : delayed_scale_for_step(state);
-      for_each_region(rows, k, k, false, out.stats, [&](const Region& g, QuantStats& st) {
-        quantize_region_with_multiplier(x, k, g, s, false, qz, cast, seed, stream, !counted_apart, out, st);
-      });
+  if (!kind.blocked()) {
+    // One multiplier for every element: 1 (exact) without a tensor rule.
+    const bool unscaled = kind.tensor_rule == TensorScaleRule::none;
+    const double s = tensor_level_multiplier(qz, out.stats.amax, state);
+    for_each_region(rows, k, k, false, out.stats, ws, [&](const Region& g, QuantStats& st, QuantizeThreadScratch& scratch) {
+      quantize_region_with_multiplier(x, k, g, s, unscaled, qz, cast, seed, stream, !counted_apart, out, st, scratch);
+    });
+    if (!unscaled) {
       out.tensor_scale = tensor_dequant_scale(s);
       record_scale(out.stats, out.tensor_scale);
-      if (sc.kind == ScaleKind::delayed) delayed_record_step(*state, qz, out.stats.amax, out.stats.nonfinite);
-      break;
     }
-    case ScaleKind::block:
-    case ScaleKind::tile:
-    case ScaleKind::nvfp4: {
-      const size_t b = static_cast<size_t>(sc.block);
-      out.block_k = b;
-      out.blocks_per_row = (k + b - 1) / b;
-      out.block_scale.assign(rows * out.blocks_per_row, 1.0);
-      double s_enc = 1.0;
-      if (sc.kind == ScaleKind::nvfp4) {
-        s_enc = nvfp4_encode_scale(out.stats.amax, qz);
-        out.tensor_scale = tensor_dequant_scale(s_enc);
-      }
-      const BlockScaleSpec spec = block_scale_spec(qz, s_enc);
-      // A block's scale (stored, and recorded in st) and the multiplier its elements are scaled by
-      // (*exact: a power of two, exact in double), from its amax (finite): block_scale_of, the
-      // step the CUDA quantizer runs too.
-      auto block_multiplier = [&](const Region& g, double amax, QuantStats& st, bool* exact) -> double {
-        const BlockScale bs = block_scale_of(spec, amax);
-        set_block_scale(out, g, bs.stored);
-        if (amax != 0) record_scale(st, bs.stored);
-        *exact = bs.exact;
-        return bs.mult;
-      };
-      // (Each block's amax pass also takes its input counts, unless they were counted apart.)
-      QuantStats* const no_counts = nullptr;
-      if (sc.two_d || !cast) {
-        for_each_region(rows, k, b, sc.two_d, out.stats, [&](const Region& g, QuantStats& st) {
-          bool nonfinite;
-          const double amax = region_amax(x, g, &nonfinite, counted_apart ? no_counts : &st);
-          if (nonfinite) {  // NaN/inf inside a block: the scale is NaN, the whole block reads as NaN
-            mark_region_nan(out, g);
-            return;
-          }
-          bool exact;
-          const double mult = block_multiplier(g, amax, st, &exact);
-          quantize_region_with_multiplier(x, k, g, mult, exact, qz, cast, seed, stream, false, out, st);
-        });
-      } else {
-        // 1-D blocks with the SIMD cast: a row's block scales first, then the row's elements in as
-        // few cast calls as possible (a cast call costs far more than the 16 or 32 elements of a block).
-        for_each_region(rows, k, k, false, out.stats, [&](const Region& row, QuantStats& st) {
-          static thread_local std::vector<RowBlock> blocks;
-          static thread_local std::vector<float> row_amax;
-          static thread_local std::vector<uint32_t> row_bad;
-          blocks.resize(out.blocks_per_row);
-          // A float row's block amaxes in one SIMD pass (the same maxima and counts region_amax takes).
-          bool row_counted = false;
-          if constexpr (std::is_same_v<T, float>) {
-            if (x.cs == 1) {
-              row_amax.resize(out.blocks_per_row);
-              row_bad.resize(out.blocks_per_row);
-              block_amax(x.p + row.r0 * x.rs, k, b, row_amax.data(), row_bad.data());
-              row_counted = true;
-            }
-          }
-          for (size_t bi = 0; bi < out.blocks_per_row; ++bi) {
-            const Region g{row.r0, row.r1, bi * b, std::min(k, (bi + 1) * b)};
-            bool nonfinite;
-            double amax;
-            if (row_counted) {
-              amax = row_amax[bi];
-              nonfinite = row_bad[bi] != 0;
-              if (!counted_apart) {
-                st.nonfinite += row_bad[bi];
-                st.amax = std::max(st.amax, amax);
-              }
-            } else {
-              amax = region_amax(x, g, &nonfinite, counted_apart ? no_counts : &st);
-            }
-            blocks[bi].nan = nonfinite;
-            if (nonfinite) {
-              mark_region_nan(out, g);
-              continue;
-            }
-            blocks[bi].mult = block_multiplier(g, amax, st, &blocks[bi].exact);
-          }
-          quantize_row_blocks(x, k, row.r0, b, blocks, qz, *cast, seed, stream, out, st);
-        });
-      }
-      break;
-    }
+    if (kind.keeps_history()) delayed_record_step(*state, qz, out.stats.amax, out.stats.nonfinite);
+    return;
   }
+  const size_t b = static_cast<size_t>(sc.block);
+  out.block_k = b;
+  out.blocks_per_row = (k + b - 1) / b;
+  out.block_scale.assign(rows * out.blocks_per_row, 1.0);
+  // A two-level kind's block scales are computed under its tensor multiplier (s_enc).
+  double s_enc = 1.0;
+  if (kind.two_level()) {
+    s_enc = tensor_level_multiplier(qz, out.stats.amax, state);
+    out.tensor_scale = tensor_dequant_scale(s_enc);
+  }
+  const BlockScaleSpec spec = block_scale_spec(qz, s_enc);
+  // A block's scale (stored, and recorded in st) and the multiplier its elements are scaled by
+  // (*exact: a power of two, exact in double), from its amax (finite): block_scale_of, the
+  // step the CUDA quantizer runs too.
+  auto block_multiplier = [&](const Region& g, double amax, QuantStats& st, bool* exact) -> double {
+    const BlockScale bs = block_scale_of(spec, amax);
+    set_block_scale(out, g, bs.stored);
+    if (amax != 0) record_scale(st, bs.stored);
+    *exact = bs.exact;
+    return bs.mult;
+  };
+  // (Each block's amax pass also takes its input counts, unless they were counted apart.)
+  QuantStats* const no_counts = nullptr;
+  if (sc.two_d || !cast) {
+    for_each_region(rows, k, b, sc.two_d, out.stats, ws, [&](const Region& g, QuantStats& st, QuantizeThreadScratch& scratch) {
+      bool nonfinite;
+      const double amax = region_amax(x, g, &nonfinite, counted_apart ? no_counts : &st);
+      if (nonfinite) {  // NaN/inf inside a block: the scale is NaN, the whole block reads as NaN
+        mark_region_nan(out, g);
+        return;
+      }
+      bool exact;
+      const double mult = block_multiplier(g, amax, st, &exact);
+      quantize_region_with_multiplier(x, k, g, mult, exact, qz, cast, seed, stream, false, out, st, scratch);
+    });
+  } else {
+    // 1-D blocks with the SIMD cast: a row's block scales first, then the row's elements in as
+    // few cast calls as possible (a cast call costs far more than the 16 or 32 elements of a block).
+    for_each_region(rows, k, k, false, out.stats, ws, [&](const Region& row, QuantStats& st, QuantizeThreadScratch& scratch) {
+      std::vector<QuantRowBlock>& blocks = scratch.blocks;
+      std::vector<float>& row_amax = scratch.block_amax;
+      std::vector<uint32_t>& row_bad = scratch.block_bad;
+      blocks.resize(out.blocks_per_row);
+      // A float row's block amaxes in one SIMD pass (the same maxima and counts region_amax takes).
+      bool row_counted = false;
+      if constexpr (std::is_same_v<T, float>) {
+        if (x.cs == 1) {
+          row_amax.resize(out.blocks_per_row);
+          row_bad.resize(out.blocks_per_row);
+          block_amax(x.p + row.r0 * x.rs, k, b, row_amax.data(), row_bad.data());
+          row_counted = true;
+        }
+      }
+      for (size_t bi = 0; bi < out.blocks_per_row; ++bi) {
+        const Region g{row.r0, row.r1, bi * b, std::min(k, (bi + 1) * b)};
+        bool nonfinite;
+        double amax;
+        if (row_counted) {
+          amax = row_amax[bi];
+          nonfinite = row_bad[bi] != 0;
+          if (!counted_apart) {
+            st.nonfinite += row_bad[bi];
+            st.amax = std::max(st.amax, amax);
+          }
+        } else {
+          amax = region_amax(x, g, &nonfinite, counted_apart ? no_counts : &st);
+        }
+        blocks[bi].nan = nonfinite;
+        if (nonfinite) {
+          mark_region_nan(out, g);
+          continue;
+        }
+        blocks[bi].mult = block_multiplier(g, amax, st, &blocks[bi].exact);
+      }
+      quantize_row_blocks(x, k, row.r0, b, qz, *cast, seed, stream, out, st, scratch);
+    });
+  }
+}
+
+// The workspace's k-contiguous copy for T elements.
+template <typename T>
+std::vector<T>& staging_of(QuantizeWorkspace& ws) {
+  if constexpr (std::is_same_v<T, float>) return ws.staged_f;
+  else return ws.staged;
 }
 
 // Sets up `out` for rows x k values (in float when `in_float`) and quantizes x into it: through a
 // copy for a Hadamard transform, or through a k-contiguous copy when x is stored the other way round.
 template <typename T>
 void quantize_into_impl(QuantizedOperand& out, const StridedInputOf<T>& x_in, size_t rows, size_t k,
-                        const Quantizer& qz, uint64_t seed, uint64_t stream, DelayedState* state, bool in_float) {
+                        const Quantizer& qz, uint64_t seed, uint64_t stream, DelayedState* state, bool in_float,
+                        QuantizeWorkspace& ws) {
   out.reset_unscaled(rows, k);
   out.in_float = in_float;
   // Every element is written below; reused storage is not cleared first.
@@ -705,17 +703,18 @@ void quantize_into_impl(QuantizedOperand& out, const StridedInputOf<T>& x_in, si
 
   if (sc.hadamard) {
     // The Hadamard transform works on a copy so the caller's tensor is untouched.
-    std::vector<double> rotated(rows * k);
+    std::vector<double>& rotated = ws.rotated;
+    if (rotated.size() < rows * k) rotated.resize(rows * k);  // (every element written below)
     for (size_t r = 0; r < rows; ++r)
       for (size_t c = 0; c < k; ++c) rotated[r * k + c] = x_in.at(r, c);
     hadamard_rows(rotated.data(), rows, k, k, sc.hadamard, sc.hadamard_seed);
-    quantize_rows(out, StridedInput{rotated.data(), k, 1}, rows, k, qz, seed, stream, state);
+    quantize_rows(out, StridedInput{rotated.data(), k, 1}, rows, k, qz, seed, stream, state, ws);
   } else if (x_in.cs != 1 && rows > 1 && k > 1) {
     // An operand stored the other way round (k strided): the region loops read along k, so copy it
     // once into k-contiguous rows, in tiles that keep both sides in cache. Values only move.
     // 8 x 8 tiles through a local buffer: 8 source lines are read, then 8 destination lines written
     // (strides of a power-of-two size map every line of a tile to one cache set).
-    static thread_local std::vector<T> staged;
+    std::vector<T>& staged = staging_of<T>(ws);
     if (staged.size() < rows * k) staged.resize(rows * k);
     T* dst = staged.data();
     constexpr size_t kT = 8;
@@ -728,7 +727,7 @@ void quantize_into_impl(QuantizedOperand& out, const StridedInputOf<T>& x_in, si
           const size_t r0 = ci * kChunk, nr = std::min(kChunk, rows - r0);
           transpose_floats(src.p + r0, k, nr, src.cs, dst + r0 * k, k, false);
         });
-        quantize_rows(out, StridedInputOf<T>{dst, k, 1}, rows, k, qz, seed, stream, state);
+        quantize_rows(out, StridedInputOf<T>{dst, k, 1}, rows, k, qz, seed, stream, state, ws);
         return;
       }
     }
@@ -744,22 +743,24 @@ void quantize_into_impl(QuantizedOperand& out, const StridedInputOf<T>& x_in, si
           for (size_t cc = 0; cc < nc; ++cc) dst[(r0 + rr) * k + c0 + cc] = buf[rr][cc];
       }
     }
-    quantize_rows(out, StridedInputOf<T>{dst, k, 1}, rows, k, qz, seed, stream, state);
+    quantize_rows(out, StridedInputOf<T>{dst, k, 1}, rows, k, qz, seed, stream, state, ws);
   } else {
-    quantize_rows(out, x_in, rows, k, qz, seed, stream, state);
+    quantize_rows(out, x_in, rows, k, qz, seed, stream, state, ws);
   }
 }
 
 }  // namespace
 
 void quantize_into(QuantizedOperand& out, const StridedInput& x, size_t rows, size_t k, const Quantizer& qz,
-                   uint64_t seed, uint64_t stream, DelayedState* state) {
-  quantize_into_impl(out, x, rows, k, qz, seed, stream, state, false);
+                   uint64_t seed, uint64_t stream, DelayedState* state, QuantizeWorkspace* ws) {
+  QuantizeWorkspace own;  // (used only when the caller passes no workspace)
+  quantize_into_impl(out, x, rows, k, qz, seed, stream, state, false, ws ? *ws : own);
 }
 
 void quantize_into(QuantizedOperand& out, const StridedInputF& x, size_t rows, size_t k, const Quantizer& qz,
-                   uint64_t seed, uint64_t stream, DelayedState* state) {
-  quantize_into_impl(out, x, rows, k, qz, seed, stream, state, fits_float(qz.format));
+                   uint64_t seed, uint64_t stream, DelayedState* state, QuantizeWorkspace* ws) {
+  QuantizeWorkspace own;  // (used only when the caller passes no workspace)
+  quantize_into_impl(out, x, rows, k, qz, seed, stream, state, fits_float(qz.format), ws ? *ws : own);
 }
 
 void hadamard_rows(double* x, size_t rows, size_t k, size_t ld, int n, uint64_t seed) {
@@ -770,7 +771,6 @@ void hadamard_rows(double* x, size_t rows, size_t k, size_t ld, int n, uint64_t 
 }
 
 namespace {
-const char* const kScaleKindNames[] = {"none", "tensor", "delayed", "block", "tile", "nvfp4"};
 const char* const kExpRuleNames[] = {"floor", "rceil", "ceil", "even"};
 const char* const kExpSourceNames[] = {"exact", "log2_fp32"};
 template <typename E, size_t N>
@@ -784,10 +784,8 @@ bool parse_named(const std::string& s, const char* const (&names)[N], E* out) {
 }
 }  // namespace
 
-const char* to_string(ScaleKind k) { return kScaleKindNames[static_cast<int>(k)]; }
 const char* to_string(ExpRule r) { return kExpRuleNames[static_cast<int>(r)]; }
 const char* to_string(ExpSource s) { return kExpSourceNames[static_cast<int>(s)]; }
-bool parse_scale_kind(const std::string& s, ScaleKind* out) { return parse_named(s, kScaleKindNames, out); }
 bool parse_exp_rule(const std::string& s, ExpRule* out) { return parse_named(s, kExpRuleNames, out); }
 bool parse_exp_source(const std::string& s, ExpSource* out) { return parse_named(s, kExpSourceNames, out); }
 

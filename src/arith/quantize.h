@@ -19,7 +19,8 @@
 
 namespace drift {
 
-// ScaleKind and ExpRule live in arith/quantize_element.h (the host/device steps use them).
+// ScaleKind and its traits live in arith/scale_kinds.h, ExpRule in arith/quantize_element.h (the
+// host/device steps use them).
 
 enum class AmaxAlgo : uint8_t { max, most_recent };
 
@@ -134,18 +135,21 @@ struct StridedInputOf {
 using StridedInput = StridedInputOf<double>;
 using StridedInputF = StridedInputOf<float>;
 
+struct QuantizeWorkspace;  // arith/quantize_workspace.h
+
 // Quantizes x (rows x k, row stride ld, k contiguous). `state` is required for delayed scaling.
 // `seed`/`stream` key the random bits of stochastic rounding (element index r*k + i).
 QuantizedOperand quantize(const double* x, size_t rows, size_t k, size_t ld, const Quantizer& qz,
                           uint64_t seed, uint64_t stream, DelayedState* state = nullptr);
 
-// The same, into `out`, reusing its storage (the engine's per-thread workspace).
+// The same, into `out`, reusing its storage, with the caller's scratch memory `ws`
+// (arith/quantize_workspace.h; null: a fresh one for this call, the same results).
 void quantize_into(QuantizedOperand& out, const StridedInput& x, size_t rows, size_t k, const Quantizer& qz,
-                   uint64_t seed, uint64_t stream, DelayedState* state = nullptr);
+                   uint64_t seed, uint64_t stream, DelayedState* state = nullptr, QuantizeWorkspace* ws = nullptr);
 // The same from float input: identical values, scales and stats; the values are left in out.qf
 // (out.in_float) when the element format fits in float, else in out.q.
 void quantize_into(QuantizedOperand& out, const StridedInputF& x, size_t rows, size_t k, const Quantizer& qz,
-                   uint64_t seed, uint64_t stream, DelayedState* state = nullptr);
+                   uint64_t seed, uint64_t stream, DelayedState* state = nullptr, QuantizeWorkspace* ws = nullptr);
 
 // The random Hadamard transform along k (in place, per consecutive group of n = 16 or 32 along k;
 // a trailing partial group is left as is). Signs come from (seed); both operands of a matmul must
@@ -158,15 +162,21 @@ int mx_scale_exponent(double amax, const Format& elem, ExpRule rule);
 
 // The pieces of quantize_into that a quantizer running elsewhere (the CUDA backend) needs to get
 // the same results: the host-side arithmetic around the per-element steps of quantize_element.h.
+//   tensor_level_multiplier the multiplier of the kind's tensor rule (scale_kinds.h), the one
+//                           place that picks a tensor rule's arithmetic: 1 for none, else one of
+//                           the next three (current_amax and block_scale_range take the tensor's
+//                           amax, counted first; amax_history takes the state)
 //   tensor_scale_from_amax  tensor scaling's multiplier (TE current scaling) from the tensor's amax
 //   nvfp4_encode_scale      NVFP4's tensor-level encode scale s_enc from the tensor's amax
-//   block_scale_spec        the constants block_scale_of needs (block, tile, nvfp4; s_enc for nvfp4)
+//   block_scale_spec        the constants block_scale_of needs (blocked kinds; s_enc: a two-level
+//                           kind's tensor multiplier, else 1)
 //   delayed_scale_for_step  delayed scaling's multiplier this step (initialises the state; throws
 //                           std::invalid_argument when state is null)
 //   delayed_record_step     delayed scaling after the pass: this step's amax (NaN when the tensor
 //                           had a NaN or inf) joins the history and sets the next step's scale
 // The dequantisation tensor_scale of tensor/delayed is fp32(1 / multiplier), of nvfp4 fp32(1 / s_enc):
 // tensor_dequant_scale.
+double tensor_level_multiplier(const Quantizer& qz, double amax, DelayedState* state);
 double tensor_scale_from_amax(double amax, const Quantizer& qz);
 double nvfp4_encode_scale(double amax, const Quantizer& qz);
 BlockScaleSpec block_scale_spec(const Quantizer& qz, double s_enc);
@@ -177,10 +187,8 @@ double tensor_dequant_scale(double multiplier);
 void record_scale(QuantStats& st, double dequant_scale);
 
 // Names for parsing/printing.
-const char* to_string(ScaleKind k);
 const char* to_string(ExpRule r);
 const char* to_string(ExpSource s);
-bool parse_scale_kind(const std::string& s, ScaleKind* out);
 bool parse_exp_rule(const std::string& s, ExpRule* out);
 bool parse_exp_source(const std::string& s, ExpSource* out);
 

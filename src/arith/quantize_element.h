@@ -12,10 +12,9 @@
 #include "arith/ops.h"
 #include "arith/random.h"
 #include "arith/round.h"
+#include "arith/scale_kinds.h"
 
 namespace drift {
-
-enum class ScaleKind : uint8_t { none, tensor, delayed, block, tile, nvfp4 };
 
 // MX shared-exponent rules (see mx_exponent_of below for each definition).
 enum class ExpRule : uint8_t { floor, rceil, ceil, even };
@@ -121,7 +120,7 @@ DRIFT_HD double scaled_value(double v, double mult, bool mult_exact_pow2, const 
 
 // Everything a block's scale needs under one quantizer, filled on the host (block_scale_spec).
 struct BlockScaleSpec {
-  ScaleKind kind = ScaleKind::block;  // block, tile or nvfp4
+  BlockScaleRule method = BlockScaleRule::e8m0_exponent;  // the kind's block rule (scale_kinds.h)
   Format fp32;                        // IEEE binary32 (the catalogue's): the recipes' scale arithmetic
   ExpRule rule = ExpRule::floor;      // block
   int offset = 0;                     // block: added to the shared exponent
@@ -162,47 +161,54 @@ DRIFT_HD int mx_exponent_of(double amax, const BlockScaleSpec& s) {
   return 0;
 }
 
-// The scale of a block whose largest finite magnitude is amax (the block has no NaN or inf).
+// The scale of a block whose largest finite magnitude is amax (the block has no NaN or inf), by
+// the kind's block rule: the one place where the block rules' arithmetic is chosen.
 DRIFT_HD BlockScale block_scale_of(const BlockScaleSpec& s, double amax) {
   const Format& fp32 = s.fp32;
   const RoundSpec rn = quant::nearest_saturating();
-  if (s.kind == ScaleKind::block) {
-    const MxEmulation& emu = s.emulate;
-    if (emu.scale_bits == 0 && emu.exponent == ExpSource::exact) {
-      // All-zero block: the smallest e8m0 scale (2^-127), as TE and cuBLAS produce.
-      int e = amax == 0 ? -127 : mx_exponent_of(amax, s) + s.offset;
-      e = e < -127 ? -127 : (e > 127 ? 127 : e);
+  switch (s.method) {
+    case BlockScaleRule::none: break;  // (unblocked kinds have no block scales)
+    case BlockScaleRule::e8m0_exponent: {
+      const MxEmulation& emu = s.emulate;
+      if (emu.scale_bits == 0 && emu.exponent == ExpSource::exact) {
+        // All-zero block: the smallest e8m0 scale (2^-127), as TE and cuBLAS produce.
+        int e = amax == 0 ? -127 : mx_exponent_of(amax, s) + s.offset;
+        e = e < -127 ? -127 : (e > 127 ? 127 : e);
+        return BlockScale{pow2(e), pow2(-e), true};
+      }
+      // microxcaling: an all-zero block's log2 is taken of 2^-126 (FP32_MIN_NORMAL).
+      int e = (amax == 0 ? (emu.exponent == ExpSource::log2_fp32 ? -126 - s.emax : -127) : mx_exponent_of(amax, s)) +
+              s.offset;
+      if (emu.scale_bits == 0) {
+        e = e < -127 ? -127 : (e > 127 ? 127 : e);
+      } else {
+        const int lim = (1 << (emu.scale_bits - 1)) - 1;
+        if (e > lim) return BlockScale{quiet_nan(), quiet_nan(), true};  // overflow: NaN scale
+        if (e < -lim) e = -lim;
+        if (e < -149) return BlockScale{quiet_nan(), quiet_nan(), true};  // fp32 2^e is 0: x / 0, then 0 * inf
+      }
       return BlockScale{pow2(e), pow2(-e), true};
     }
-    // microxcaling: an all-zero block's log2 is taken of 2^-126 (FP32_MIN_NORMAL).
-    int e = (amax == 0 ? (emu.exponent == ExpSource::log2_fp32 ? -126 - s.emax : -127) : mx_exponent_of(amax, s)) +
-            s.offset;
-    if (emu.scale_bits == 0) {
-      e = e < -127 ? -127 : (e > 127 ? 127 : e);
-    } else {
-      const int lim = (1 << (emu.scale_bits - 1)) - 1;
-      if (e > lim) return BlockScale{quiet_nan(), quiet_nan(), true};  // overflow: NaN scale
-      if (e < -lim) e = -lim;
-      if (e < -149) return BlockScale{quiet_nan(), quiet_nan(), true};  // fp32 2^e is 0: x / 0, then 0 * inf
+    case BlockScaleRule::fp32_ratio: {
+      // DeepSeek-V3: dequant scale fp32(amax / max), elements fp(fp32(x * fp32(max / amax))).
+      const double a = amax > s.amax_floor ? amax : s.amax_floor;
+      if (s.pow2) {
+        RoundSpec up = rn;
+        up.mode = Rounding::rup;
+        const double st = pow2(quant::ceil_log2(op_div(a, s.max_finite, fp32, up)));
+        return BlockScale{st, 1.0 / st, true};
+      }
+      return BlockScale{op_div(a, s.max_finite, fp32, rn), op_div(s.max_finite, a, fp32, rn), false};
     }
-    return BlockScale{pow2(e), pow2(-e), true};
-  }
-  if (s.kind == ScaleKind::tile) {
-    // DeepSeek-V3: dequant scale fp32(amax / max), elements fp(fp32(x * fp32(max / amax))).
-    const double a = amax > s.amax_floor ? amax : s.amax_floor;
-    if (s.pow2) {
-      RoundSpec up = rn;
-      up.mode = Rounding::rup;
-      const double st = pow2(quant::ceil_log2(op_div(a, s.max_finite, fp32, up)));
-      return BlockScale{st, 1.0 / st, true};
+    case BlockScaleRule::e4m3_under_tensor: {
+      // NVFP4: block decode scale amax/6, times the tensor encode scale, rounded to e4m3 (saturating);
+      // elements are multiplied by fp32(s_enc / e4m3 scale) and rounded to fp4.
+      const double dec = op_mul(op_div(amax, s.max_finite, fp32, rn), s.s_enc, fp32, rn);
+      const double stored = round_to(dec, s.e4m3, rn);
+      return BlockScale{stored, stored == 0 ? 0.0 : op_div(s.s_enc, stored, fp32, rn), false};
     }
-    return BlockScale{op_div(a, s.max_finite, fp32, rn), op_div(s.max_finite, a, fp32, rn), false};
   }
-  // NVFP4: block decode scale amax/6, times the tensor encode scale, rounded to e4m3 (saturating);
-  // elements are multiplied by fp32(s_enc / e4m3 scale) and rounded to fp4.
-  const double dec = op_mul(op_div(amax, s.max_finite, fp32, rn), s.s_enc, fp32, rn);
-  const double stored = round_to(dec, s.e4m3, rn);
-  return BlockScale{stored, stored == 0 ? 0.0 : op_div(s.s_enc, stored, fp32, rn), false};
+  return BlockScale{1.0, 1.0, true};
 }
 
 // The exponent a dequantisation scale adds to the scale statistics: floor(log2 s) for a positive

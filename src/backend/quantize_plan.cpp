@@ -22,45 +22,39 @@ QuantizeSetup begin_quantize(size_t rows, size_t k, const Quantizer& qz, uint64_
   p.format = qz.format;
   p.round = qz.round;
   p.fp32 = fp32;
-  p.kind = sc.kind;
   p.seed = seed;
   p.stream = stream;
   s.hadamard = sc.hadamard != 0;
-  switch (sc.kind) {
-    case ScaleKind::none:
-      p.count_in_pass3 = true;
-      break;
-    case ScaleKind::tensor:
-      p.mult_exact = false;
-      s.pass1 = s.pass1_sets_scale = true;
-      break;
-    case ScaleKind::delayed:
-      p.mult = delayed_scale_for_step(state);
-      p.mult_exact = false;
-      p.count_in_pass3 = true;
-      break;
-    case ScaleKind::block:
-    case ScaleKind::tile:
-    case ScaleKind::nvfp4:
-      p.block = static_cast<uint64_t>(sc.block);
-      p.blocks_per_row = (k + p.block - 1) / p.block;
-      p.region_rows = sc.two_d ? p.block : 1;
-      p.spec = block_scale_spec(qz, 1.0);  // nvfp4's s_enc follows from pass 1
-      s.pass1 = s.pass2 = true;
-      s.pass1_sets_scale = sc.kind == ScaleKind::nvfp4;
-      s.row_blocks = rows * p.blocks_per_row;
-      s.regions = region_count(p);
-      break;
+  const ScaleKindTraits& kind = scale_kind_traits(sc.kind);
+  // Kinds that need the tensor's amax count it in pass 1 and set the tensor-level multiplier from it
+  // (apply_tensor_amax) before the element pass.
+  s.pass1_sets_scale = kind.needs_tensor_amax();
+  if (kind.blocked()) {
+    p.block = static_cast<uint64_t>(sc.block);
+    p.blocks_per_row = (k + p.block - 1) / p.block;
+    p.region_rows = sc.two_d ? p.block : 1;
+    p.spec = block_scale_spec(qz, 1.0);  // a two-level kind's s_enc follows from pass 1
+    s.pass1 = s.pass2 = true;
+    s.row_blocks = rows * p.blocks_per_row;
+    s.regions = region_count(p);
+  } else {
+    // One multiplier for every element: 1 (exact) without a tensor rule, else known now (the
+    // state's) or after pass 1 (the tensor's amax).
+    p.mult_exact = kind.tensor_rule == TensorScaleRule::none;
+    p.count_in_pass3 = !kind.needs_tensor_amax();
+    s.pass1 = kind.needs_tensor_amax();
+    if (!kind.needs_tensor_amax()) p.mult = tensor_level_multiplier(qz, 0.0, state);
   }
   return s;
 }
 
 void apply_tensor_amax(QuantizeSetup& s, const Quantizer& qz, double amax) {
-  if (qz.scaling.kind == ScaleKind::tensor) {
-    s.plan.mult = tensor_scale_from_amax(amax, qz);
-  } else if (qz.scaling.kind == ScaleKind::nvfp4) {
-    s.plan.spec.s_enc = nvfp4_encode_scale(amax, qz);
-    s.tensor_scale = tensor_dequant_scale(s.plan.spec.s_enc);
+  const double m = tensor_level_multiplier(qz, amax, nullptr);
+  if (scale_kind_traits(qz.scaling.kind).two_level()) {
+    s.plan.spec.s_enc = m;
+    s.tensor_scale = tensor_dequant_scale(m);
+  } else {
+    s.plan.mult = m;
   }
 }
 
@@ -83,12 +77,12 @@ QuantStats finish_quantize(QuantizeSetup& s, const Quantizer& qz, const QuantCou
   st.scale_exp_sum = static_cast<double>(c.scale_exp_sum);
   for (int i = 0; i <= 2 * QuantCounts::kHistOffset; ++i)
     if (c.scale_exp_hist[i]) st.scale_exp_hist.add(i - QuantCounts::kHistOffset, c.scale_exp_hist[i]);
-  const ScaleKind kind = qz.scaling.kind;
-  if (kind == ScaleKind::tensor || kind == ScaleKind::delayed) {
+  const ScaleKindTraits& kind = scale_kind_traits(qz.scaling.kind);
+  if (!kind.blocked() && kind.tensor_rule != TensorScaleRule::none) {
     s.tensor_scale = tensor_dequant_scale(s.plan.mult);
     record_scale(st, s.tensor_scale);
   }
-  if (kind == ScaleKind::delayed) delayed_record_step(*state, qz, st.amax, st.nonfinite);
+  if (kind.keeps_history()) delayed_record_step(*state, qz, st.amax, st.nonfinite);
   return st;
 }
 

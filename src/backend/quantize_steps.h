@@ -32,7 +32,6 @@ struct QuantizePlan {
   Format format;              // element format and rounding
   RoundSpec round;
   Format fp32;                // IEEE binary32 (scaled_value's exact route)
-  ScaleKind kind = ScaleKind::none;
   uint64_t seed = 0, stream = 0;
   // none, tensor, delayed: one multiplier for every element (none: 1, exact).
   double mult = 1.0;

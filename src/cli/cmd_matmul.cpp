@@ -152,8 +152,7 @@ nlohmann::ordered_json exact_error_json(const MatView& a, const MatView& b, cons
 // A scale block longer than K holds the whole row: legal, but not the block size the format names.
 void warn_blocks_beyond_k(const MatmulPolicy& p, size_t k) {
   for (const auto& [name, q] : {std::pair{"a", &p.a}, std::pair{"b", &p.b}})
-    if ((q->scaling.kind == ScaleKind::block || q->scaling.kind == ScaleKind::nvfp4) &&
-        static_cast<size_t>(q->scaling.block) > k)
+    if (scale_kind_traits(q->scaling.kind).block_in_format && static_cast<size_t>(q->scaling.block) > k)
       std::fprintf(stderr, "drift: warning: operand %s's scale block (%d elements along K) is longer than K = %zu: "
                            "each block holds a whole row, shorter than the format's block\n",
                    name, q->scaling.block, k);

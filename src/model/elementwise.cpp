@@ -99,7 +99,7 @@ void ElementwiseSites::quantize(size_t id, T* x, size_t rows, size_t k) {
   work_.resize(n);
   for (size_t i = 0; i < n; ++i) work_[i] = static_cast<double>(x[i]);
   const uint64_t stream = mix(mix(mix(step_) ^ (kSiteOffset + id)) ^ call);
-  quantize_into(q_, StridedInput{work_.data(), k, 1}, rows, k, *s.quantizer, seed, stream, &s.delayed);
+  quantize_into(q_, StridedInput{work_.data(), k, 1}, rows, k, *s.quantizer, seed, stream, &s.delayed, &qws_);
   if (record_) offsets_[id].emplace_back(n);
   for (size_t r = 0; r < rows; ++r)
     for (size_t i = 0; i < k; ++i) {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "arith/quantize.h"
+#include "arith/quantize_workspace.h"
 
 namespace drift {
 
@@ -98,6 +99,7 @@ class ElementwiseSites {
   uint64_t step_ = 0;
   std::vector<double> work_;
   QuantizedOperand q_;
+  QuantizeWorkspace qws_;  // the quantizer's scratch, reused across calls
   bool record_ = false, replay_ = false;
   std::vector<std::vector<std::vector<double>>> offsets_;  // [site][call in step]
 };

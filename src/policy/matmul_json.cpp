@@ -108,14 +108,6 @@ json round_fields_json(const RoundSpec& r) {
           {"sr_bits", r.sr_bits}};
 }
 
-int default_block(ScaleKind k) {
-  switch (k) {
-    case ScaleKind::tile: return 128;
-    case ScaleKind::nvfp4: return 16;
-    default: return 32;
-  }
-}
-
 // microxcaling emulation: each departure from OCP MX a field (docs/policy.md, "microxcaling emulation").
 const char* const kZeroSignNames[] = {"signed", "positive"};
 bool parse_zero_sign(const std::string& s, bool* positive) { return enum_from_name(s, kZeroSignNames, positive); }
@@ -153,12 +145,12 @@ void apply_scaling(const json& j, const std::string& path, Scaling& s) {
   reject_unknown_keys(j, path, {"kind", "block", "two_d", "rule", "offset", "margin", "pow2", "amax_floor", "history", "algo",
                        "hadamard", "hadamard_seed", "emulate"});
   if (j.contains("kind")) {
-    const ScaleKind k = get_enum<ScaleKind>(j["kind"], join(path, "kind"), "scaling kind",
-                                            "none|tensor|delayed|block|tile|nvfp4", parse_scale_kind);
+    const ScaleKind k = get_enum<ScaleKind>(j["kind"], join(path, "kind"), "scaling kind", scale_kind_choices(),
+                                            parse_scale_kind);
     if (k != s.kind) {  // a different scheme starts from that scheme's defaults
       s = Scaling{};
       s.kind = k;
-      s.block = default_block(k);
+      s.block = scale_kind_traits(k).default_block;
     }
   }
   if (j.contains("block")) s.block = static_cast<int>(get_int(j["block"], join(path, "block"), 1, 1 << 20));

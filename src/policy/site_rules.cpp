@@ -118,19 +118,20 @@ void resolve_sites(const json& rules, const std::string& path, MatmulSites& site
 
 std::string describe_quantizer(const Quantizer& q) {
   std::string s = format_name(q.format);
-  if (q.round.mode != Rounding::rne) s += " " + std::string(to_string(q.round.mode));
-  switch (q.scaling.kind) {
-    case ScaleKind::none: break;
-    case ScaleKind::block:
-      s += " block" + std::to_string(q.scaling.block) + (q.scaling.two_d ? "x" + std::to_string(q.scaling.block) : "") +
-           " " + to_string(q.scaling.rule);
-      break;
-    case ScaleKind::tile:
-    case ScaleKind::nvfp4:
-      s += " " + std::string(to_string(q.scaling.kind)) + std::to_string(q.scaling.block) +
-           (q.scaling.two_d ? "x" + std::to_string(q.scaling.block) : "");
-      break;
-    default: s += " " + std::string(to_string(q.scaling.kind)); break;
+  if (q.round.mode != Rounding::rne) s.append(" ").append(to_string(q.round.mode));
+  // The kind's name; for a blocked kind its block ("block32", "tile128x128"); for MX the exponent rule.
+  const ScaleKindTraits& kind = scale_kind_traits(q.scaling.kind);
+  if (kind.scaled()) {
+    s += ' ';
+    s += kind.name;
+  }
+  if (kind.blocked()) {
+    s += std::to_string(q.scaling.block);
+    if (q.scaling.two_d) s.append("x").append(std::to_string(q.scaling.block));
+  }
+  if (kind.block_rule == BlockScaleRule::e8m0_exponent) {
+    s += ' ';
+    s += to_string(q.scaling.rule);
   }
   if (q.scaling.hadamard) s += " had" + std::to_string(q.scaling.hadamard);
   return s;
@@ -138,11 +139,11 @@ std::string describe_quantizer(const Quantizer& q) {
 
 std::string describe_accumulator(const Accumulator& a) {
   std::string s = format_name(a.format);
-  if (a.round.mode != Rounding::rne) s += " " + std::string(to_string(a.round.mode));
+  if (a.round.mode != Rounding::rne) s.append(" ").append(to_string(a.round.mode));
   if (a.fused)
     s += " fused";
   else if (a.order != SumOrder::sequential)
-    s += " " + std::string(to_string(a.order));
+    s.append(" ").append(to_string(a.order));
   if (a.promote_every) s += " /" + std::to_string(a.promote_every);
   return s;
 }
@@ -157,20 +158,27 @@ std::string rounding_text(const Format& f, const RoundSpec& r) {
   return s;
 }
 
-// The scale each kind of scaling applies (the format its scale factors are kept in), and where.
+// The scale each kind of scaling applies (the format its scale factors are kept in), where, and
+// what its rules add: "scale e8m0 per 32 along K, floor", "scale fp32 per tensor (current amax)".
 std::string scale_text(const Scaling& sc) {
-  const std::string fp32_or_pow2 = sc.pow2 ? "a power of two" : "fp32";
-  const std::string dims = std::to_string(sc.block) + (sc.two_d ? "x" + std::to_string(sc.block) : " along K");
-  switch (sc.kind) {
-    case ScaleKind::none: return "";
-    case ScaleKind::tensor: return "scale " + fp32_or_pow2 + " per tensor (current amax)";
-    case ScaleKind::delayed: return "scale " + fp32_or_pow2 + " per tensor (amax history " + std::to_string(sc.history) + ")";
-    case ScaleKind::block: return std::string("scale e8m0 per ") + dims + ", " + to_string(sc.rule) +
-                                  (sc.offset ? " offset " + std::to_string(sc.offset) : "");
-    case ScaleKind::tile: return "scale " + fp32_or_pow2 + " per " + dims;
-    case ScaleKind::nvfp4: return "scale fp8_e4m3 per " + dims + " under an fp32 tensor scale";
+  const ScaleKindTraits& kind = scale_kind_traits(sc.kind);
+  if (!kind.scaled()) return "";
+  std::string s = "scale ";
+  s += kind.pow2_option && sc.pow2 ? "a power of two" : kind.scale_format;
+  s += " per ";
+  const std::string block = std::to_string(sc.block);
+  if (!kind.blocked()) s += "tensor";
+  else if (sc.two_d) s += block + "x" + block;
+  else s += block + " along K";
+  if (kind.tensor_rule == TensorScaleRule::current_amax) s += " (current amax)";
+  if (kind.tensor_rule == TensorScaleRule::amax_history) s += " (amax history " + std::to_string(sc.history) + ")";
+  if (kind.block_rule == BlockScaleRule::e8m0_exponent) {
+    s += ", ";
+    s += to_string(sc.rule);
+    if (sc.offset) s += " offset " + std::to_string(sc.offset);
   }
-  return "";
+  if (kind.two_level()) s += " under an fp32 tensor scale";
+  return s;
 }
 
 }  // namespace

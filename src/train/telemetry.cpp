@@ -70,7 +70,9 @@ std::string short_scale_blocks(const MatmulSites& sites) {
   for (const auto& s : sites.sites()) {
     if (!s.calls) continue;
     for (const auto& [name, q, st] : {std::tuple{"a", &s.policy.a, &s.tel.a}, std::tuple{"b", &s.policy.b, &s.tel.b}}) {
-      if (q->scaling.kind != ScaleKind::block || st->scale_count == 0) continue;
+      // (MX blocks: the e8m0 rule's; the format names their size)
+      if (scale_kind_traits(q->scaling.kind).block_rule != BlockScaleRule::e8m0_exponent || st->scale_count == 0)
+        continue;
       const uint64_t block = static_cast<uint64_t>(q->scaling.block) * (q->scaling.two_d ? q->scaling.block : 1);
       if (st->elements >= block * st->scale_count) continue;
       char b[160];

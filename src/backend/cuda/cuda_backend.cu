@@ -17,6 +17,7 @@
 
 #include <algorithm>
 
+#include "arith/quantize_workspace.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/device_quantizer.h"
 #include "backend/cuda/fused_tile_kernels.h"
@@ -136,7 +137,7 @@ class CudaBackend final : public Backend {
     if (on_device_ && !qz.scaling.emulate.element_step()) {
       quantizer_.quantize(op, x, rows, k, qz, seed, stream, state, want_float);
     } else {
-      quantize_into(host_q_, x, rows, k, qz, seed, stream, state);
+      quantize_into(host_q_, x, rows, k, qz, seed, stream, state, &host_qws_);
       cuda::upload_quantized(op, host_q_, qz.format, want_float);
     }
   }
@@ -199,6 +200,7 @@ class CudaBackend final : public Backend {
   const char* last_path_ = "element";
   cuda::DeviceQuantizer quantizer_;
   QuantizedOperand host_q_;           // the CPU quantizer's output (quantize_on_device off)
+  QuantizeWorkspace host_qws_;        //   and its scratch
   cuda::DeviceOperand a_, b_;
   PreparedOperands shape_;            // the operands' shapes and scales only (no values): what the plans read
   std::vector<double> host_c_;

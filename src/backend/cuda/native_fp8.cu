@@ -24,12 +24,24 @@ bool is_format(const Format& f, int e, int m) { return f.kind == Kind::floating 
 bool is_e4m3(const Format& f) { return is_format(f, 4, 3) && f.bias == 7 && f.nan == NanCode::ones; }
 bool is_e5m2(const Format& f) { return is_format(f, 5, 2) && f.bias == 15 && f.nan == NanCode::ieee; }
 
+// The scaling kinds cuBLASLt's FP8 GEMM takes (ScaleKindTraits::native_fp8), "none, tensor or delayed".
+std::string native_scale_kinds() {
+  std::vector<std::string> names;
+  for (const ScaleKindTraits& t : kScaleKinds)
+    if (t.native_fp8) names.push_back(t.name);
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) s += i + 1 == names.size() ? " or " : ", ";
+    s += names[i];
+  }
+  return s;
+}
+
 // Operand quantizers cuBLASLt's FP8 GEMM can take: OCP e4m3/e5m2 elements with one scale per tensor.
 std::string operand_reason(const Quantizer& q, const char* name) {
   if (!is_e4m3(q.format) && !is_e5m2(q.format)) return std::string(name) + ".format must be fp8_e4m3 or fp8_e5m2";
-  const ScaleKind k = q.scaling.kind;
-  if (k != ScaleKind::none && k != ScaleKind::tensor && k != ScaleKind::delayed)
-    return std::string(name) + ".scaling must be none, tensor or delayed (one scale per tensor)";
+  if (!scale_kind_traits(q.scaling.kind).native_fp8)
+    return std::string(name) + ".scaling must be " + native_scale_kinds() + " (one scale per tensor)";
   return "";
 }
 
