@@ -443,7 +443,7 @@ TEST_CASE("proxy model: the exact reference draws the float run's batch in fp64"
   ModelConfig cfg;
   cfg.kind = "proxy", cfg.input_dim = 6, cfg.output_dim = 3, cfg.d_model = 8, cfg.layers = 1, cfg.mlp_mult = 2;
   const StepBatch batch{nullptr, 16, 10, 2};  // (stream, draw) = (10, 2): the trainer's key of step 2
-  auto exact_line = [&](const char* preset, LmModel<float>& model, Diagnostics& diag) {
+  auto exact_line = [&](const char* preset, Model<float>& model, Diagnostics& diag) {
     model.sites.seed = 5;
     for (auto& s : model.sites.sites()) s.policy = *find_matmul_preset(preset);
     model.sites.begin_step(2);

@@ -170,7 +170,7 @@ TEST_CASE("an fp32 quantizer on every elementwise tensor changes no bit of a flo
     CHECK(b->elementwise.any_active());
     std::vector<int32_t> win(3 * 5);
     for (size_t i = 0; i < win.size(); ++i) win[i] = static_cast<int32_t>((i * 7 + 2) % 13);
-    auto run = [&](LmModel<float>& m) {
+    auto run = [&](Model<float>& m) {
       m.begin_step(0);
       const double l = m.needs_text() ? m.forward(win.data(), 3) : m.forward_generated(1, 0, 3);
       m.backward();

@@ -51,7 +51,7 @@ ModelConfig paper_proxy() {
 }
 
 template <typename T>
-void fp64_sites(LmModel<T>& m) {
+void fp64_sites(Model<T>& m) {
   const MatmulPolicy fp64 = parse_matmul_policy(json::parse(R"({"a": {"format": "fp64"}, "b": {"format": "fp64"},
       "product": {"format": "fp64"}, "inner": {"format": "fp64"}, "outer": {"format": "fp64"}, "output": {"format": "fp64"}})"));
   for (auto& s : m.sites.sites()) s.policy = fp64;

@@ -216,7 +216,7 @@ void run_explain(const ExplainOptions& o) {
   } else {
     cfg.model.vocab = 256;
   }
-  std::unique_ptr<LmModel<float>> model;
+  std::unique_ptr<Model<float>> model;
   try {
     model = make_model<float>(cfg.model, cfg.seed);
   } catch (const std::invalid_argument& e) {

@@ -53,7 +53,7 @@ double max_rel_deviation(const std::vector<T>& y, const std::vector<double>& ref
 }
 
 template <typename T>
-double forward_on(LmModel<T>& m, const StepBatch& batch) {
+double forward_on(Model<T>& m, const StepBatch& batch) {
   return m.needs_text() ? m.forward(batch.windows, batch.size) : m.forward_generated(batch.stream, batch.draw, batch.size, batch.noise_stream);
 }
 
@@ -70,7 +70,7 @@ double rel_error_norm(const std::vector<double>& y, const std::vector<double>& r
 }
 
 // Forward and backward of `m` on the batch; grads unscaled the way the trainer does it (float divide).
-double forward_backward(LmModel<float>& m, const StepBatch& batch, double loss_scale) {
+double forward_backward(Model<float>& m, const StepBatch& batch, double loss_scale) {
   m.loss_scale = loss_scale;
   const double loss = forward_on(m, batch);
   m.backward();
@@ -123,7 +123,7 @@ void Diagnostics::begin_step(uint64_t step, const MatmulSites& sites, const Elem
 
 // The replay model as the run's step began: its matmul sites (or a probe's) and its elementwise
 // quantizers with their state, random streams keyed by the step.
-void Diagnostics::restart_replay(uint64_t step, const LmModel<float>& run_model) {
+void Diagnostics::restart_replay(uint64_t step, const Model<float>& run_model) {
   replay_->params = run_model.params;
   replay_->sites = start_sites_;
   replay_->elementwise = start_elementwise_;
@@ -131,7 +131,7 @@ void Diagnostics::restart_replay(uint64_t step, const LmModel<float>& run_model)
   replay_->reset_telemetry();
 }
 
-ojson Diagnostics::run(uint64_t step, const LmModel<float>& run_model, const float* grad, double loss_scale,
+ojson Diagnostics::run(uint64_t step, const Model<float>& run_model, const float* grad, double loss_scale,
                        const StepBatch& batch) {
   const ParamTable& table = run_model.table;
   // The exact reference: fp64 weights (the run's, exactly), fp64 arithmetic, no loss scaling.

@@ -45,7 +45,7 @@ class Diagnostics {
   // Call after the backward, before the optimizer: measures at the run's weights (run_model.params,
   // as the step's forward used them) and `batch`; `grad` is the run's gradient unscaled and
   // unclipped, `loss_scale` what its backward was multiplied by. Returns the diag.jsonl line.
-  nlohmann::ordered_json run(uint64_t step, const LmModel<float>& run_model, const float* grad, double loss_scale,
+  nlohmann::ordered_json run(uint64_t step, const Model<float>& run_model, const float* grad, double loss_scale,
                              const StepBatch& batch);
 
   // The exact reference gradient of the last run() (parameter layout of the model).
@@ -54,11 +54,11 @@ class Diagnostics {
  private:
   uint64_t every_;
   std::vector<ProbePolicy> probes_;
-  std::unique_ptr<LmModel<double>> exact_;
-  std::unique_ptr<LmModel<float>> replay_;
+  std::unique_ptr<Model<double>> exact_;
+  std::unique_ptr<Model<float>> replay_;
   MatmulSites start_sites_;
   ElementwiseSites start_elementwise_;
-  void restart_replay(uint64_t step, const LmModel<float>& run_model);
+  void restart_replay(uint64_t step, const Model<float>& run_model);
 };
 
 }  // namespace drift

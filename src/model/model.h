@@ -1,9 +1,10 @@
-// The models. One interface serves every kind (makemore style): the training loop gives a batch
-// and gets the mean loss; backward fills the gradient buffer.
+// The models. One interface, Model<T>, serves every kind (makemore style): the training loop gives
+// a batch and gets the mean loss; backward fills the gradient buffer. Each kind is one file and one
+// row of the kind table (model.cpp: its name, whether it trains on text, its factory).
 //
 // Text models take a batch of B windows of context+1 tokens (B, context+1) through forward():
-//   mlp:  predicts window[context] from window[0..context)       (B predictions)
-//   attn: predicts window[1..context] from window[0..context)    (B*context predictions)
+//   mlp  (model/mlp.cpp):  predicts window[context] from window[0..context)       (B predictions)
+//   attn (model/attn.cpp): predicts window[1..context] from window[0..context)    (B*context predictions)
 // The proxy model (model/proxy.cpp) needs no text: it draws its own batch of B Gaussian inputs
 // from (seed, stream, draw) through forward_generated() and scores them against a fixed teacher
 // (B predictions, MSE).
@@ -60,9 +61,9 @@ struct GeneratorTensor {
 };
 
 template <typename T>
-class LmModel {
+class Model {
  public:
-  virtual ~LmModel() = default;
+  virtual ~Model() = default;
   ParamTable table;
   std::vector<T> params, grads;
   MatmulSites sites;
@@ -77,7 +78,7 @@ class LmModel {
   // from (the model's seed, noise_stream, the same draw); without one (validation) the targets are clean.
   virtual double forward_generated(uint64_t stream, uint64_t draw, size_t b,
                                    std::optional<uint64_t> noise_stream = std::nullopt);
-  virtual bool needs_text() const { return true; }
+  bool needs_text() const;  // the kind's row: trains on text (model_needs_text)
   // Models that draw their own data: batch (stream, draw) as forward_generated draws it, without
   // running the model (for --dump-init): inputs (b, input_dim) and targets (b, output_dim) as the
   // model holds them, and the label noise in each target (zeros without a noise stream). Text models throw.
@@ -115,17 +116,17 @@ class LmModel {
 };
 
 // Whether a model kind trains on text (mlp, attn) or draws its own inputs (proxy): the trainer
-// loads a corpus only for the former.
+// loads a corpus only for the former. Throws std::invalid_argument for an unknown kind.
 bool model_needs_text(const ModelConfig& cfg);
+// The kinds' names, in table order ("mlp", "attn", "proxy").
+std::vector<std::string> model_kind_names();
 
-// Builds a model with initial weights drawn from the counter-based generator keyed by `seed`
-// (which also keys the elementwise sites' stochastic rounding and the proxy's inputs).
-// Throws std::invalid_argument for impossible sizes (the config layer checks them first).
+// Builds a model of cfg.kind with initial weights drawn from the counter-based generator keyed by
+// `seed` (which also keys the elementwise sites' stochastic rounding and the proxy's inputs).
+// Throws std::invalid_argument for an unknown kind or impossible sizes (the config layer checks
+// them first).
 template <typename T>
-std::unique_ptr<LmModel<T>> make_model(const ModelConfig& cfg, uint64_t seed);
-// The proxy model's own factory (model/proxy.cpp); make_model calls it for kind "proxy".
-template <typename T>
-std::unique_ptr<LmModel<T>> make_proxy_model(const ModelConfig& cfg, uint64_t seed);
+std::unique_ptr<Model<T>> make_model(const ModelConfig& cfg, uint64_t seed);
 
 // A standard normal draw from (seed, stream, index): Box-Muller on two counter-based words.
 double normal_draw(uint64_t seed, uint64_t stream, uint64_t index);

@@ -162,7 +162,7 @@ std::string proxy_config_error(const ModelConfig& c) {
 }
 
 template <typename T>
-class ProxyModel final : public LmModel<T> {
+class ProxyModel final : public Model<T> {
   struct Block {
     LinearSites fc, proj;
     LayerNormSites ln;
@@ -230,7 +230,6 @@ class ProxyModel final : public LmModel<T> {
     }
   }
 
-  bool needs_text() const override { return false; }
   size_t predictions(size_t b) const override { return b; }
   // The regression outputs take the logits' place in diagnostics (forward deviation).
   const std::vector<T>& last_logits() const override { return pred_; }
@@ -239,9 +238,9 @@ class ProxyModel final : public LmModel<T> {
     throw std::logic_error("the proxy model draws its own inputs: call forward_generated");
   }
 
-  typename LmModel<T>::GeneratedBatch generated_batch(uint64_t stream, uint64_t draw, size_t b,
+  typename Model<T>::GeneratedBatch generated_batch(uint64_t stream, uint64_t draw, size_t b,
                                                       std::optional<uint64_t> noise_stream) const override {
-    typename LmModel<T>::GeneratedBatch g;
+    typename Model<T>::GeneratedBatch g;
     draw_batch(stream, draw, b, noise_stream, g.inputs, g.targets, &g.noise);
     return g;
   }
@@ -378,11 +377,11 @@ class ProxyModel final : public LmModel<T> {
 }  // namespace
 
 template <typename T>
-std::unique_ptr<LmModel<T>> make_proxy_model(const ModelConfig& cfg, uint64_t seed) {
+std::unique_ptr<Model<T>> make_proxy_model(const ModelConfig& cfg, uint64_t seed) {
   return std::make_unique<ProxyModel<T>>(cfg, seed);
 }
 
-template std::unique_ptr<LmModel<float>> make_proxy_model<float>(const ModelConfig&, uint64_t);
-template std::unique_ptr<LmModel<double>> make_proxy_model<double>(const ModelConfig&, uint64_t);
+template std::unique_ptr<Model<float>> make_proxy_model<float>(const ModelConfig&, uint64_t);
+template std::unique_ptr<Model<double>> make_proxy_model<double>(const ModelConfig&, uint64_t);
 
 }  // namespace drift

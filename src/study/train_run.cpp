@@ -63,7 +63,7 @@ nlohmann::ordered_json planned_config(const TrainRun& r) {
   const RunConfig cfg = parse_run_config(j);
   // The rules are checked against the model's sites (an unknown preset shows only there), at every
   // step where the policy changes. The sites do not depend on the vocabulary.
-  std::unique_ptr<LmModel<float>> model;
+  std::unique_ptr<Model<float>> model;
   try {
     model = make_model<float>(cfg.model, cfg.seed);
   } catch (const std::invalid_argument& e) {

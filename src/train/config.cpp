@@ -148,7 +148,7 @@ std::vector<std::string> surprising_settings(const RunConfig& c) {
 void check_run_rules(const RunConfig& c) {
   ModelConfig m = c.model;
   if (m.vocab == 0) m.vocab = 256;
-  std::unique_ptr<LmModel<float>> model;
+  std::unique_ptr<Model<float>> model;
   try {
     model = make_model<float>(m, c.seed);
   } catch (const std::invalid_argument& e) {

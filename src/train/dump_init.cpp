@@ -24,7 +24,7 @@ std::vector<int32_t> all_windows(const std::vector<int32_t>& tokens, size_t cont
 // A model that draws its own batches (the proxy): what it draws for every training step (with the
 // label noise) and every validation batch (without), as the float model holds them, the noise in
 // each training target, and its data generator's weights (float64).
-void dump_generated(const LmModel<float>& m, const RunConfig& c, const fs::path& dir) {
+void dump_generated(const Model<float>& m, const RunConfig& c, const fs::path& dir) {
   const size_t b = c.train.batch, din = c.model.input_dim, o = c.model.output_dim;
   auto draws = [&](uint64_t stream, size_t n, std::optional<uint64_t> noise_stream, const std::string& prefix) {
     std::vector<float> x, y;

@@ -11,7 +11,7 @@ double clip_factor(const TrainConfig& t, double gnorm) {
   return t.grad_clip > 0 && gnorm > t.grad_clip ? t.grad_clip / gnorm : 1.0;
 }
 
-TrainStep::TrainStep(const RunConfig& c, LmModel<float>& m, const Corpus& corpus)
+TrainStep::TrainStep(const RunConfig& c, Model<float>& m, const Corpus& corpus)
     : c_(c), m_(m), corpus_(corpus), windows_(c.train.batch * (c.model.context + 1)) {
   const AllreduceConfig& ar = c.precision.allreduce;
   ar_format_ = *find_format(ar.format);  // checked by the config parser

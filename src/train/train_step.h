@@ -34,7 +34,7 @@ double clip_factor(const TrainConfig& t, double gnorm);
 class TrainStep {
  public:
   // `corpus` (used by text models only) and `c`, `m` must outlive this.
-  TrainStep(const RunConfig& c, LmModel<float>& m, const Corpus& corpus);
+  TrainStep(const RunConfig& c, Model<float>& m, const Corpus& corpus);
 
   void begin(uint64_t step, double loss_scale);
   // m.grads = d(mean loss)/d(params) of step's training batch, times the loss scale unless
@@ -51,7 +51,7 @@ class TrainStep {
 
  private:
   const RunConfig& c_;
-  LmModel<float>& m_;
+  Model<float>& m_;
   const Corpus& corpus_;
   std::vector<int32_t> windows_;
   Format ar_format_;

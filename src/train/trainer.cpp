@@ -215,7 +215,7 @@ std::string first_difference(const ojson& a, const ojson& b, const std::string& 
   return a == b ? "" : (path.empty() ? "(root)" : path);
 }
 
-std::string checkpoint_payload(const RunConfig& c, const LmModel<float>& m, const Optimizer& opt,
+std::string checkpoint_payload(const RunConfig& c, const Model<float>& m, const Optimizer& opt,
                                const DivergenceTracker& div, const LoopState& st) {
   BlobWriter w;
   w.str(DRIFT_VERSION);
@@ -250,7 +250,7 @@ std::string checkpoint_payload(const RunConfig& c, const LmModel<float>& m, cons
 
 // Restores a checkpoint into the run. `same_run`: the configs must match (--resume); otherwise only
 // the model's tensors must (--resume-from).
-void restore_checkpoint(const std::string& path, bool same_run, const RunConfig& c, LmModel<float>& m, Optimizer& opt,
+void restore_checkpoint(const std::string& path, bool same_run, const RunConfig& c, Model<float>& m, Optimizer& opt,
                         DivergenceTracker& div, LoopState& st) {
   const std::string payload = read_checkpoint(path);
   try {
@@ -367,7 +367,7 @@ using Clock = std::chrono::steady_clock;
 struct Session {
   PreparedRun& run;
   const RunConfig& c;
-  LmModel<float>& m;
+  Model<float>& m;
   const TrainOptions& opts;
   std::filesystem::path dir;
   std::string metrics_path, ckpt_path, diag_path;

@@ -49,7 +49,7 @@ struct PreparedRun {
   std::unique_ptr<Backend> backend;  // declared first: outlives the model whose sites point to it
   RunConfig cfg;
   Corpus corpus;
-  std::unique_ptr<LmModel<float>> model;
+  std::unique_ptr<Model<float>> model;
 };
 
 // Loads the data, builds the model, resolves every site's policy and creates the backend (a backend
