@@ -8,6 +8,7 @@
 
 #include "arith/cast_error.h"
 #include "arith/catalogue.h"
+#include "arith/enum_names.h"
 #include "arith/error_bound.h"
 #include "arith/matmul_in_place.h"
 #include "arith/matmul_workspace.h"
@@ -297,14 +298,7 @@ MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ld
 namespace {
 const char* const kOrderNames[] = {"sequential", "reverse", "pairwise", "split", "permuted"};
 }
-const char* to_string(SumOrder o) { return kOrderNames[static_cast<int>(o)]; }
-bool parse_sum_order(const std::string& s, SumOrder* out) {
-  for (int i = 0; i < 5; ++i)
-    if (s == kOrderNames[i]) {
-      *out = static_cast<SumOrder>(i);
-      return true;
-    }
-  return false;
-}
+const char* to_string(SumOrder o) { return enum_name(o, kOrderNames); }
+bool parse_sum_order(const std::string& s, SumOrder* out) { return enum_from_name(s, kOrderNames, out); }
 
 }  // namespace drift

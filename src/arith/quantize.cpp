@@ -12,6 +12,7 @@
 
 #include "arith/cast_span.h"
 #include "arith/catalogue.h"
+#include "arith/enum_names.h"
 #include "arith/ops.h"
 #include "arith/parallel.h"
 #include "arith/quantize_workspace.h"
@@ -773,20 +774,11 @@ void hadamard_rows(double* x, size_t rows, size_t k, size_t ld, int n, uint64_t 
 namespace {
 const char* const kExpRuleNames[] = {"floor", "rceil", "ceil", "even"};
 const char* const kExpSourceNames[] = {"exact", "log2_fp32"};
-template <typename E, size_t N>
-bool parse_named(const std::string& s, const char* const (&names)[N], E* out) {
-  for (size_t i = 0; i < N; ++i)
-    if (s == names[i]) {
-      *out = static_cast<E>(i);
-      return true;
-    }
-  return false;
-}
 }  // namespace
 
-const char* to_string(ExpRule r) { return kExpRuleNames[static_cast<int>(r)]; }
-const char* to_string(ExpSource s) { return kExpSourceNames[static_cast<int>(s)]; }
-bool parse_exp_rule(const std::string& s, ExpRule* out) { return parse_named(s, kExpRuleNames, out); }
-bool parse_exp_source(const std::string& s, ExpSource* out) { return parse_named(s, kExpSourceNames, out); }
+const char* to_string(ExpRule r) { return enum_name(r, kExpRuleNames); }
+const char* to_string(ExpSource s) { return enum_name(s, kExpSourceNames); }
+bool parse_exp_rule(const std::string& s, ExpRule* out) { return enum_from_name(s, kExpRuleNames, out); }
+bool parse_exp_source(const std::string& s, ExpSource* out) { return enum_from_name(s, kExpSourceNames, out); }
 
 }  // namespace drift

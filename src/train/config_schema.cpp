@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "model/model.h"  // model_kind_names: the kind table
 
 namespace drift {
 
@@ -65,7 +66,7 @@ Field<ModelConfig> vocab_field() {
 const std::vector<Field<ModelConfig>>& model_fields() {
   using M = ModelConfig;
   static const std::vector<Field<M>> t = {
-      text("kind", &M::kind, {"mlp", "attn", "proxy"}),
+      text("kind", &M::kind, model_kind_names()),
       vocab_field(),
       integer("context", &M::context, 1, 4096),
       integer("embed", &M::embed, 1, 65536),
