@@ -67,8 +67,11 @@ assert (a["max_grad_norm"], a["max_over_median_grad_norm"]) == (6.0, 3.0), a
 assert (a["peak_loss"], a["peak_step"]) == (9.0, 100), a
 assert (b["grad_norm_onset"], b["lead_steps"], b["max_over_median_grad_norm"]) == (None, None, 1.0), b
 PY
-python3 "$src/studies/lead_time.py" lt | grep -q '| pa | — | 1 | 100 (spike) | 9 (100) | 30 | 70 | 6 (3x) |' \
-  || fail "lead_time.py: markdown row of run pa"
+# (Into a file, then grep: grep -q quits at its first match, and the writer would die of a broken
+# pipe under pipefail, now and then.)
+python3 "$src/studies/lead_time.py" lt > lt.md
+grep -q '| pa | — | 1 | 100 (spike) | 9 (100) | 30 | 70 | 6 (3x) |' lt.md \
+  || { cat lt.md; fail "lead_time.py: markdown row of run pa"; }
 
 # 3. clip_rates.py: policy "pa" has two logged steps of site s.forward, operand a:
 #    step 0: 10 of 100 clipped, step 10: 30 of 100 -> 40 / 200 = 20% over the run, 10% at the first;
@@ -80,6 +83,6 @@ J
 rm lt/pb/seed1/metrics.jsonl
 python3 "$src/studies/clip_rates.py" lt 's.forward.a' > clip.md
 grep -q '| pa | 20% (first 10%) |' clip.md || { cat clip.md; fail "clip_rates.py: expected 20% (first 10%)"; }
-python3 "$src/studies/clip_rates.py" lt 's.forward.a' --steps 10: | grep -q '| pa | 30% (first 30%) |' \
-  || fail "clip_rates.py --steps 10:"
+python3 "$src/studies/clip_rates.py" lt 's.forward.a' --steps 10: > clip10.md
+grep -q '| pa | 30% (first 30%) |' clip10.md || { cat clip10.md; fail "clip_rates.py --steps 10:"; }
 echo "studies: OK"
