@@ -15,6 +15,7 @@
 #include "arith/matmul_workspace.h"
 #include "arith/random.h"
 #include "policy/presets.h"
+#include "workspace_poison.h"
 
 using namespace drift;
 
@@ -33,12 +34,8 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
-// Every value a workspace holds turned to NaN: a call that read anything it did not write first
-// would show it in C.
-template <typename V>
-void poison(V& v) {
-  for (auto& x : v) x = std::numeric_limits<typename V::value_type>::quiet_NaN();
-}
+// Every value a workspace holds turned to NaN (workspace_poison.h).
+using testing::poison;
 void poison(QuantizedOperand& q) {
   poison(q.q);
   poison(q.qf);

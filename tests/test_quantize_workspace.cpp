@@ -13,16 +13,14 @@
 #include "arith/parallel.h"
 #include "arith/quantize_workspace.h"
 #include "quant_check.h"
+#include "workspace_poison.h"
 
 using namespace drift;
 using namespace drift::testing;
 
 namespace {
 
-template <typename V>
-void poison(V& v) {
-  for (auto& x : v) x = std::numeric_limits<typename V::value_type>::quiet_NaN();
-}
+using testing::poison;  // (a vector's: workspace_poison.h)
 
 // Every value the workspace holds turned to NaN (block flags to "NaN block"): a call that read
 // anything it did not write first would show it.

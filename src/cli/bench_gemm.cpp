@@ -11,9 +11,9 @@
 #include "arith/catalogue.h"
 #include "arith/matmul.h"
 #include "arith/matmul_workspace.h"
-#include "arith/random.h"
 #include "backend/backend.h"
 #include "backend/timing.h"
+#include "cli/bench_operands.h"
 #include "cli/commands.h"
 #include "policy/matmul_json.h"
 
@@ -88,9 +88,8 @@ void run_bench_gemm_cuda(const BenchOptions& o, const std::vector<BenchShape>& s
     std::printf("%-20s %-16s %12s %12s %14s %8s %s\n", "policy", "shape MxNxK", "kernel GF/s", "call GF/s",
                 "cublas sgemm", "ratio", "path");
   for (const auto& sh : shapes) {
-    std::vector<double> ad(sh.m * sh.k), bd(sh.k * sh.n);
-    for (size_t i = 0; i < ad.size(); ++i) ad[i] = static_cast<float>(random_u32(1, 1, i)) / 4294967296.0f - 0.5f;
-    for (size_t i = 0; i < bd.size(); ++i) bd[i] = static_cast<float>(random_u32(1, 2, i)) / 4294967296.0f - 0.5f;
+    const std::vector<float> af = bench_operand(1, sh.m * sh.k), bf = bench_operand(2, sh.k * sh.n);
+    const std::vector<double> ad(af.begin(), af.end()), bd(bf.begin(), bf.end());
     const double flops = 2.0 * sh.m * sh.n * sh.k;
     const MatView av{ad.data(), sh.m, sh.k, sh.k, false};
     const MatView bv{bd.data(), sh.k, sh.n, sh.n, false};
@@ -139,9 +138,7 @@ void run_bench_gemm(const BenchOptions& o) {
   nlohmann::json rows = nlohmann::json::array();
   if (!o.json) std::printf("%-18s %-16s %12s %12s %8s %s\n", "policy", "shape MxNxK", "GFLOP/s", "sgemm GF/s", "ratio", "path");
   for (const auto& sh : shapes) {
-    std::vector<float> af(sh.m * sh.k), bf(sh.k * sh.n);
-    for (size_t i = 0; i < af.size(); ++i) af[i] = static_cast<float>(random_u32(1, 1, i)) / 4294967296.0f - 0.5f;
-    for (size_t i = 0; i < bf.size(); ++i) bf[i] = static_cast<float>(random_u32(1, 2, i)) / 4294967296.0f - 0.5f;
+    std::vector<float> af = bench_operand(1, sh.m * sh.k), bf = bench_operand(2, sh.k * sh.n);
     const double flops = 2.0 * sh.m * sh.n * sh.k;
     // The engine reads the same float operands OpenBLAS does, through the float entry the models use
     // (every bench policy's output fits a float, so C is exactly what the double entry writes).

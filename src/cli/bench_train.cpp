@@ -35,8 +35,8 @@
 
 #include "arith/matmul.h"
 #include "arith/matmul_workspace.h"
-#include "arith/random.h"
 #include "backend/timing.h"
+#include "cli/bench_operands.h"
 #include "cli/commands.h"
 #include "io/npy.h"
 #include "train/config.h"
@@ -158,9 +158,8 @@ double engine_seconds(const StepTiming& t, double min_seconds) {
   MatmulWorkspace workspace;
   double total = 0;
   for (const MatmulTimes::Shape& sh : t.matmuls) {
-    std::vector<float> a(sh.m * sh.k), b(sh.k * sh.n), c(sh.m * sh.n);
-    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(random_u32(1, 1, i)) / 4294967296.0f - 0.5f;
-    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(random_u32(1, 2, i)) / 4294967296.0f - 0.5f;
+    const std::vector<float> a = bench_operand(1, sh.m * sh.k), b = bench_operand(2, sh.k * sh.n);
+    std::vector<float> c(sh.m * sh.n);
     const MatViewF av{a.data(), sh.m, sh.k, sh.k, false}, bv{b.data(), sh.k, sh.n, sh.n, false};
     const MatmulPolicy& policy = t.site_policy.at(sh.site);
     const double per_call = seconds_per_call(

@@ -7,9 +7,9 @@
 
 namespace drift {
 
-double clip_factor(const TrainConfig& t, double gnorm) {
-  return t.grad_clip > 0 && gnorm > t.grad_clip ? t.grad_clip / gnorm : 1.0;
-}
+bool grad_clipped(const TrainConfig& t, double gnorm) { return t.grad_clip > 0 && gnorm > t.grad_clip; }
+
+double clip_factor(const TrainConfig& t, double gnorm) { return grad_clipped(t, gnorm) ? t.grad_clip / gnorm : 1.0; }
 
 TrainStep::TrainStep(const RunConfig& c, Model<float>& m, const Corpus& corpus)
     : c_(c), m_(m), corpus_(corpus), windows_(c.train.batch * (c.model.context + 1)) {

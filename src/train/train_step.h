@@ -28,6 +28,9 @@ struct PhaseTimes {
   double forward_s = 0, backward_s = 0, update_s = 0;
 };
 
+// Whether clipping applies: a positive train.grad_clip below the gradient norm (metrics.jsonl's
+// grad_clipped).
+bool grad_clipped(const TrainConfig& t, double gnorm);
 // The clipping factor of the optimizer update: train.grad_clip / gnorm when clipping applies, else 1.
 double clip_factor(const TrainConfig& t, double gnorm);
 

@@ -537,7 +537,7 @@ void log_line(Session& s, const StepRecord& r, const std::function<void(const Pr
                 {"grad_norm_max_tensor", r.norms.max_tensor.tensor},
                 {"loss_z", num(r.loss_z)},
                 {"grad_norm_z", num(r.grad_z)},
-                {"grad_clipped", c.train.grad_clip > 0 && gnorm > c.train.grad_clip}};
+                {"grad_clipped", grad_clipped(c.train, gnorm)}};
   if (s.st.scaler.active(c.precision.loss_scale)) {
     line["loss_scale"] = r.scale_used;
     line["skipped"] = !r.apply;
