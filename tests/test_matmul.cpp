@@ -445,7 +445,9 @@ TEST_CASE("hand-derived: bf16 accumulator ties in the fast kernel") {
 
 TEST_CASE("fused tensor-core models: fast kernel == reference for every preset (random, tiny, huge, scaled)") {
   // K values cut groups, interleaved blocks and promotion segments short; N not a multiple of the width.
-  const Shape shapes[] = {{1, 1, 1}, {3, 37, 5}, {7, 100, 19}, {6, 129, 33}, {2, 300, 3}};
+  // 13 rows: two full row tiles (the kernel takes rows in pairs) and a last odd row; K = 200: several
+  // groups and, under promotion every 64, several chains.
+  const Shape shapes[] = {{1, 1, 1}, {3, 37, 5}, {7, 100, 19}, {6, 129, 33}, {2, 300, 3}, {13, 200, 70}};
   for (const TcPreset& tp : tc_presets()) {
     const std::string name = tp.name;
     CAPTURE(name);

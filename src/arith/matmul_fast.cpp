@@ -16,7 +16,10 @@
 //         fp32's range, are redone one by one with the scalar core (op_add), as the reference does.
 //         On AVX-512 the plain kernel gets the round-to-odd sum from two fmas with the instruction's
 //         own rounding direction instead, and skips the range tests narrow_checks proves cannot fire
-//         (matmul_narrow-inl.h, narrow_range.h).
+//         (matmul_narrow-inl.h, narrow_range.h); or
+//       - a fused tensor-core model (fused_accum.h) whose cut terms add exactly in a double: its
+//         groups in double lanes, on AVX-512 one fma per product rounded toward zero or upward
+//         (matmul_fused-inl.h).
 // Vectorised across N (each lane owns one output column and adds its own K sequence in order),
 // register-tiled over 6 rows, OpenMP over row tiles: width and thread count cannot change a bit.
 // B is packed into column strips (K x 2 vectors, contiguous) so the kernel streams it. Operands come
@@ -112,11 +115,11 @@ HWY_INLINE void InnerBlock(D d, const FastOperands& op, size_t i0, size_t rows, 
     // The fused model in double lanes; its results lie on the output format's grid, floats.
     const hn::Repartition<double, D> dd;
     const FusedPlan& plan = (k1 - k0 == op.kblock || !op.fused.plan_tail) ? *op.fused.plan_full : *op.fused.plan_tail;
-    HWY_ALIGN double res[2 * HWY_MAX_BYTES / sizeof(float)];
+    HWY_ALIGN double res[kRows * 2 * HWY_MAX_BYTES / sizeof(float)];
     HWY_ALIGN float resf[2 * HWY_MAX_BYTES / sizeof(float)];
+    FusedTileBlock<kRows>(dd, op, i0, rows, j0, k0, plan, res);
     for (size_t r = 0; r < rows; ++r) {
-      FusedRowBlock<kInner>(dd, op, i0 + r, j0, k0, plan, res);
-      for (size_t l = 0; l < 2 * L; ++l) resf[l] = static_cast<float>(res[l]);
+      for (size_t l = 0; l < 2 * L; ++l) resf[l] = static_cast<float>(res[r * 2 * L + l]);
       acc[r][0] = hn::Load(d, resf);
       acc[r][1] = hn::Load(d, resf + L);
     }
@@ -501,6 +504,13 @@ bool fused_groups_exact_in_double(const FusedModel& m) {
 
 namespace {
 
+// The fast kernel's sums (matmul_fused-inl.h) stay within 2^51 units of the last kept bit, where its
+// AVX-512 accumulators keep that bit's weight: a stricter bound than the double route's 2^53.
+bool fused_groups_fit_fast_kernel(const FusedModel& m) {
+  return fused_groups_exact_in_double(m) &&
+         (static_cast<double>(m.terms) + 1) * std::ldexp(1.0, m.kept_bits + 2) <= 0x1p51;
+}
+
 int half_of(fused_detail::Consecutive) { return -1; }
 int half_of(fused_detail::Interleaved pos) { return pos.h; }
 
@@ -648,7 +658,7 @@ bool plan_fast(const PreparedOperands& ops, const InPlaceOperand* ia, const InPl
                const MatmulPolicy& policy, const MatmulContext& ctx, FastOperands& op, FastPlan& plan) {
   const bool inner_fp32 = is_plain_fp32_sequential(policy.inner);
   const bool inner_narrow = !inner_fp32 && is_narrow_kernel_accumulator(policy.inner);
-  const bool inner_fused = policy.inner.fused && fused_groups_exact_in_double(*policy.inner.fused);
+  const bool inner_fused = policy.inner.fused && fused_groups_fit_fast_kernel(*policy.inner.fused);
   const bool outer_fp32 = is_plain_fp32_sequential(policy.outer);
   if (policy.product_format || !(inner_fp32 || inner_narrow || inner_fused)) return false;
   if (policy.inner.scales_in_products) return false;  // folded scales: values beyond float's range (reference)
@@ -696,23 +706,30 @@ bool plan_fast(const PreparedOperands& ops, const InPlaceOperand* ia, const InPl
   return true;
 }
 
-// Phase 2a, pack for the fused kernel: doubles and alignment exponents; B in strips of W columns
-// (padding: zero, kZeroExp). The plans live in the caller (op points at them).
+// Phase 2a, pack for the fused kernel: A as doubles with its alignment exponents (int16); B in strips
+// of W columns, per k its exponents (padding: kZeroExp) and its values split by sign (W values > 0,
+// zero elsewhere, then W values < 0), as matmul_fused-inl.h reads them. The plans live in the caller
+// (op points at them).
 void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, FastOperands& op, FastScratch& s,
                 FusedPlan& plan_full, FusedPlan& plan_tail, PackedRanges& r) {
   const QuantizedOperand& A = ops.a;
   const QuantizedOperand& B = ops.b;
   const size_t m = op.m, n = op.n, k = op.k, strips = op.npad / W;
   constexpr size_t kT = 64;  // k-rows per transposition chunk: the chunk of a strip stays in L1
-  auto align_exp = [&](double x) {
-    return x == 0 ? kZeroExp : static_cast<double>(std::max(fused_detail::lead_exp(x), fm.in_emin));
+  // Exponents of the formats the fused path takes (fits_float) and kZeroExp fit int16, and so do
+  // the kernel's sums of two of them.
+  static_assert(2 * kZeroExp >= std::numeric_limits<int16_t>::min());
+  auto align_exp = [&](double x) -> int16_t {
+    if (is_nan(x) || is_inf(x)) return 0;  // (the ranges send such a call to the reference)
+    return static_cast<int16_t>(x == 0 ? kZeroExp : std::max(fused_detail::lead_exp(x), fm.in_emin));
   };
   if (s.ea.size() < m * k) s.ea.resize(m * k);
-  if (s.bd.size() < k * op.npad) s.bd.resize(k * op.npad);
+  // (+8: room to start the strips on a cache line, so that no vector load of the kernel splits two.)
+  if (s.bd.size() < 2 * k * op.npad + 8) s.bd.resize(2 * k * op.npad + 8);
   if (s.eb.size() < k * op.npad) s.eb.resize(k * op.npad);
-  double* ea = s.ea.data();
-  double* bd = s.bd.data();
-  double* eb = s.eb.data();
+  int16_t* ea = s.ea.data();
+  double* bd = s.bd.data() + (8 - reinterpret_cast<uintptr_t>(s.bd.data()) / sizeof(double) % 8) % 8;
+  int16_t* eb = s.eb.data();
   // The kernel's scalar core reads the values as doubles (A.q, B.q): float storage is widened.
   const double* aq = A.q.data();
   const double* bq = B.q.data();
@@ -731,7 +748,7 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
   for (size_t i = 0; i < m * k; ++i) {
     const double x = aq[i];
     note_magnitude(x, a_min, a_max, a_bad);
-    ea[i] = is_nan(x) || is_inf(x) ? 0.0 : align_exp(x);
+    ea[i] = align_exp(x);
   }
 #pragma omp parallel for schedule(static) reduction(min : b_min) reduction(max : b_max) reduction(| : b_bad) \
     if (worth_threads_elements(n * k))
@@ -745,8 +762,10 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
         for (size_t t = t0; t < t1; ++t) {
           const double y = src ? src[t] : 0.0;
           note_magnitude(y, b_min, b_max, b_bad);
-          bd[st * k * W + t * W + jj] = y;
-          eb[st * k * W + t * W + jj] = is_nan(y) || is_inf(y) ? 0.0 : align_exp(y);
+          double* split = bd + st * k * 2 * W + t * 2 * W + jj;
+          split[0] = y > 0 ? y : 0.0;
+          split[W] = y < 0 ? y : 0.0;
+          eb[st * k * W + t * W + jj] = align_exp(y);
         }
       }
     }

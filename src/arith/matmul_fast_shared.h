@@ -32,9 +32,9 @@ struct FusedPlan {
 struct FusedOperands {
   const FusedModel* model = nullptr;
   const double* a = nullptr;    // A.q, m x k
-  const double* ea = nullptr;   // alignment exponent of each A element (kZeroExp for zeros)
-  const double* b = nullptr;    // B in strips as the float one, as doubles
-  const double* eb = nullptr;   // exponents of b, same layout
+  const int16_t* ea = nullptr;  // alignment exponent of each A element (kZeroExp for zeros)
+  const double* b = nullptr;    // B in strips of W columns split by sign: per k, W values > 0 then W < 0
+  const int16_t* eb = nullptr;  // exponents of B in strips of W columns, per k W exponents
   const double* bq = nullptr;   // B.q, n x k (for the scalar core on rare lanes)
   const FusedPlan* plan_full = nullptr;  // blocks of kblock products
   const FusedPlan* plan_tail = nullptr;  // the last, shorter block (or nullptr)
