@@ -487,6 +487,29 @@ TEST_CASE("fused tensor-core models: fast kernel == reference for every preset (
   }
 }
 
+TEST_CASE("fused tensor-core models: the float-lane kernel hands alignment exponents beyond float's range to the core") {
+  // The H100 FP8 model (13 kept bits: its sums fit float lanes on AVX-512) given bf16 operands, whose
+  // products reach 2^±250: where a group's alignment exponent E is beyond ~117, 2^q (q = E - 13) and
+  // the accumulators' offset 1.5 * 2^(23+q) overflow a float, and those lanes must come out of the
+  // scalar core. Values around 2^60 (products 2^120), around 2^-60 (products far below fp32's normal
+  // range: results the core rounds) and ordinary ones, in one call and across K so that c carries a
+  // huge exponent into the next group.
+  const TcPreset tp = *find_tc_preset("h100_fp8_e4m3");
+  MatmulPolicy p;
+  p.a.format = p.b.format = fmt("bf16");
+  p.a.round.overflow = p.b.round.overflow = Overflow::ieee;
+  p.inner.fused = tp.model;
+  const Shape s{7, 70, 40};
+  std::vector<double> a = grid_matrix(s.m * s.k, 401, fmt("bf16"), -3, 3), b = grid_matrix(s.k * s.n, 402, fmt("bf16"), -3, 3);
+  for (size_t i = 0; i < a.size(); i += 5) a[i] = std::ldexp(a[i], 58);
+  for (size_t i = 0; i < b.size(); i += 7) b[i] = std::ldexp(b[i], 58);
+  for (size_t i = 2; i < a.size(); i += 11) a[i] = std::ldexp(a[i], -62);
+  check_fast_case(p, a, b, s, -1, "bf16 under the 13-bit model, huge and tiny");
+  // Only huge values: no result is below fp32's normal range, none overflows: the fast path must run.
+  std::vector<double> h = grid_matrix(s.m * s.k, 403, fmt("bf16"), 58, 59), hb = grid_matrix(s.k * s.n, 404, fmt("bf16"), 58, 59);
+  check_fast_case(p, h, hb, s, 1, "bf16 under the 13-bit model, all huge");
+}
+
 TEST_CASE("hand-derived: a narrow inner sum that rounds to -0 leaves +0 after the outer sum") {
   // (-2^-15) * 2^-15 = -2^-30, below half of fp16's smallest subnormal 2^-24: rne gives -0. The outer
   // fp32 sum starts at +0, and +0 + -0 = +0 (IEEE, round to nearest): the output is +0.

@@ -112,16 +112,17 @@ HWY_INLINE void InnerBlock(D d, const FastOperands& op, size_t i0, size_t rows, 
   const size_t L = hn::Lanes(d);
   for (size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = hn::Zero(d);
   if constexpr (kInner == FastInner::fused) {
-    // The fused model in double lanes; its results lie on the output format's grid, floats.
-    const hn::Repartition<double, D> dd;
+    // The fused model, in float lanes where the plan packed for them, else in double lanes; its
+    // results lie on the output format's grid, floats.
     const FusedPlan& plan = (k1 - k0 == op.kblock || !op.fused.plan_tail) ? *op.fused.plan_full : *op.fused.plan_tail;
-    HWY_ALIGN double res[kRows * 2 * HWY_MAX_BYTES / sizeof(float)];
-    HWY_ALIGN float resf[2 * HWY_MAX_BYTES / sizeof(float)];
-    FusedTileBlock<kRows>(dd, op, i0, rows, j0, k0, plan, res);
+    HWY_ALIGN float res[kRows * 2 * HWY_MAX_BYTES / sizeof(float)];
+    if constexpr (kFusedDirected) {
+      if (op.fused.float_lanes) FusedTileBlock<kRows>(d, op, i0, rows, j0, k0, plan, res);
+    }
+    if (!op.fused.float_lanes) FusedTileBlock<kRows>(hn::Repartition<double, D>(), op, i0, rows, j0, k0, plan, res);
     for (size_t r = 0; r < rows; ++r) {
-      for (size_t l = 0; l < 2 * L; ++l) resf[l] = static_cast<float>(res[r * 2 * L + l]);
-      acc[r][0] = hn::Load(d, resf);
-      acc[r][1] = hn::Load(d, resf + L);
+      acc[r][0] = hn::Load(d, res + r * 2 * L);
+      acc[r][1] = hn::Load(d, res + r * 2 * L + L);
     }
     (void)inner_count;
     return;
@@ -345,6 +346,7 @@ const char* FastTargetName() { return hwy::TargetName(HWY_TARGET); }
 
 bool HasNativeFma() { return HWY_NATIVE_FMA != 0; }
 size_t FloatLanes() { return hn::Lanes(hn::ScalableTag<float>()); }
+bool FusedFloatLanes() { return kFusedDirected; }
 
 // The magnitude range of a rows x cols block of floats (row stride ld) for the packing checks and
 // the in-place scan: the smallest non-zero and the largest |v|, whether a NaN or inf is present (the
@@ -432,6 +434,7 @@ namespace drift {
 HWY_EXPORT(FastMatmul);
 HWY_EXPORT(HasNativeFma);
 HWY_EXPORT(FloatLanes);
+HWY_EXPORT(FusedFloatLanes);
 HWY_EXPORT(FloatMagnitudeRange);
 HWY_EXPORT(FastTargetName);
 
@@ -706,15 +709,34 @@ bool plan_fast(const PreparedOperands& ops, const InPlaceOperand* ia, const InPl
   return true;
 }
 
-// Phase 2a, pack for the fused kernel: A as doubles with its alignment exponents (int16); B in strips
-// of W columns, per k its exponents (padding: kZeroExp) and its values split by sign (W values > 0,
-// zero elsewhere, then W values < 0), as matmul_fused-inl.h reads them. The plans live in the caller
-// (op points at them).
+// The fused kernel's float lanes (matmul_fused-inl.h): where the target has them and a group's cut
+// terms and c add exactly in a float, (terms+1) * 2^(kept_bits+2) <= 2^22, and the smallest
+// alignment exponent keeps 2^q inside float's normal range (Hopper and Ada FP8: 13 kept bits).
+bool fused_fits_float_lanes(const FusedModel& m) {
+  return HWY_DYNAMIC_DISPATCH(FusedFloatLanes)() && m.min_align_exp != kNoMinAlignExp &&
+         m.min_align_exp - m.kept_bits >= -149 &&
+         (static_cast<double>(m.terms) + 1) * std::ldexp(1.0, m.kept_bits + 2) <= 0x1p22;
+}
+
+// The first element of a vector at a cache line (the vector has 64 bytes of room for it), so that
+// no vector load of the kernel splits two lines.
+template <typename T>
+T* line_aligned(std::vector<T>& v, size_t n) {
+  if (v.size() < n + 64 / sizeof(T)) v.resize(n + 64 / sizeof(T));
+  const size_t off = (64 - reinterpret_cast<uintptr_t>(v.data()) % 64) % 64;
+  return v.data() + off / sizeof(T);
+}
+
+// Phase 2a, pack for the fused kernel: A with its alignment exponents (int16); B in strips of W
+// columns, per k its exponents (padding: kZeroExp) and its values split by sign (W values > 0, zero
+// elsewhere, then W values < 0), as matmul_fused-inl.h reads them; values in the kernel's lane type.
+// The plans live in the caller (op points at them).
 void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, FastOperands& op, FastScratch& s,
                 FusedPlan& plan_full, FusedPlan& plan_tail, PackedRanges& r) {
   const QuantizedOperand& A = ops.a;
   const QuantizedOperand& B = ops.b;
   const size_t m = op.m, n = op.n, k = op.k, strips = op.npad / W;
+  const bool lanes32 = fused_fits_float_lanes(fm);
   constexpr size_t kT = 64;  // k-rows per transposition chunk: the chunk of a strip stays in L1
   // Exponents of the formats the fused path takes (fits_float) and kZeroExp fit int16, and so do
   // the kernel's sums of two of them.
@@ -724,12 +746,11 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
     return static_cast<int16_t>(x == 0 ? kZeroExp : std::max(fused_detail::lead_exp(x), fm.in_emin));
   };
   if (s.ea.size() < m * k) s.ea.resize(m * k);
-  // (+8: room to start the strips on a cache line, so that no vector load of the kernel splits two.)
-  if (s.bd.size() < 2 * k * op.npad + 8) s.bd.resize(2 * k * op.npad + 8);
   if (s.eb.size() < k * op.npad) s.eb.resize(k * op.npad);
   int16_t* ea = s.ea.data();
-  double* bd = s.bd.data() + (8 - reinterpret_cast<uintptr_t>(s.bd.data()) / sizeof(double) % 8) % 8;
   int16_t* eb = s.eb.data();
+  double* bd = lanes32 ? nullptr : line_aligned(s.bd, 2 * k * op.npad);
+  float* bf = lanes32 ? line_aligned(s.b, 2 * k * op.npad) : nullptr;
   // The kernel's scalar core reads the values as doubles (A.q, B.q): float storage is widened.
   const double* aq = A.q.data();
   const double* bq = B.q.data();
@@ -741,6 +762,12 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
     s.bq_wide.assign(B.qf.begin(), B.qf.begin() + static_cast<std::ptrdiff_t>(n * k));
     bq = s.bq_wide.data();
   }
+  const float* af = A.in_float ? A.qf.data() : nullptr;
+  float* af_packed = nullptr;
+  if (lanes32 && !A.in_float) {
+    if (s.a.size() < m * k) s.a.resize(m * k);
+    af = af_packed = s.a.data();
+  }
   double a_min = r.a_min, a_max = r.a_max, b_min = r.b_min, b_max = r.b_max;
   int a_bad = r.a_bad, b_bad = r.b_bad;
 #pragma omp parallel for schedule(static) reduction(min : a_min) reduction(max : a_max) reduction(| : a_bad) \
@@ -749,6 +776,7 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
     const double x = aq[i];
     note_magnitude(x, a_min, a_max, a_bad);
     ea[i] = align_exp(x);
+    if (af_packed) af_packed[i] = static_cast<float>(x);  // (exact: the format fits float)
   }
 #pragma omp parallel for schedule(static) reduction(min : b_min) reduction(max : b_max) reduction(| : b_bad) \
     if (worth_threads_elements(n * k))
@@ -762,9 +790,14 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
         for (size_t t = t0; t < t1; ++t) {
           const double y = src ? src[t] : 0.0;
           note_magnitude(y, b_min, b_max, b_bad);
-          double* split = bd + st * k * 2 * W + t * 2 * W + jj;
-          split[0] = y > 0 ? y : 0.0;
-          split[W] = y < 0 ? y : 0.0;
+          const size_t at = st * k * 2 * W + t * 2 * W + jj;
+          if (lanes32) {
+            bf[at] = y > 0 ? static_cast<float>(y) : 0.0f;
+            bf[at + W] = y < 0 ? static_cast<float>(y) : 0.0f;
+          } else {
+            bd[at] = y > 0 ? y : 0.0;
+            bd[at + W] = y < 0 ? y : 0.0;
+          }
           eb[st * k * W + t * W + jj] = align_exp(y);
         }
       }
@@ -778,6 +811,9 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
   op.fused.a = aq;
   op.fused.ea = ea;
   op.fused.b = bd;
+  op.fused.af = af;
+  op.fused.bf = bf;
+  op.fused.float_lanes = lanes32;
   op.fused.eb = eb;
   op.fused.bq = bq;
   op.fused.plan_full = &plan_full;

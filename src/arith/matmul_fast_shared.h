@@ -36,6 +36,10 @@ struct FusedOperands {
   const double* b = nullptr;    // B in strips of W columns split by sign: per k, W values > 0 then W < 0
   const int16_t* eb = nullptr;  // exponents of B in strips of W columns, per k W exponents
   const double* bq = nullptr;   // B.q, n x k (for the scalar core on rare lanes)
+  // Float lanes (matmul_fused-inl.h): A and the split B strips as floats instead of a and b.
+  bool float_lanes = false;
+  const float* af = nullptr;
+  const float* bf = nullptr;
   const FusedPlan* plan_full = nullptr;  // blocks of kblock products
   const FusedPlan* plan_tail = nullptr;  // the last, shorter block (or nullptr)
   double min_align = 0;         // max(model.min_align_exp, kFloorExp)

@@ -1,5 +1,5 @@
 // The fused tensor-core model of the fast matmul: the fused_dot chains (fused_accum.h) of a tile of
-// rows and a strip of columns over one K-block, in double lanes, bit-identical to fused_accum.h.
+// rows and a strip of columns over one K-block, bit-identical to fused_accum.h.
 // Highway per-target header: included by matmul_fast.cpp once per SIMD target (foreach_target.h).
 #if defined(DRIFT_ARITH_MATMUL_FUSED_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef DRIFT_ARITH_MATMUL_FUSED_INL_H_
@@ -7,6 +7,8 @@
 #else
 #define DRIFT_ARITH_MATMUL_FUSED_INL_H_
 #endif
+
+#include <cstring>
 
 #include "arith/matmul_fast_shared.h"
 #include "arith/ops.h"
@@ -17,51 +19,75 @@ namespace drift {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// Whether this target has per-instruction rounding directions (AVX-512): the fma formulation below,
+// and float lanes where a model's sums fit them (matmul_fast asks before packing).
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+constexpr bool kFusedDirected = true;
+#else
+constexpr bool kFusedDirected = false;
+#endif
+
 // One group of fused_dot(c, a_i, b_j) (fused_accum.h) for R rows from i and the W = 2L columns of a
 // strip (c: cw[r*W + l]), each lane its own column, computed with the same integers:
 //   E = max(product exponents e(x)+e(y) (each clamped at in_emin), c's exponent (clamped at the output
 //   format's emin; none when c = 0), min_align_exp); q = E - kept_bits;
 //   every term trunc(x*y * 2^-q) and trunc(c * 2^-q) is an integer below 2^(kept_bits+2), and their
-//   sum is exact in double (matmul_fast checks (terms+1) * 2^(kept_bits+2) <= 2^51);
+//   sum is exact in the lane type T (matmul_fast checks (terms+1) * 2^(kept_bits+2) <= 2^(p-2), p the
+//   significand bits of T: 53 for double, 24 for float);
 //   sum * 2^q rounded once to out_man_bits fraction bits (rtz or rne, integer operations on the
-//   double's bits) is round_result. Results below the output format's smallest normal or at its
-//   overflow threshold, and a non-finite c, are redone lane by lane with the scalar core (group_at).
+//   lane's bits) is round_result. Results below the output format's smallest normal or at its
+//   overflow threshold, a non-finite c, and (float lanes) an alignment exponent beyond the lanes'
+//   range are redone lane by lane with the scalar core (group_at).
 // The product exponents are found in int16 lanes (one vector holds the strip's W columns, but on the
-// scalar target). The cut
-// terms are added in one of two ways:
+// scalar target). The cut terms are added in one of two ways:
 //   * AVX-512: by fused multiply-adds with the instruction's own rounding direction into
-//     accumulators that start at M = 1.5 * 2^(52+q), whose last bit is then worth 2^q: fma(x, y, acc)
+//     accumulators that start at M = 1.5 * 2^(p-1+q), whose last bit is then worth 2^q: fma(x, y, acc)
 //     rounded toward zero adds trunc of a product >= 0, rounded upward adds trunc of a product <= 0
-//     (acc - |p| rounded up is acc - floor(|p|)). B is packed split by sign (the values > 0 and those
-//     < 0, each with zeros elsewhere), and x's sign picks which half each direction reads: every
-//     product a direction sees has its sign. One fma per product and lane.
-//   * elsewhere: trunc(x*y * 2^-q) per term (multiply, multiply, truncate, add).
-template <size_t R, class DD>
-HWY_INLINE void FusedGroupRows(DD dd, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
-                               const uint32_t* idx, double* cw) {
-  using VD = hn::Vec<DD>;
-  const hn::RebindToSigned<DD> di;
+//     (acc - |p| rounded up is acc - floor(|p|)); the fma takes x*y exactly, whatever its width. B is
+//     packed split by sign (the values > 0 and those < 0, each with zeros elsewhere), and x's sign
+//     picks which half each direction reads: every product a direction sees has its sign. One fma
+//     per product and lane, in double lanes or, where the sums fit (Hopper and Ada FP8: 13 kept
+//     bits), in float lanes, twice as many.
+//   * elsewhere: trunc(x*y * 2^-q) per term in double lanes (multiply, multiply, truncate, add).
+template <size_t R, class DT>
+HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
+                               const uint32_t* idx, hn::TFromD<DT>* cw) {
+  using T = hn::TFromD<DT>;
+  using V = hn::Vec<DT>;
+  const hn::RebindToSigned<DT> di;
+  using TI = hn::TFromD<decltype(di)>;
   using VI = hn::Vec<decltype(di)>;
+  constexpr int kMant = sizeof(T) == 8 ? 52 : 23;  // fraction bits of the lane type
+  constexpr int kBias = sizeof(T) == 8 ? 1023 : 127;
   const hn::ScalableTag<int16_t> d16;
-  const hn::Rebind<int16_t, DD> d16h;
-  const hn::Rebind<int32_t, DD> d32h;
-  constexpr size_t kMaxNV = 4;  // W columns are at most 4 double vectors
-  const size_t Ld = hn::Lanes(dd);
+  const hn::Rebind<int16_t, DT> d16h;
+  const hn::Rebind<int32_t, DT> d32h;
+  constexpr size_t kMaxNV = 4;  // W columns are at most 4 vectors
+  const size_t Ld = hn::Lanes(dt);
   const size_t W = 2 * hn::Lanes(hn::ScalableTag<float>());  // the strip width of matmul_fast
   const size_t NV = W / Ld;
   const size_t L16 = hn::Lanes(d16), N16 = W / L16;  // one int16 vector, two on the scalar target
   const FusedOperands& fo = op.fused;
   const FusedModel& m = *fo.model;
-  const double* arow[R];
+  const T* a = nullptr;
+  const T* b = nullptr;
+  if constexpr (sizeof(T) == 8) {
+    a = fo.a;
+    b = fo.b;
+  } else {
+    a = fo.af;
+    b = fo.bf;
+  }
+  const T* arow[R];
   const int16_t* earow[R];
   for (size_t r = 0; r < R; ++r) {
-    arow[r] = fo.a + (i + r) * op.k + k0;
+    arow[r] = a + (i + r) * op.k + k0;
     earow[r] = fo.ea + (i + r) * op.k + k0;
   }
   const int16_t* es = fo.eb + (j0 / W) * op.k * W + k0 * W;
-  const double* bs = fo.b + (j0 / W) * op.k * 2 * W + k0 * 2 * W;
-  const VI bias = hn::Set(di, 1023);
-  const VI sign_mask = hn::Set(di, static_cast<int64_t>(0x8000000000000000ull));
+  const T* bs = b + (j0 / W) * op.k * 2 * W + k0 * 2 * W;
+  const VI bias = hn::Set(di, kBias);
+  const VI sign_mask = hn::Set(di, static_cast<TI>(TI{1} << (8 * sizeof(T) - 1)));
 
   // Pass 1: the alignment exponent E of every lane, as q = max(E, min_align) - kept_bits.
   hn::Vec<decltype(d16)> Ep[R][2];
@@ -80,82 +106,115 @@ HWY_INLINE void FusedGroupRows(DD dd, const FastOperands& op, size_t i, size_t j
   VI q[R][kMaxNV];
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NV; ++v) {
-      const VD c = hn::Load(dd, cw + r * W + v * Ld);
-      const VI field = hn::ShiftRight<52>(hn::AndNot(sign_mask, hn::BitCast(di, c)));
-      const VD ec = hn::Max(hn::ConvertTo(dd, hn::Sub(field, bias)), hn::Set(dd, static_cast<double>(m.out.emin)));
-      VD E = hn::IfThenElse(hn::Eq(c, hn::Zero(dd)), hn::Set(dd, kZeroExp), ec);
-      E = hn::Max(E, hn::PromoteTo(dd, hn::PromoteTo(d32h, hn::LoadU(d16h, ep[r] + v * Ld))));
-      q[r][v] = hn::ConvertTo(
-          di, hn::Sub(hn::Max(E, hn::Set(dd, fo.min_align)), hn::Set(dd, static_cast<double>(m.kept_bits))));
+      const V c = hn::Load(dt, cw + r * W + v * Ld);
+      const VI field = hn::ShiftRight<kMant>(hn::AndNot(sign_mask, hn::BitCast(di, c)));
+      const VI ec = hn::Max(hn::Sub(field, bias), hn::Set(di, static_cast<TI>(m.out.emin)));
+      VI E = hn::IfThenElse(hn::RebindMask(di, hn::Eq(c, hn::Zero(dt))), hn::Set(di, static_cast<TI>(kZeroExp)), ec);
+      const auto e16 = hn::LoadU(d16h, ep[r] + v * Ld);
+      if constexpr (sizeof(T) == 8)
+        E = hn::Max(E, hn::PromoteTo(di, hn::PromoteTo(d32h, e16)));
+      else
+        E = hn::Max(E, hn::PromoteTo(di, e16));
+      q[r][v] = hn::Sub(hn::Max(E, hn::Set(di, static_cast<TI>(fo.min_align))), hn::Set(di, static_cast<TI>(m.kept_bits)));
     }
 
-  // Pass 2: the cut terms, added exactly; val = their sum times 2^q (exact).
-  VD val[R][kMaxNV];
+  // Pass 2: the cut terms, added exactly; val = their sum times 2^q (exact). `outside`: lanes whose q
+  // the lane type cannot scale by (float lanes only), redone by the scalar core below.
+  V val[R][kMaxNV];
+  hn::Mask<decltype(di)> outside[R][kMaxNV];
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  using Raw = decltype(V().raw);
   constexpr int kTowardZero = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
   constexpr int kUpward = _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC;
-  VD up[R][kMaxNV], down[R][kMaxNV];
+  auto fma_round = [](Raw x, Raw y, Raw acc, auto dir) -> Raw {
+    if constexpr (sizeof(T) == 8)
+      return _mm512_fmadd_round_pd(x, y, acc, decltype(dir)::value);
+    else
+      return _mm512_fmadd_round_ps(x, y, acc, decltype(dir)::value);
+  };
+  // M = 1.5 * 2^(kMant+q); it and 2^-q are normal where q is in [qmin, qmax].
+  const TI qmin = -kBias + 1 - kMant, qmax = kBias - 1 - kMant;
+  V up[R][kMaxNV], down[R][kMaxNV];
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NV; ++v) {
-      const VD M = hn::BitCast(dd, hn::Or(hn::ShiftLeft<52>(hn::Add(hn::Set(di, 1023 + 52), q[r][v])),
-                                          hn::Set(di, int64_t{1} << 51)));          // 1.5 * 2^(52+q)
-      const VD scale = hn::BitCast(dd, hn::ShiftLeft<52>(hn::Sub(bias, q[r][v])));  // 2^-q
-      const VD unit = hn::BitCast(dd, hn::ShiftLeft<52>(hn::Add(bias, q[r][v])));   // 2^q
-      const VD c = hn::Load(dd, cw + r * W + v * Ld);
-      up[r][v] = hn::Add(M, hn::Mul(hn::Trunc(hn::Mul(c, scale)), unit));  // M + trunc(c 2^-q) 2^q, exact
+      outside[r][v] = hn::Or(hn::Lt(q[r][v], hn::Set(di, qmin)), hn::Gt(q[r][v], hn::Set(di, qmax)));
+      const VI qc = hn::Min(hn::Max(q[r][v], hn::Set(di, qmin)), hn::Set(di, qmax));
+      const V M = hn::BitCast(dt, hn::Or(hn::ShiftLeft<kMant>(hn::Add(hn::Set(di, kBias + kMant), qc)),
+                                         hn::Set(di, TI{1} << (kMant - 1))));
+      // trunc(c * 2^-q) * 2^q: c with its bits below 2^q cleared (zero once |c| < 2^q), by integer
+      // operations on its encoding, so that no power of two beyond the lanes' range is needed.
+      const V c = hn::Load(dt, cw + r * W + v * Ld);
+      const VI cb = hn::BitCast(di, c);
+      const VI field = hn::ShiftRight<kMant>(hn::AndNot(sign_mask, cb));
+      const VI lsb = hn::Sub(hn::Max(field, hn::Set(di, 1)), hn::Set(di, kBias + kMant));  // c's last bit
+      const VI cut = hn::Sub(qc, lsb);  // bits of c below 2^q
+      const VI low_bits = hn::Sub(hn::Shl(hn::Set(di, 1), hn::Min(hn::Max(cut, hn::Zero(di)), hn::Set(di, kMant + 1))),
+                                  hn::Set(di, 1));
+      const VI tc = hn::IfThenZeroElse(hn::Gt(cut, hn::Set(di, kMant)), hn::AndNot(low_bits, cb));
+      up[r][v] = hn::Add(M, hn::BitCast(dt, tc));  // exact: tc is a multiple of 2^q below 2^(kept+2+q)
       down[r][v] = M;
     }
   for (uint32_t t = 0; t < g.n; ++t) {
     const size_t p = idx[t];
-    const double* row = bs + p * 2 * W;
+    const T* row = bs + p * 2 * W;
     for (size_t r = 0; r < R; ++r) {
-      const double x = arow[r][p];
+      const T x = arow[r][p];
       // Arithmetic, not a branch: x's sign is data, and a mispredicted branch costs more than the fmas.
-      const size_t s = static_cast<size_t>(bits_of(x) >> 63) * W;
-      const double* same = row + s;         // y of x's sign: products >= 0
-      const double* other = row + (W - s);  // products <= 0
-      const __m512d vx = _mm512_set1_pd(x);
+      TI xb;
+      std::memcpy(&xb, &x, sizeof x);
+      const size_t s = static_cast<size_t>(static_cast<std::make_unsigned_t<TI>>(xb) >> (8 * sizeof(T) - 1)) * W;
+      const T* same = row + s;         // y of x's sign: products >= 0
+      const T* other = row + (W - s);  // products <= 0
+      const V vx = hn::Set(dt, x);
       for (size_t v = 0; v < NV; ++v) {
-        up[r][v].raw = _mm512_fmadd_round_pd(vx, _mm512_loadu_pd(same + v * Ld), up[r][v].raw, kTowardZero);
-        down[r][v].raw = _mm512_fmadd_round_pd(vx, _mm512_loadu_pd(other + v * Ld), down[r][v].raw, kUpward);
+        up[r][v].raw = fma_round(vx.raw, hn::LoadU(dt, same + v * Ld).raw, up[r][v].raw,
+                                 std::integral_constant<int, kTowardZero>{});
+        down[r][v].raw = fma_round(vx.raw, hn::LoadU(dt, other + v * Ld).raw, down[r][v].raw,
+                                   std::integral_constant<int, kUpward>{});
       }
     }
   }
-  // Both accumulators stay within 2^(51+q) of M: the differences and their sum are exact, and an
-  // exactly cancelling group gives +0.
+  // Both accumulators stay within 2^(kMant-1+q) of M: the differences and their sum are exact, and
+  // an exactly cancelling group gives +0.
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NV; ++v) {
-      const VD M = hn::BitCast(dd, hn::Or(hn::ShiftLeft<52>(hn::Add(hn::Set(di, 1023 + 52), q[r][v])),
-                                          hn::Set(di, int64_t{1} << 51)));
+      const VI qc = hn::Min(hn::Max(q[r][v], hn::Set(di, qmin)), hn::Set(di, qmax));
+      const V M = hn::BitCast(dt, hn::Or(hn::ShiftLeft<kMant>(hn::Add(hn::Set(di, kBias + kMant), qc)),
+                                         hn::Set(di, TI{1} << (kMant - 1))));
       val[r][v] = hn::Add(hn::Sub(up[r][v], M), hn::Sub(down[r][v], M));
     }
 #else
-  VD scale[R][kMaxNV], sum[R][kMaxNV];
+  static_assert(sizeof(T) == 8, "float lanes need per-instruction rounding");
+  V scale[R][kMaxNV], sum[R][kMaxNV];
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NV; ++v) {
-      scale[r][v] = hn::BitCast(dd, hn::ShiftLeft<52>(hn::Sub(bias, q[r][v])));  // 2^-q
+      outside[r][v] = hn::FirstN(di, 0);  // (double lanes scale by any q a model reaches)
+      scale[r][v] = hn::BitCast(dt, hn::ShiftLeft<kMant>(hn::Sub(bias, q[r][v])));  // 2^-q
       // Starting from +0 turns a truncated -0 into +0 (an all-zero group gives +0, as group_at).
-      sum[r][v] = hn::Add(hn::Zero(dd), hn::Trunc(hn::Mul(hn::Load(dd, cw + r * W + v * Ld), scale[r][v])));
+      sum[r][v] = hn::Add(hn::Zero(dt), hn::Trunc(hn::Mul(hn::Load(dt, cw + r * W + v * Ld), scale[r][v])));
     }
   for (uint32_t t = 0; t < g.n; ++t) {
     const size_t p = idx[t];
-    const double* row = bs + p * 2 * W;
+    const T* row = bs + p * 2 * W;
     for (size_t v = 0; v < NV; ++v) {
-      const VD y = hn::Add(hn::LoadU(dd, row + v * Ld), hn::LoadU(dd, row + W + v * Ld));  // one of them is 0
+      const V y = hn::Add(hn::LoadU(dt, row + v * Ld), hn::LoadU(dt, row + W + v * Ld));  // one of them is 0
       for (size_t r = 0; r < R; ++r)
-        sum[r][v] = hn::Add(sum[r][v], hn::Trunc(hn::Mul(hn::Mul(hn::Set(dd, arow[r][p]), y), scale[r][v])));
+        sum[r][v] = hn::Add(sum[r][v], hn::Trunc(hn::Mul(hn::Mul(hn::Set(dt, arow[r][p]), y), scale[r][v])));
     }
   }
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NV; ++v)
-      val[r][v] = hn::Mul(sum[r][v], hn::BitCast(dd, hn::ShiftLeft<52>(hn::Add(bias, q[r][v]))));  // times 2^q
+      val[r][v] = hn::Mul(sum[r][v], hn::BitCast(dt, hn::ShiftLeft<kMant>(hn::Add(bias, q[r][v]))));  // times 2^q
 #endif
 
   // Normalise and round once to the result grid.
-  const int shift = 52 - m.out_man_bits;
-  const VI low = hn::Set(di, (int64_t{1} << shift) - 1);
-  const VI min_normal_enc = hn::Set(di, static_cast<int64_t>(bits_of(pow2(m.out.emin))));
-  const VI overflow_enc = hn::Set(di, static_cast<int64_t>(bits_of(pow2(m.out.emax + 1))));
+  const int shift = kMant - m.out_man_bits;
+  const VI low = hn::Set(di, static_cast<TI>((TI{1} << shift) - 1));
+  // The encodings of 2^out.emin (normal in T: the fast path takes out.emin >= -126) and of
+  // 2^(out.emax+1), the overflow threshold (T's infinity where that is beyond T's range).
+  auto pow2_enc = [](int e) { return static_cast<TI>(static_cast<TI>(std::min(e + kBias, 2 * kBias + 1)) << kMant); };
+  const VI min_normal_enc = hn::Set(di, pow2_enc(m.out.emin));
+  const VI overflow_enc = hn::Set(di, pow2_enc(m.out.emax + 1));
   const VI one = hn::Set(di, 1);
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NV; ++v) {
@@ -167,56 +226,59 @@ HWY_INLINE void FusedGroupRows(DD dd, const FastOperands& op, size_t i, size_t j
         rounded = hn::AndNot(low, hn::Add(hn::Add(mag, hn::ShiftRight<1>(low)), hn::And(hn::ShiftRightSame(mag, shift), one)));
       else
         rounded = hn::AndNot(low, mag);
-      const auto rare = hn::Or(hn::And(hn::Lt(mag, min_normal_enc), hn::Ne(mag, hn::Zero(di))),
+      const auto rare = hn::Or(hn::Or(outside[r][v], hn::And(hn::Lt(mag, min_normal_enc), hn::Ne(mag, hn::Zero(di)))),
                                hn::Or(hn::Not(hn::Lt(rounded, overflow_enc)), hn::Not(hn::Lt(mag, overflow_enc))));
-      double* cv = cw + r * W + v * Ld;
-      HWY_ALIGN double res[HWY_MAX_BYTES / sizeof(double)];
-      hn::Store(hn::BitCast(dd, hn::Or(sign, rounded)), dd, res);
+      T* cv = cw + r * W + v * Ld;
+      HWY_ALIGN T res[HWY_MAX_BYTES / sizeof(T)];
+      hn::Store(hn::BitCast(dt, hn::Or(sign, rounded)), dt, res);
       if (HWY_UNLIKELY(!hn::AllFalse(di, rare))) {
         // The scalar core on this lane's own operands (also where c had become infinite).
-        HWY_ALIGN int64_t rare_lanes[HWY_MAX_BYTES / sizeof(double)];
+        HWY_ALIGN TI rare_lanes[HWY_MAX_BYTES / sizeof(T)];
         hn::Store(hn::VecFromMask(di, rare), di, rare_lanes);
         for (size_t l = 0; l < Ld; ++l) {
           const size_t j = j0 + v * Ld + l;
           if (!rare_lanes[l] || j >= op.n) continue;
           const double* ap = fo.a + (i + r) * op.k + k0 + g.start;
           const double* bp = fo.bq + j * op.k + k0 + g.start;
-          res[l] = g.half < 0 ? fused_detail::group_at(cv[l], ap, 1, bp, 1, static_cast<int>(g.n),
-                                                       fused_detail::Consecutive{}, m)
-                              : fused_detail::group_at(cv[l], ap, 1, bp, 1, static_cast<int>(g.n),
-                                                       fused_detail::Interleaved{m.interleave, g.half}, m);
+          const double c_old = cv[l];
+          res[l] = static_cast<T>(g.half < 0 ? fused_detail::group_at(c_old, ap, 1, bp, 1, static_cast<int>(g.n),
+                                                                      fused_detail::Consecutive{}, m)
+                                             : fused_detail::group_at(c_old, ap, 1, bp, 1, static_cast<int>(g.n),
+                                                                      fused_detail::Interleaved{m.interleave, g.half}, m));
         }
       }
-      hn::Store(hn::Load(dd, res), dd, cv);
+      hn::Store(hn::Load(dt, res), dt, cv);
     }
 }
 
 // The fused model over one K-block for rows [i0, i0+rows), rows <= kMaxRows, and the strip at column
-// j0: out[r*W + l].
+// j0, in lanes of dt's type: out[r*W + l] (results on the output format's grid, exact as floats).
 // Groups run in the outer loop and rows in the inner one, so that a group's slice of the strip
 // (32 products x W columns: 16 KiB at most) stays in L1 while every row of the tile reads it.
-template <size_t kMaxRows, class DD>
-HWY_INLINE void FusedTileBlock(DD dd, const FastOperands& op, size_t i0, size_t rows, size_t j0, size_t k0,
-                               const FusedPlan& plan, double* out) {
-  const size_t W = 2 * hn::Lanes(hn::ScalableTag<float>());  // the strip width of matmul_fast
+template <size_t kMaxRows, class DT>
+HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t rows, size_t j0, size_t k0,
+                               const FusedPlan& plan, float* out) {
+  using T = hn::TFromD<DT>;
+  const size_t W = 2 * hn::Lanes(hn::ScalableTag<float>());
   const FusedModel& m = *op.fused.model;
   const bool promote = m.promote_every > 0;
-  HWY_ALIGN double c[kMaxRows * 2 * HWY_MAX_BYTES / sizeof(float)];
-  for (size_t l = 0; l < rows * W; ++l) out[l] = 0.0;  // the outer accumulators
+  HWY_ALIGN T c[kMaxRows * 2 * HWY_MAX_BYTES / sizeof(float)];
+  for (size_t l = 0; l < rows * W; ++l) out[l] = 0.0f;  // the outer accumulators
   uint32_t g0 = 0;
   for (uint32_t chain_end : plan.chain_end) {
-    for (size_t l = 0; l < rows * W; ++l) c[l] = promote ? 0.0 : out[l];
+    for (size_t l = 0; l < rows * W; ++l) c[l] = promote ? T(0) : static_cast<T>(out[l]);
     for (uint32_t gi = g0; gi < chain_end; ++gi) {
       const FusedGroup& g = plan.groups[gi];
       // Rows in pairs: two rows' independent sums hide the latency of each other's fmas.
       const uint32_t* idx = plan.index.data() + g.first;
       size_t r = 0;
-      for (; r + 2 <= rows; r += 2) FusedGroupRows<2>(dd, op, i0 + r, j0, k0, g, idx, c + r * W);
-      if (r < rows) FusedGroupRows<1>(dd, op, i0 + r, j0, k0, g, idx, c + r * W);
+      for (; r + 2 <= rows; r += 2) FusedGroupRows<2>(dt, op, i0 + r, j0, k0, g, idx, c + r * W);
+      if (r < rows) FusedGroupRows<1>(dt, op, i0 + r, j0, k0, g, idx, c + r * W);
     }
     g0 = chain_end;
     // Promotion into the outer accumulator, once per chain: the scalar core.
-    for (size_t l = 0; l < rows * W; ++l) out[l] = promote ? fused_promote_add(out[l], c[l], m) : c[l];
+    for (size_t l = 0; l < rows * W; ++l)
+      out[l] = static_cast<float>(promote ? fused_promote_add(out[l], c[l], m) : static_cast<double>(c[l]));
   }
 }
 
