@@ -272,6 +272,16 @@ TEST_CASE("float entry == double entry on every SIMD target: in-place fp32 opera
     p.a = MatmulPolicy().a;
     ps.push_back({"fp32 a in place, mx b", p});
   }
+  // The fused kernel's SIMD packing of float operands (codes, B's transposition and sign split), in
+  // float lanes (the 13-bit H100 FP8 model on AVX-512) and in double lanes (bf16 into the A100 model).
+  for (const char* preset : {"h100_fp8", "a100_bf16"}) {
+    const TcPreset tp = *find_tc_preset(preset);
+    MatmulPolicy p;
+    p.a.format = p.b.format = tp.in_format;
+    p.a.round.overflow = p.b.round.overflow = Overflow::ieee;
+    p.inner.fused = tp.model;
+    ps.push_back({std::string("the fused model ") + preset, p});
+  }
   const std::vector<int64_t> targets = matmul_fast_targets();
   struct Reset {
     ~Reset() { hwy::SetSupportedTargetsForTest(0); }

@@ -48,8 +48,8 @@ void poison(MatmulWorkspace& ws) {
   }
   for (auto* v : {&ws.wide_c, &ws.wide_a, &ws.wide_b}) poison(*v);
   for (FastScratch* f : {&ws.fast_double, &ws.fast_float}) {
-    for (auto* v : {&f->a, &f->b, &f->c, &f->sa, &f->sb}) poison(*v);
-    for (auto* v : {&f->bd, &f->aq_wide, &f->bq_wide}) poison(*v);
+    for (auto* v : {&f->a, &f->b, &f->c, &f->sa, &f->sb, &f->bt}) poison(*v);
+    for (auto* v : {&f->bd, &f->aq_wide}) poison(*v);
     for (auto* v : {&f->ea, &f->eb}) poison(*v);
   }
 }

@@ -435,6 +435,8 @@ HWY_EXPORT(FastMatmul);
 HWY_EXPORT(HasNativeFma);
 HWY_EXPORT(FloatLanes);
 HWY_EXPORT(FusedFloatLanes);
+HWY_EXPORT(FusedExpCodes);
+HWY_EXPORT(FusedPackStrips);
 HWY_EXPORT(FloatMagnitudeRange);
 HWY_EXPORT(FastTargetName);
 
@@ -727,97 +729,134 @@ T* line_aligned(std::vector<T>& v, size_t n) {
   return v.data() + off / sizeof(T);
 }
 
-// Phase 2a, pack for the fused kernel: A with its alignment exponents (int16); B in strips of W
-// columns, per k its exponents (padding: kZeroExp) and its values split by sign (W values > 0, zero
-// elsewhere, then W values < 0), as matmul_fused-inl.h reads them; values in the kernel's lane type.
-// The plans live in the caller (op points at them).
+// Phase 2a, pack for the fused kernel (the layouts of FusedOperands): the alignment codes of A and
+// B, A as the lanes read it, B in strips split by sign; the operands' magnitude ranges. Float
+// operands (the float entry) are packed by SIMD (B through one transposition), doubles element by
+// element. The plans live in the caller (op points at them).
 void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, FastOperands& op, FastScratch& s,
                 FusedPlan& plan_full, FusedPlan& plan_tail, PackedRanges& r) {
   const QuantizedOperand& A = ops.a;
   const QuantizedOperand& B = ops.b;
-  const size_t m = op.m, n = op.n, k = op.k, strips = op.npad / W;
+  const size_t m = op.m, n = op.n, k = op.k, npad = op.npad, strips = npad / W;
   const bool lanes32 = fused_fits_float_lanes(fm);
-  constexpr size_t kT = 64;  // k-rows per transposition chunk: the chunk of a strip stays in L1
+  const int in_emin = fm.in_emin;
   // Exponents of the formats the fused path takes (fits_float) and kZeroExp fit int16, and so do
   // the kernel's sums of two of them.
   static_assert(2 * kZeroExp >= std::numeric_limits<int16_t>::min());
-  auto align_exp = [&](double x) -> int16_t {
-    if (is_nan(x) || is_inf(x)) return 0;  // (the ranges send such a call to the reference)
-    return static_cast<int16_t>(x == 0 ? kZeroExp : std::max(fused_detail::lead_exp(x), fm.in_emin));
+  // lead_exp from the encoding (the values fit float, so as doubles they are normal or zero); NaN
+  // and infinity get some code (the ranges then send the call to the reference).
+  auto align_exp = [in_emin](double x) -> int16_t {
+    const int e = static_cast<int>((bits_of(x) >> 52) & 0x7ff) - 1023;
+    return static_cast<int16_t>(x == 0 ? static_cast<int>(kZeroExp) : std::max(e, in_emin));
   };
   if (s.ea.size() < m * k) s.ea.resize(m * k);
-  if (s.eb.size() < k * op.npad) s.eb.resize(k * op.npad);
+  if (s.eb.size() < k * npad) s.eb.resize(k * npad);
   int16_t* ea = s.ea.data();
   int16_t* eb = s.eb.data();
-  double* bd = lanes32 ? nullptr : line_aligned(s.bd, 2 * k * op.npad);
-  float* bf = lanes32 ? line_aligned(s.b, 2 * k * op.npad) : nullptr;
-  // The kernel's scalar core reads the values as doubles (A.q, B.q): float storage is widened.
-  const double* aq = A.q.data();
-  const double* bq = B.q.data();
+  double* bd = lanes32 ? nullptr : line_aligned(s.bd, 2 * k * npad);
+  float* bf = lanes32 ? line_aligned(s.b, 2 * k * npad) : nullptr;
+  FusedOperands& fo = op.fused;
+  fo = FusedOperands{};
+  fo.float_lanes = lanes32;
+  fo.b = bd;
+  fo.bf = bf;
+  fo.ea = ea;
+  fo.eb = eb;
+
+  // A: codes and range; the kernel's copy (floats in place, or doubles).
   if (A.in_float) {
-    s.aq_wide.assign(A.qf.begin(), A.qf.begin() + static_cast<std::ptrdiff_t>(m * k));
-    aq = s.aq_wide.data();
-  }
-  if (B.in_float) {
-    s.bq_wide.assign(B.qf.begin(), B.qf.begin() + static_cast<std::ptrdiff_t>(n * k));
-    bq = s.bq_wide.data();
-  }
-  const float* af = A.in_float ? A.qf.data() : nullptr;
-  float* af_packed = nullptr;
-  if (lanes32 && !A.in_float) {
-    if (s.a.size() < m * k) s.a.resize(m * k);
-    af = af_packed = s.a.data();
-  }
-  double a_min = r.a_min, a_max = r.a_max, b_min = r.b_min, b_max = r.b_max;
-  int a_bad = r.a_bad, b_bad = r.b_bad;
+    const float* qf = A.qf.data();
+    magnitude_of(qf, m * k, r.a_min, r.a_max, r.a_bad);
+#pragma omp parallel for schedule(static) if (worth_threads_elements(m * k))
+    for (size_t i = 0; i < m; ++i) HWY_DYNAMIC_DISPATCH(FusedExpCodes)(qf + i * k, k, in_emin, ea + i * k);
+    fo.aqf = qf;
+    if (lanes32) {
+      fo.af = qf;
+    } else {
+      s.aq_wide.assign(qf, qf + m * k);
+      fo.a = s.aq_wide.data();
+    }
+  } else {
+    const double* aq = A.q.data();
+    float* af = nullptr;
+    if (lanes32) {
+      if (s.a.size() < m * k) s.a.resize(m * k);
+      af = s.a.data();
+    }
+    double a_min = r.a_min, a_max = r.a_max;
+    int a_bad = r.a_bad;
 #pragma omp parallel for schedule(static) reduction(min : a_min) reduction(max : a_max) reduction(| : a_bad) \
     if (worth_threads_elements(m * k))
-  for (size_t i = 0; i < m * k; ++i) {
-    const double x = aq[i];
-    note_magnitude(x, a_min, a_max, a_bad);
-    ea[i] = align_exp(x);
-    if (af_packed) af_packed[i] = static_cast<float>(x);  // (exact: the format fits float)
+    for (size_t i = 0; i < m * k; ++i) {
+      const double x = aq[i];
+      note_magnitude(x, a_min, a_max, a_bad);
+      ea[i] = align_exp(x);
+      if (af) af[i] = static_cast<float>(x);  // (exact: the format fits float)
+    }
+    r.a_min = a_min;
+    r.a_max = a_max;
+    r.a_bad = a_bad;
+    fo.aq = aq;
+    fo.a = aq;
+    fo.af = af;
   }
+
+  // B: codes, range and strips.
+  if (B.in_float) {
+    const float* qf = B.qf.data();
+    magnitude_of(qf, n * k, r.b_min, r.b_max, r.b_bad);
+    // B transposed (k x npad, the padding columns zero), then the strips by rows of it.
+    if (s.bt.size() < k * npad) s.bt.resize(k * npad);
+    float* bt = s.bt.data();
+    transpose_floats(qf, n, k, k, bt, npad, false);
+    for (size_t t = 0; t < k; ++t) std::fill(bt + t * npad + n, bt + (t + 1) * npad, 0.0f);
+    const size_t threads = worth_threads_elements(n * k) ? static_cast<size_t>(omp_get_max_threads()) : 1;
+#pragma omp parallel for schedule(static) if (threads > 1)
+    for (size_t part = 0; part < threads; ++part)
+      HWY_DYNAMIC_DISPATCH(FusedPackStrips)(bt, npad, k, strips * part / threads, strips * (part + 1) / threads,
+                                            in_emin, bf, bd, eb);
+    fo.bqf = qf;
+  } else {
+    const double* bq = B.q.data();
+    constexpr size_t kT = 64;  // k-rows per transposition chunk: the chunk of a strip stays in L1
+    double b_min = r.b_min, b_max = r.b_max;
+    int b_bad = r.b_bad;
 #pragma omp parallel for schedule(static) reduction(min : b_min) reduction(max : b_max) reduction(| : b_bad) \
     if (worth_threads_elements(n * k))
-  for (size_t st = 0; st < strips; ++st) {
-    const size_t j0 = st * W;
-    for (size_t t0 = 0; t0 < k; t0 += kT) {
-      const size_t t1 = std::min(k, t0 + kT);
-      for (size_t jj = 0; jj < W; ++jj) {
-        const size_t j = j0 + jj;
-        const double* src = j < n ? bq + j * k : nullptr;
-        for (size_t t = t0; t < t1; ++t) {
-          const double y = src ? src[t] : 0.0;
-          note_magnitude(y, b_min, b_max, b_bad);
-          const size_t at = st * k * 2 * W + t * 2 * W + jj;
-          if (lanes32) {
-            bf[at] = y > 0 ? static_cast<float>(y) : 0.0f;
-            bf[at + W] = y < 0 ? static_cast<float>(y) : 0.0f;
-          } else {
-            bd[at] = y > 0 ? y : 0.0;
-            bd[at + W] = y < 0 ? y : 0.0;
+    for (size_t st = 0; st < strips; ++st) {
+      const size_t j0 = st * W;
+      for (size_t t0 = 0; t0 < k; t0 += kT) {
+        const size_t t1 = std::min(k, t0 + kT);
+        for (size_t jj = 0; jj < W; ++jj) {
+          const size_t j = j0 + jj;
+          const double* src = j < n ? bq + j * k : nullptr;
+          for (size_t t = t0; t < t1; ++t) {
+            const double y = src ? src[t] : 0.0;
+            note_magnitude(y, b_min, b_max, b_bad);
+            const size_t at = st * k * 2 * W + t * 2 * W + jj;
+            if (lanes32) {
+              bf[at] = y > 0 ? static_cast<float>(y) : 0.0f;
+              bf[at + W] = y < 0 ? static_cast<float>(y) : 0.0f;
+            } else {
+              bd[at] = y > 0 ? y : 0.0;
+              bd[at + W] = y < 0 ? y : 0.0;
+            }
+            eb[st * k * W + t * W + jj] = align_exp(y);
           }
-          eb[st * k * W + t * W + jj] = align_exp(y);
         }
       }
     }
+    r.b_min = b_min;
+    r.b_max = b_max;
+    r.b_bad = b_bad;
+    fo.bq = bq;
   }
-  r = {a_min, a_max, b_min, b_max, a_bad, b_bad};
   plan_full = build_fused_plan(op.kblock, fm);
   if (k % op.kblock != 0) plan_tail = build_fused_plan(k % op.kblock, fm);
   op.inner = FastInner::fused;
-  op.fused.model = &fm;
-  op.fused.a = aq;
-  op.fused.ea = ea;
-  op.fused.b = bd;
-  op.fused.af = af;
-  op.fused.bf = bf;
-  op.fused.float_lanes = lanes32;
-  op.fused.eb = eb;
-  op.fused.bq = bq;
-  op.fused.plan_full = &plan_full;
-  op.fused.plan_tail = k % op.kblock != 0 ? &plan_tail : nullptr;
+  fo.model = &fm;
+  fo.plan_full = &plan_full;
+  fo.plan_tail = k % op.kblock != 0 ? &plan_tail : nullptr;
   op.fused.min_align = std::max(static_cast<double>(fm.min_align_exp), kFloorExp);
 }
 

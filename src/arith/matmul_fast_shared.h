@@ -31,15 +31,23 @@ struct FusedPlan {
 // What the fused kernel reads besides the float operands (see FusedBlock).
 struct FusedOperands {
   const FusedModel* model = nullptr;
-  const double* a = nullptr;    // A.q, m x k
-  const int16_t* ea = nullptr;  // alignment exponent of each A element (kZeroExp for zeros)
-  const double* b = nullptr;    // B in strips of W columns split by sign: per k, W values > 0 then W < 0
-  const int16_t* eb = nullptr;  // exponents of B in strips of W columns, per k W exponents
-  const double* bq = nullptr;   // B.q, n x k (for the scalar core on rare lanes)
-  // Float lanes (matmul_fused-inl.h): A and the split B strips as floats instead of a and b.
+  // What the kernel reads: A (m x k) as doubles (a) or, in float lanes, as floats (af); B in strips
+  // of W columns split by sign, per k W values > 0 then W values < 0, as doubles (b) or floats (bf);
+  // the alignment exponents of A (m x k) and of B (strips of W columns, per k W codes; kZeroExp for
+  // zeros).
   bool float_lanes = false;
+  const double* a = nullptr;
   const float* af = nullptr;
+  const double* b = nullptr;
   const float* bf = nullptr;
+  const int16_t* ea = nullptr;
+  const int16_t* eb = nullptr;
+  // What the scalar core reads on rare lanes: A (m x k) and B transposed (n x k), as the caller gave
+  // them: doubles (aq, bq) or floats (aqf, bqf).
+  const double* aq = nullptr;
+  const float* aqf = nullptr;
+  const double* bq = nullptr;
+  const float* bqf = nullptr;
   const FusedPlan* plan_full = nullptr;  // blocks of kblock products
   const FusedPlan* plan_tail = nullptr;  // the last, shorter block (or nullptr)
   double min_align = 0;         // max(model.min_align_exp, kFloorExp)

@@ -8,7 +8,10 @@
 #define DRIFT_ARITH_MATMUL_FUSED_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "arith/matmul_fast_shared.h"
 #include "arith/ops.h"
@@ -49,6 +52,29 @@ constexpr bool kFusedDirected = false;
 //     per product and lane, in double lanes or, where the sums fit (Hopper and Ada FP8: 13 kept
 //     bits), in float lanes, twice as many.
 //   * elsewhere: trunc(x*y * 2^-q) per term in double lanes (multiply, multiply, truncate, add).
+// One group for row i and column j by the scalar core (group_at), from the operands as the caller
+// gave them (doubles, or floats widened here: the group's span only).
+HWY_NOINLINE double FusedGroupInCore(const FusedOperands& fo, size_t k, size_t i, size_t j, size_t k0,
+                                     const FusedGroup& g, double c) {
+  const size_t span = g.half < 0 ? g.n : static_cast<size_t>(fused_detail::Interleaved{fo.model->interleave, g.half}(
+                                                                   static_cast<int>(g.n) - 1)) + 1;
+  std::vector<double> wide;
+  auto source = [&](const double* q, const float* qf, size_t row) -> const double* {
+    const size_t at = row * k + k0 + g.start;
+    if (q) return q + at;
+    const size_t base = wide.size();
+    wide.insert(wide.end(), qf + at, qf + at + span);
+    return wide.data() + base;
+  };
+  wide.reserve(2 * span);
+  const double* ap = source(fo.aq, fo.aqf, i);
+  const double* bp = source(fo.bq, fo.bqf, j);
+  const int n = static_cast<int>(g.n);
+  return g.half < 0 ? fused_detail::group_at(c, ap, 1, bp, 1, n, fused_detail::Consecutive{}, *fo.model)
+                    : fused_detail::group_at(c, ap, 1, bp, 1, n, fused_detail::Interleaved{fo.model->interleave, g.half},
+                                             *fo.model);
+}
+
 template <size_t R, class DT>
 HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
                                const uint32_t* idx, hn::TFromD<DT>* cw) {
@@ -238,13 +264,7 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
         for (size_t l = 0; l < Ld; ++l) {
           const size_t j = j0 + v * Ld + l;
           if (!rare_lanes[l] || j >= op.n) continue;
-          const double* ap = fo.a + (i + r) * op.k + k0 + g.start;
-          const double* bp = fo.bq + j * op.k + k0 + g.start;
-          const double c_old = cv[l];
-          res[l] = static_cast<T>(g.half < 0 ? fused_detail::group_at(c_old, ap, 1, bp, 1, static_cast<int>(g.n),
-                                                                      fused_detail::Consecutive{}, m)
-                                             : fused_detail::group_at(c_old, ap, 1, bp, 1, static_cast<int>(g.n),
-                                                                      fused_detail::Interleaved{m.interleave, g.half}, m));
+          res[l] = static_cast<T>(FusedGroupInCore(fo, op.k, i + r, j, k0, g, static_cast<double>(cv[l])));
         }
       }
       hn::Store(hn::Load(dt, res), dt, cv);
@@ -279,6 +299,76 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
     // Promotion into the outer accumulator, once per chain: the scalar core.
     for (size_t l = 0; l < rows * W; ++l)
       out[l] = static_cast<float>(promote ? fused_promote_add(out[l], c[l], m) : static_cast<double>(c[l]));
+  }
+}
+
+// ---- Packing for the kernel above (matmul_fast's pack_fused, for float operands) ----------------
+
+// The alignment code of each of len floats: kZeroExp for a zero, else its exponent clamped at
+// in_emin (>= -126 for the formats the fast path takes, so that float subnormals, whose field reads
+// -127, clamp as their true exponent does). NaN and infinity get some code: the ranges then send
+// the call to the reference.
+template <class D, class VI = hn::Vec<hn::RebindToSigned<D>>>
+HWY_INLINE VI FusedCodeOf(D /*d*/, hn::Vec<D> x, const VI in_emin) {
+  const hn::RebindToSigned<D> di;
+  const VI bits = hn::BitCast(di, x);
+  const VI e = hn::Max(hn::Sub(hn::And(hn::ShiftRight<23>(bits), hn::Set(di, 0xff)), hn::Set(di, 127)), in_emin);
+  return hn::IfThenElse(hn::Eq(hn::And(bits, hn::Set(di, 0x7fffffff)), hn::Zero(di)),
+                        hn::Set(di, static_cast<int32_t>(kZeroExp)), e);
+}
+
+void FusedExpCodes(const float* x, size_t len, int in_emin, int16_t* out) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const hn::Rebind<int16_t, decltype(d)> d16;
+  const size_t L = hn::Lanes(d);
+  const auto emin = hn::Set(di, in_emin);
+  size_t i = 0;
+  for (; i + L <= len; i += L) hn::StoreU(hn::DemoteTo(d16, FusedCodeOf(d, hn::LoadU(d, x + i), emin)), d16, out + i);
+  for (; i < len; ++i) {
+    uint32_t b;
+    std::memcpy(&b, x + i, sizeof b);
+    const int e = std::max(static_cast<int>((b >> 23) & 0xff) - 127, in_emin);
+    out[i] = static_cast<int16_t>((b & 0x7fffffffu) == 0 ? static_cast<int>(kZeroExp) : e);
+  }
+}
+
+// Strips [st0, st1) of B for the kernel from B transposed (bt: k rows of ldt floats, the columns
+// past n zero): per k, the W values split by sign into bf (floats) or bd (doubles), whichever is
+// given, and their codes into eb.
+void FusedPackStrips(const float* bt, size_t ldt, size_t k, size_t st0, size_t st1, int in_emin, float* bf,
+                     double* bd, int16_t* eb) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const hn::Rebind<int16_t, decltype(d)> d16;
+  const hn::Repartition<double, decltype(d)> dd;
+  const size_t L = hn::Lanes(d), W = 2 * L, Ldd = hn::Lanes(dd);
+  const auto emin = hn::Set(di, in_emin);
+  const auto zero = hn::Zero(d);
+  for (size_t st = st0; st < st1; ++st) {
+    for (size_t t = 0; t < k; ++t) {
+      const float* src = bt + t * ldt + st * W;
+      const size_t at = st * k * 2 * W + t * 2 * W;
+      for (size_t h = 0; h < 2; ++h) {
+        const auto y = hn::LoadU(d, src + h * L);
+        const auto pos = hn::IfThenElseZero(hn::Gt(y, zero), y), neg = hn::IfThenElseZero(hn::Lt(y, zero), y);
+        if (bf) {
+          hn::StoreU(pos, d, bf + at + h * L);
+          hn::StoreU(neg, d, bf + at + W + h * L);
+        } else {
+          HWY_ALIGN float lanes[2][HWY_MAX_BYTES / sizeof(float)];
+          hn::Store(pos, d, lanes[0]);
+          hn::Store(neg, d, lanes[1]);
+          for (size_t part = 0; part < std::max<size_t>(1, L / Ldd); ++part) {  // (scalar target: one part)
+            const hn::Rebind<float, decltype(dd)> dh;
+            for (size_t side = 0; side < 2; ++side)
+              hn::StoreU(hn::PromoteTo(dd, hn::LoadU(dh, lanes[side] + part * Ldd)), dd,
+                         bd + at + side * W + h * L + part * Ldd);
+          }
+        }
+        hn::StoreU(hn::DemoteTo(d16, FusedCodeOf(d, y, emin)), d16, eb + st * k * W + t * W + h * L);
+      }
+    }
   }
 }
 

@@ -17,7 +17,8 @@ namespace drift {
 // The fast path's buffers (arith/matmul_fast.cpp), for one output type.
 struct FastScratch {
   std::vector<float> a, b, c, sa, sb;                  // A, B in strips, C, the block scales (float kernels)
-  std::vector<double> bd, aq_wide, bq_wide;            // the fused kernel's doubles
+  std::vector<float> bt;                               // B transposed (the fused kernel's packing)
+  std::vector<double> bd, aq_wide;                     // the fused kernel's doubles
   std::vector<int16_t> ea, eb;                         // and alignment exponents
 };
 
