@@ -50,7 +50,8 @@ void poison(MatmulWorkspace& ws) {
   for (FastScratch* f : {&ws.fast_double, &ws.fast_float}) {
     for (auto* v : {&f->a, &f->b, &f->c, &f->sa, &f->sb, &f->bt}) poison(*v);
     for (auto* v : {&f->bd, &f->aq_wide}) poison(*v);
-    for (auto* v : {&f->ea, &f->eb}) poison(*v);
+    poison(f->ea);
+    poison(f->eb);
   }
 }
 

@@ -751,7 +751,7 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
   };
   if (s.ea.size() < m * k) s.ea.resize(m * k);
   if (s.eb.size() < k * npad) s.eb.resize(k * npad);
-  int16_t* ea = s.ea.data();
+  int32_t* ea = s.ea.data();
   int16_t* eb = s.eb.data();
   double* bd = lanes32 ? nullptr : line_aligned(s.bd, 2 * k * npad);
   float* bf = lanes32 ? line_aligned(s.b, 2 * k * npad) : nullptr;
@@ -790,7 +790,7 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
     for (size_t i = 0; i < m * k; ++i) {
       const double x = aq[i];
       note_magnitude(x, a_min, a_max, a_bad);
-      ea[i] = align_exp(x);
+      ea[i] = FusedPairedCode(align_exp(x));
       if (af) af[i] = static_cast<float>(x);  // (exact: the format fits float)
     }
     r.a_min = a_min;

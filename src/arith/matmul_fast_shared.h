@@ -29,6 +29,13 @@ struct FusedPlan {
 };
 
 // What the fused kernel reads besides the float operands (see FusedBlock).
+// An alignment code in both int16 halves of an int32: the kernel broadcasts A's codes to int16
+// lanes with a 32-bit broadcast, which x86 does as a plain load.
+inline int32_t FusedPairedCode(int16_t code) {
+  const uint32_t u = static_cast<uint16_t>(code);
+  return static_cast<int32_t>(u | (u << 16));
+}
+
 struct FusedOperands {
   const FusedModel* model = nullptr;
   // What the kernel reads: A (m x k) as doubles (a) or, in float lanes, as floats (af); B in strips
@@ -40,7 +47,7 @@ struct FusedOperands {
   const float* af = nullptr;
   const double* b = nullptr;
   const float* bf = nullptr;
-  const int16_t* ea = nullptr;
+  const int32_t* ea = nullptr;  // each code twice, in both int16 halves (FusedPairedCode)
   const int16_t* eb = nullptr;
   // What the scalar core reads on rare lanes: A (m x k) and B transposed (n x k), as the caller gave
   // them: doubles (aq, bq) or floats (aqf, bqf).

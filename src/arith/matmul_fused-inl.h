@@ -75,9 +75,39 @@ HWY_NOINLINE double FusedGroupInCore(const FusedOperands& fo, size_t k, size_t i
                                              *fo.model);
 }
 
+// The product part of group g's alignment exponents for kRowsMax rows from i (rows past the tile's
+// `rows` repeat row i; their results are not used) and the strip at j0: ep[r*W + l] =
+// max over the group's products of e(a_ir) + e(b_jl), in int16 lanes (one vector holds the strip's W
+// columns, but on the scalar target). All rows in one pass: one load of B's codes serves them all.
+template <size_t kRowsMax>
+HWY_INLINE void FusedProductExponents(const FastOperands& op, size_t i, size_t rows, size_t j0, size_t k0,
+                                      const FusedGroup& g, const uint32_t* idx, int16_t* ep) {
+  const hn::ScalableTag<int16_t> d16;
+  const hn::Repartition<int32_t, decltype(d16)> d32;  // A's codes, each twice: a broadcast is a load
+  const size_t W = 2 * hn::Lanes(hn::ScalableTag<float>());
+  const size_t L16 = hn::Lanes(d16), N16 = W / L16;  // one int16 vector, two on the scalar target
+  const FusedOperands& fo = op.fused;
+  const int32_t* earow[kRowsMax];
+  for (size_t r = 0; r < kRowsMax; ++r) earow[r] = fo.ea + (i + (r < rows ? r : 0)) * op.k + k0;
+  const int16_t* es = fo.eb + (j0 / W) * op.k * W + k0 * W;
+  hn::Vec<decltype(d16)> Ep[kRowsMax][2];
+  for (size_t r = 0; r < kRowsMax; ++r)
+    for (size_t h = 0; h < N16; ++h) Ep[r][h] = hn::Set(d16, static_cast<int16_t>(2 * kZeroExp));  // below all
+  for (uint32_t t = 0; t < g.n; ++t) {
+    const size_t p = idx[t];
+    for (size_t h = 0; h < N16; ++h) {
+      const auto eb = hn::LoadU(d16, es + p * W + h * L16);
+      for (size_t r = 0; r < kRowsMax; ++r)
+        Ep[r][h] = hn::Max(Ep[r][h], hn::Add(hn::BitCast(d16, hn::Set(d32, earow[r][p])), eb));
+    }
+  }
+  for (size_t r = 0; r < kRowsMax; ++r)
+    for (size_t h = 0; h < N16; ++h) hn::Store(Ep[r][h], d16, ep + r * W + h * L16);
+}
+
 template <size_t R, class DT>
 HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
-                               const uint32_t* idx, hn::TFromD<DT>* cw) {
+                               const uint32_t* idx, const int16_t* ep, hn::TFromD<DT>* cw) {
   using T = hn::TFromD<DT>;
   using V = hn::Vec<DT>;
   const hn::RebindToSigned<DT> di;
@@ -85,14 +115,12 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
   using VI = hn::Vec<decltype(di)>;
   constexpr int kMant = sizeof(T) == 8 ? 52 : 23;  // fraction bits of the lane type
   constexpr int kBias = sizeof(T) == 8 ? 1023 : 127;
-  const hn::ScalableTag<int16_t> d16;
   const hn::Rebind<int16_t, DT> d16h;
   const hn::Rebind<int32_t, DT> d32h;
   constexpr size_t kMaxNV = 4;  // W columns are at most 4 vectors
   const size_t Ld = hn::Lanes(dt);
   const size_t W = 2 * hn::Lanes(hn::ScalableTag<float>());  // the strip width of matmul_fast
   const size_t NV = W / Ld;
-  const size_t L16 = hn::Lanes(d16), N16 = W / L16;  // one int16 vector, two on the scalar target
   const FusedOperands& fo = op.fused;
   const FusedModel& m = *fo.model;
   const T* a = nullptr;
@@ -105,30 +133,13 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
     b = fo.bf;
   }
   const T* arow[R];
-  const int16_t* earow[R];
-  for (size_t r = 0; r < R; ++r) {
-    arow[r] = a + (i + r) * op.k + k0;
-    earow[r] = fo.ea + (i + r) * op.k + k0;
-  }
-  const int16_t* es = fo.eb + (j0 / W) * op.k * W + k0 * W;
+  for (size_t r = 0; r < R; ++r) arow[r] = a + (i + r) * op.k + k0;
   const T* bs = b + (j0 / W) * op.k * 2 * W + k0 * 2 * W;
   const VI bias = hn::Set(di, kBias);
   const VI sign_mask = hn::Set(di, static_cast<TI>(TI{1} << (8 * sizeof(T) - 1)));
 
-  // Pass 1: the alignment exponent E of every lane, as q = max(E, min_align) - kept_bits.
-  hn::Vec<decltype(d16)> Ep[R][2];
-  for (size_t r = 0; r < R; ++r)
-    for (size_t h = 0; h < N16; ++h) Ep[r][h] = hn::Set(d16, static_cast<int16_t>(2 * kZeroExp));  // below all
-  for (uint32_t t = 0; t < g.n; ++t) {
-    const size_t p = idx[t];
-    for (size_t h = 0; h < N16; ++h) {
-      const auto eb = hn::LoadU(d16, es + p * W + h * L16);
-      for (size_t r = 0; r < R; ++r) Ep[r][h] = hn::Max(Ep[r][h], hn::Add(hn::Set(d16, earow[r][p]), eb));
-    }
-  }
-  HWY_ALIGN int16_t ep[R][2 * HWY_MAX_BYTES / sizeof(int16_t)];
-  for (size_t r = 0; r < R; ++r)
-    for (size_t h = 0; h < N16; ++h) hn::Store(Ep[r][h], d16, ep[r] + h * L16);
+  // The alignment exponent E of every lane (the products' part: ep, FusedProductExponents), as
+  // q = max(E, min_align) - kept_bits.
   VI q[R][kMaxNV];
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NV; ++v) {
@@ -136,7 +147,7 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
       const VI field = hn::ShiftRight<kMant>(hn::AndNot(sign_mask, hn::BitCast(di, c)));
       const VI ec = hn::Max(hn::Sub(field, bias), hn::Set(di, static_cast<TI>(m.out.emin)));
       VI E = hn::IfThenElse(hn::RebindMask(di, hn::Eq(c, hn::Zero(dt))), hn::Set(di, static_cast<TI>(kZeroExp)), ec);
-      const auto e16 = hn::LoadU(d16h, ep[r] + v * Ld);
+      const auto e16 = hn::LoadU(d16h, ep + r * W + v * Ld);
       if constexpr (sizeof(T) == 8)
         E = hn::Max(E, hn::PromoteTo(di, hn::PromoteTo(d32h, e16)));
       else
@@ -283,17 +294,19 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
   const FusedModel& m = *op.fused.model;
   const bool promote = m.promote_every > 0;
   HWY_ALIGN T c[kMaxRows * 2 * HWY_MAX_BYTES / sizeof(float)];
+  HWY_ALIGN int16_t ep[kMaxRows * 2 * HWY_MAX_BYTES / sizeof(float)];
   for (size_t l = 0; l < rows * W; ++l) out[l] = 0.0f;  // the outer accumulators
   uint32_t g0 = 0;
   for (uint32_t chain_end : plan.chain_end) {
     for (size_t l = 0; l < rows * W; ++l) c[l] = promote ? T(0) : static_cast<T>(out[l]);
     for (uint32_t gi = g0; gi < chain_end; ++gi) {
       const FusedGroup& g = plan.groups[gi];
-      // Rows in pairs: two rows' independent sums hide the latency of each other's fmas.
       const uint32_t* idx = plan.index.data() + g.first;
+      FusedProductExponents<kMaxRows>(op, i0, rows, j0, k0, g, idx, ep);
+      // Rows in pairs: two rows' independent sums hide the latency of each other's fmas.
       size_t r = 0;
-      for (; r + 2 <= rows; r += 2) FusedGroupRows<2>(dt, op, i0 + r, j0, k0, g, idx, c + r * W);
-      if (r < rows) FusedGroupRows<1>(dt, op, i0 + r, j0, k0, g, idx, c + r * W);
+      for (; r + 2 <= rows; r += 2) FusedGroupRows<2>(dt, op, i0 + r, j0, k0, g, idx, ep + r * W, c + r * W);
+      if (r < rows) FusedGroupRows<1>(dt, op, i0 + r, j0, k0, g, idx, ep + r * W, c + r * W);
     }
     g0 = chain_end;
     // Promotion into the outer accumulator, once per chain: the scalar core.
@@ -317,19 +330,23 @@ HWY_INLINE VI FusedCodeOf(D /*d*/, hn::Vec<D> x, const VI in_emin) {
                         hn::Set(di, static_cast<int32_t>(kZeroExp)), e);
 }
 
-void FusedExpCodes(const float* x, size_t len, int in_emin, int16_t* out) {
+// ... for A: each code in both halves of an int32 (FusedPairedCode).
+void FusedExpCodes(const float* x, size_t len, int in_emin, int32_t* out) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
-  const hn::Rebind<int16_t, decltype(d)> d16;
   const size_t L = hn::Lanes(d);
   const auto emin = hn::Set(di, in_emin);
+  const auto low16 = hn::Set(di, 0xffff);
   size_t i = 0;
-  for (; i + L <= len; i += L) hn::StoreU(hn::DemoteTo(d16, FusedCodeOf(d, hn::LoadU(d, x + i), emin)), d16, out + i);
+  for (; i + L <= len; i += L) {
+    const auto code = hn::And(FusedCodeOf(d, hn::LoadU(d, x + i), emin), low16);
+    hn::StoreU(hn::Or(code, hn::ShiftLeft<16>(code)), di, out + i);
+  }
   for (; i < len; ++i) {
     uint32_t b;
     std::memcpy(&b, x + i, sizeof b);
     const int e = std::max(static_cast<int>((b >> 23) & 0xff) - 127, in_emin);
-    out[i] = static_cast<int16_t>((b & 0x7fffffffu) == 0 ? static_cast<int>(kZeroExp) : e);
+    out[i] = FusedPairedCode(static_cast<int16_t>((b & 0x7fffffffu) == 0 ? static_cast<int>(kZeroExp) : e));
   }
 }
 

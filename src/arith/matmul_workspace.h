@@ -19,7 +19,8 @@ struct FastScratch {
   std::vector<float> a, b, c, sa, sb;                  // A, B in strips, C, the block scales (float kernels)
   std::vector<float> bt;                               // B transposed (the fused kernel's packing)
   std::vector<double> bd, aq_wide;                     // the fused kernel's doubles
-  std::vector<int16_t> ea, eb;                         // and alignment exponents
+  std::vector<int32_t> ea;                             // and alignment exponents (A's paired)
+  std::vector<int16_t> eb;
 };
 
 struct MatmulWorkspace {

@@ -199,6 +199,21 @@ void count_inputs(const StridedInputOf<T>& x, size_t rows, size_t k, QuantStats&
   // Walk in memory order (the operand may be stored either way round).
   const bool by_rows = x.cs <= x.rs;
   const size_t outer = by_rows ? rows : k, inner = by_rows ? k : rows;
+  if constexpr (std::is_same_v<T, float>) {
+    if ((by_rows ? x.cs : x.rs) == 1) {  // contiguous memory rows: their float counts
+      const size_t ld = by_rows ? x.rs : x.cs;
+#pragma omp parallel for schedule(static) reduction(+ : nonfinite) reduction(max : amax) \
+    if (worth_threads_elements(rows * k))
+      for (size_t o = 0; o < outer; ++o) {
+        const FloatRowCounts rc = float_row_counts(x.p + o * ld, inner);
+        nonfinite += rc.nonfinite;
+        amax = std::max(amax, static_cast<double>(rc.amax));
+      }
+      st.nonfinite = nonfinite;
+      st.amax = amax;
+      return;
+    }
+  }
 #pragma omp parallel for schedule(static) reduction(+ : nonfinite) reduction(max : amax) \
     if (worth_threads_elements(rows * k))
   for (size_t o = 0; o < outer; ++o)
@@ -214,6 +229,46 @@ void count_inputs(const StridedInputOf<T>& x, size_t rows, size_t k, QuantStats&
 // fp32(x * mult) for the fp32 cast kernels (quantize_element.h, shared with the CUDA quantizer).
 double scaled_value(double v, double mult, bool mult_exact_pow2) {
   return drift::scaled_value(v, mult, mult_exact_pow2, fp32_format());
+}
+
+// Row r of region g scaled, for contiguous float rows: scaled_value of every element into `scaled`
+// (and as floats into in_w), *floats = whether every one is a float (or NaN), in branch-free loops the
+// compiler vectorises. Returns false (nothing decided) where the general element loop must run: other
+// inputs, a multiplier that is neither a power of two nor a float, or a float product that
+// overflowed from a finite input (scaled_value then saturates).
+template <typename T>
+bool scale_float_row(const StridedInputOf<T>& x, size_t r, const Region& g, double mult, bool mult_exact_pow2,
+                     double* scaled, float* in_w, bool* floats) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    if (x.cs != 1) return false;
+    const float* src = x.p + r * x.rs + g.c0;
+    const size_t len = g.c1 - g.c0;
+    if (mult_exact_pow2) {  // v * mult exact in double; a float where it fits one
+      int inexact = 0;
+      for (size_t c = 0; c < len; ++c) {
+        const double v = static_cast<double>(src[c]) * mult;
+        const float f = static_cast<float>(v);
+        scaled[c] = v;
+        in_w[c] = f;
+        inexact |= (static_cast<double>(f) != v) & (v == v);
+      }
+      *floats = inexact == 0;
+      return true;
+    }
+    const float mf = static_cast<float>(mult);
+    if (static_cast<double>(mf) != mult) return false;
+    int overflowed = 0;  // fp32(v * mult), one IEEE float multiply (f32_mul), as scaled_value
+    for (size_t c = 0; c < len; ++c) {
+      const float f = src[c] * mf;
+      scaled[c] = f;
+      in_w[c] = f;
+      overflowed |= (std::fabs(f) == INFINITY) & (std::fabs(src[c]) != INFINITY);
+    }
+    *floats = true;
+    return overflowed == 0;
+  }
 }
 
 // Scaled multiply then element rounding, as the TE / DeepSeek cast kernels do: fp32(x * mult), then
@@ -254,6 +309,8 @@ void quantize_region_with_multiplier(const StridedInputOf<T>& x, size_t k, const
           row_sub = rc.subnormal;
         }
       }
+    } else if (!count && scale_float_row(x, r, g, mult, mult_exact_pow2, scaled, scratch.in.data(), &floats)) {
+      floats = floats && simd;
     } else {
       float* in_w = scratch.in.data();
       for (size_t c = 0; c < len; ++c) {
