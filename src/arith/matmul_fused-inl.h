@@ -30,8 +30,8 @@ constexpr bool kFusedDirected = true;
 constexpr bool kFusedDirected = false;
 #endif
 
-// One group of fused_dot(c, a_i, b_j) (fused_accum.h) for R rows from i and the W = 2L columns of a
-// strip (c: cw[r*W + l]), each lane its own column, computed with the same integers:
+// How a group of fused_dot(c, a_i, b_j) (fused_accum.h) is computed here, for a row i and the W = 2L
+// columns of a strip, each lane its own column, with the same integers as the scalar core:
 //   E = max(product exponents e(x)+e(y) (each clamped at in_emin), c's exponent (clamped at the output
 //   format's emin; none when c = 0), min_align_exp); q = E - kept_bits;
 //   every term trunc(x*y * 2^-q) and trunc(c * 2^-q) is an integer below 2^(kept_bits+2), and their
@@ -52,6 +52,9 @@ constexpr bool kFusedDirected = false;
 //     per product and lane, in double lanes or, where the sums fit (Hopper and Ada FP8: 13 kept
 //     bits), in float lanes, twice as many.
 //   * elsewhere: trunc(x*y * 2^-q) per term in double lanes (multiply, multiply, truncate, add).
+// A tile's rows share one pass for the products' exponents (FusedProductExponents); the rest runs
+// for two rows at a time (FusedGroupRows: FusedCutExponents, FusedCutSums, FusedRoundResults).
+
 // One group for row i and column j by the scalar core (group_at), from the operands as the caller
 // gave them (doubles, or floats widened here: the group's span only).
 HWY_NOINLINE double FusedGroupInCore(const FusedOperands& fo, size_t k, size_t i, size_t j, size_t k0,
@@ -105,24 +108,55 @@ HWY_INLINE void FusedProductExponents(const FastOperands& op, size_t i, size_t r
     for (size_t h = 0; h < N16; ++h) hn::Store(Ep[r][h], d16, ep + r * W + h * L16);
 }
 
-template <size_t R, class DT>
-HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
-                               const uint32_t* idx, const int16_t* ep, hn::TFromD<DT>* cw) {
+// The lane type's encoding: fraction bits and exponent bias.
+template <typename T>
+struct LaneBits {
+  static constexpr int kMant = sizeof(T) == 8 ? 52 : 23;
+  static constexpr int kBias = sizeof(T) == 8 ? 1023 : 127;
+};
+constexpr size_t kFusedMaxNV = 4;  // a strip's W columns are at most 4 vectors
+
+// Step 1 of FusedGroupRows: q = max(E, min_align) - kept_bits per lane, E the largest of c's exponent
+// (clamped at the output format's emin; none when c = 0) and the products' (ep).
+template <size_t R, class DT, class VI = hn::Vec<hn::RebindToSigned<DT>>>
+HWY_INLINE void FusedCutExponents(DT dt, const FusedModel& m, double min_align, const hn::TFromD<DT>* cw,
+                                  const int16_t* ep, VI (&q)[R][kFusedMaxNV]) {
   using T = hn::TFromD<DT>;
-  using V = hn::Vec<DT>;
+  using TI = hn::TFromD<hn::RebindToSigned<DT>>;
+  constexpr int kMant = LaneBits<T>::kMant, kBias = LaneBits<T>::kBias;
   const hn::RebindToSigned<DT> di;
-  using TI = hn::TFromD<decltype(di)>;
-  using VI = hn::Vec<decltype(di)>;
-  constexpr int kMant = sizeof(T) == 8 ? 52 : 23;  // fraction bits of the lane type
-  constexpr int kBias = sizeof(T) == 8 ? 1023 : 127;
   const hn::Rebind<int16_t, DT> d16h;
   const hn::Rebind<int32_t, DT> d32h;
-  constexpr size_t kMaxNV = 4;  // W columns are at most 4 vectors
-  const size_t Ld = hn::Lanes(dt);
-  const size_t W = 2 * hn::Lanes(hn::ScalableTag<float>());  // the strip width of matmul_fast
-  const size_t NV = W / Ld;
+  const size_t Ld = hn::Lanes(dt), W = 2 * hn::Lanes(hn::ScalableTag<float>()), NV = W / Ld;
+  const VI sign_mask = hn::Set(di, static_cast<TI>(TI{1} << (8 * sizeof(T) - 1)));
+  for (size_t r = 0; r < R; ++r)
+    for (size_t v = 0; v < NV; ++v) {
+      const auto c = hn::Load(dt, cw + r * W + v * Ld);
+      const VI field = hn::ShiftRight<kMant>(hn::AndNot(sign_mask, hn::BitCast(di, c)));
+      const VI ec = hn::Max(hn::Sub(field, hn::Set(di, kBias)), hn::Set(di, static_cast<TI>(m.out.emin)));
+      VI E = hn::IfThenElse(hn::RebindMask(di, hn::Eq(c, hn::Zero(dt))), hn::Set(di, static_cast<TI>(kZeroExp)), ec);
+      const auto e16 = hn::LoadU(d16h, ep + r * W + v * Ld);
+      if constexpr (sizeof(T) == 8)
+        E = hn::Max(E, hn::PromoteTo(di, hn::PromoteTo(d32h, e16)));
+      else
+        E = hn::Max(E, hn::PromoteTo(di, e16));
+      q[r][v] = hn::Sub(hn::Max(E, hn::Set(di, static_cast<TI>(min_align))), hn::Set(di, static_cast<TI>(m.kept_bits)));
+    }
+}
+
+// Step 2: the cut terms of the group's products and of c, added exactly; val = their sum times 2^q
+// (exact). `outside`: lanes whose q the lane type cannot scale by (float lanes only), for the core.
+template <size_t R, class DT, class V = hn::Vec<DT>, class VI = hn::Vec<hn::RebindToSigned<DT>>,
+          class MI = hn::Mask<hn::RebindToSigned<DT>>>
+HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
+                             const uint32_t* idx, const hn::TFromD<DT>* cw, const VI (&q)[R][kFusedMaxNV],
+                             V (&val)[R][kFusedMaxNV], MI (&outside)[R][kFusedMaxNV]) {
+  using T = hn::TFromD<DT>;
+  using TI = hn::TFromD<hn::RebindToSigned<DT>>;
+  constexpr int kMant = LaneBits<T>::kMant, kBias = LaneBits<T>::kBias;
+  const hn::RebindToSigned<DT> di;
+  const size_t Ld = hn::Lanes(dt), W = 2 * hn::Lanes(hn::ScalableTag<float>()), NV = W / Ld;
   const FusedOperands& fo = op.fused;
-  const FusedModel& m = *fo.model;
   const T* a = nullptr;
   const T* b = nullptr;
   if constexpr (sizeof(T) == 8) {
@@ -135,30 +169,7 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
   const T* arow[R];
   for (size_t r = 0; r < R; ++r) arow[r] = a + (i + r) * op.k + k0;
   const T* bs = b + (j0 / W) * op.k * 2 * W + k0 * 2 * W;
-  const VI bias = hn::Set(di, kBias);
   const VI sign_mask = hn::Set(di, static_cast<TI>(TI{1} << (8 * sizeof(T) - 1)));
-
-  // The alignment exponent E of every lane (the products' part: ep, FusedProductExponents), as
-  // q = max(E, min_align) - kept_bits.
-  VI q[R][kMaxNV];
-  for (size_t r = 0; r < R; ++r)
-    for (size_t v = 0; v < NV; ++v) {
-      const V c = hn::Load(dt, cw + r * W + v * Ld);
-      const VI field = hn::ShiftRight<kMant>(hn::AndNot(sign_mask, hn::BitCast(di, c)));
-      const VI ec = hn::Max(hn::Sub(field, bias), hn::Set(di, static_cast<TI>(m.out.emin)));
-      VI E = hn::IfThenElse(hn::RebindMask(di, hn::Eq(c, hn::Zero(dt))), hn::Set(di, static_cast<TI>(kZeroExp)), ec);
-      const auto e16 = hn::LoadU(d16h, ep + r * W + v * Ld);
-      if constexpr (sizeof(T) == 8)
-        E = hn::Max(E, hn::PromoteTo(di, hn::PromoteTo(d32h, e16)));
-      else
-        E = hn::Max(E, hn::PromoteTo(di, e16));
-      q[r][v] = hn::Sub(hn::Max(E, hn::Set(di, static_cast<TI>(fo.min_align))), hn::Set(di, static_cast<TI>(m.kept_bits)));
-    }
-
-  // Pass 2: the cut terms, added exactly; val = their sum times 2^q (exact). `outside`: lanes whose q
-  // the lane type cannot scale by (float lanes only), redone by the scalar core below.
-  V val[R][kMaxNV];
-  hn::Mask<decltype(di)> outside[R][kMaxNV];
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   using Raw = decltype(V().raw);
   constexpr int kTowardZero = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
@@ -171,17 +182,20 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
   };
   // M = 1.5 * 2^(kMant+q); it and 2^-q are normal where q is in [qmin, qmax].
   const TI qmin = -kBias + 1 - kMant, qmax = kBias - 1 - kMant;
-  V up[R][kMaxNV], down[R][kMaxNV];
+  auto offset_of = [&](VI qv) {
+    const VI qc = hn::Min(hn::Max(qv, hn::Set(di, qmin)), hn::Set(di, qmax));
+    return hn::BitCast(dt, hn::Or(hn::ShiftLeft<kMant>(hn::Add(hn::Set(di, kBias + kMant), qc)),
+                                  hn::Set(di, TI{1} << (kMant - 1))));
+  };
+  V up[R][kFusedMaxNV], down[R][kFusedMaxNV];
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NV; ++v) {
       outside[r][v] = hn::Or(hn::Lt(q[r][v], hn::Set(di, qmin)), hn::Gt(q[r][v], hn::Set(di, qmax)));
       const VI qc = hn::Min(hn::Max(q[r][v], hn::Set(di, qmin)), hn::Set(di, qmax));
-      const V M = hn::BitCast(dt, hn::Or(hn::ShiftLeft<kMant>(hn::Add(hn::Set(di, kBias + kMant), qc)),
-                                         hn::Set(di, TI{1} << (kMant - 1))));
+      const V M = offset_of(q[r][v]);
       // trunc(c * 2^-q) * 2^q: c with its bits below 2^q cleared (zero once |c| < 2^q), by integer
       // operations on its encoding, so that no power of two beyond the lanes' range is needed.
-      const V c = hn::Load(dt, cw + r * W + v * Ld);
-      const VI cb = hn::BitCast(di, c);
+      const VI cb = hn::BitCast(di, hn::Load(dt, cw + r * W + v * Ld));
       const VI field = hn::ShiftRight<kMant>(hn::AndNot(sign_mask, cb));
       const VI lsb = hn::Sub(hn::Max(field, hn::Set(di, 1)), hn::Set(di, kBias + kMant));  // c's last bit
       const VI cut = hn::Sub(qc, lsb);  // bits of c below 2^q
@@ -215,14 +229,14 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
   // an exactly cancelling group gives +0.
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NV; ++v) {
-      const VI qc = hn::Min(hn::Max(q[r][v], hn::Set(di, qmin)), hn::Set(di, qmax));
-      const V M = hn::BitCast(dt, hn::Or(hn::ShiftLeft<kMant>(hn::Add(hn::Set(di, kBias + kMant), qc)),
-                                         hn::Set(di, TI{1} << (kMant - 1))));
+      const V M = offset_of(q[r][v]);
       val[r][v] = hn::Add(hn::Sub(up[r][v], M), hn::Sub(down[r][v], M));
     }
 #else
   static_assert(sizeof(T) == 8, "float lanes need per-instruction rounding");
-  V scale[R][kMaxNV], sum[R][kMaxNV];
+  (void)sign_mask;
+  const VI bias = hn::Set(di, kBias);
+  V scale[R][kFusedMaxNV], sum[R][kFusedMaxNV];
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NV; ++v) {
       outside[r][v] = hn::FirstN(di, 0);  // (double lanes scale by any q a model reaches)
@@ -243,8 +257,22 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
     for (size_t v = 0; v < NV; ++v)
       val[r][v] = hn::Mul(sum[r][v], hn::BitCast(dt, hn::ShiftLeft<kMant>(hn::Add(bias, q[r][v]))));  // times 2^q
 #endif
+}
 
-  // Normalise and round once to the result grid.
+// Step 3: val rounded once to the result grid into cw; results below the output format's smallest
+// normal or at its overflow threshold, a non-finite c and `outside` lanes from the scalar core.
+template <size_t R, class DT, class V = hn::Vec<DT>, class MI = hn::Mask<hn::RebindToSigned<DT>>>
+HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
+                                  const V (&val)[R][kFusedMaxNV], const MI (&outside)[R][kFusedMaxNV],
+                                  hn::TFromD<DT>* cw) {
+  using T = hn::TFromD<DT>;
+  using TI = hn::TFromD<hn::RebindToSigned<DT>>;
+  using VI = hn::Vec<hn::RebindToSigned<DT>>;
+  constexpr int kMant = LaneBits<T>::kMant, kBias = LaneBits<T>::kBias;
+  const hn::RebindToSigned<DT> di;
+  const size_t Ld = hn::Lanes(dt), W = 2 * hn::Lanes(hn::ScalableTag<float>()), NV = W / Ld;
+  const FusedModel& m = *op.fused.model;
+  const VI sign_mask = hn::Set(di, static_cast<TI>(TI{1} << (8 * sizeof(T) - 1)));
   const int shift = kMant - m.out_man_bits;
   const VI low = hn::Set(di, static_cast<TI>((TI{1} << shift) - 1));
   // The encodings of 2^out.emin (normal in T: the fast path takes out.emin >= -126) and of
@@ -275,11 +303,24 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
         for (size_t l = 0; l < Ld; ++l) {
           const size_t j = j0 + v * Ld + l;
           if (!rare_lanes[l] || j >= op.n) continue;
-          res[l] = static_cast<T>(FusedGroupInCore(fo, op.k, i + r, j, k0, g, static_cast<double>(cv[l])));
+          res[l] = static_cast<T>(FusedGroupInCore(op.fused, op.k, i + r, j, k0, g, static_cast<double>(cv[l])));
         }
       }
       hn::Store(hn::Load(dt, res), dt, cv);
     }
+}
+
+// One group for R rows from i (c: cw[r*W + l], replaced by the group's results).
+template <size_t R, class DT>
+HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
+                               const uint32_t* idx, const int16_t* ep, hn::TFromD<DT>* cw) {
+  const hn::RebindToSigned<DT> di;
+  hn::Vec<decltype(di)> q[R][kFusedMaxNV];
+  hn::Vec<DT> val[R][kFusedMaxNV];
+  hn::Mask<decltype(di)> outside[R][kFusedMaxNV];
+  FusedCutExponents<R>(dt, *op.fused.model, op.fused.min_align, cw, ep, q);
+  FusedCutSums<R>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
+  FusedRoundResults<R>(dt, op, i, j0, k0, g, val, outside, cw);
 }
 
 // The fused model over one K-block for rows [i0, i0+rows), rows <= kMaxRows, and the strip at column
