@@ -18,8 +18,8 @@
 //         own rounding direction instead, and skips the range tests narrow_checks proves cannot fire
 //         (matmul_narrow-inl.h, narrow_range.h); or
 //       - a fused tensor-core model (fused_accum.h) whose cut terms add exactly in a double: its
-//         groups in double lanes, on AVX-512 one fma per product rounded toward zero or upward
-//         (matmul_fused-inl.h).
+//         groups in double lanes, or in float lanes where they fit; on AVX-512 the cut products are
+//         added by fmas rounded toward zero or upward (matmul_fused-inl.h).
 // Vectorised across N (each lane owns one output column and adds its own K sequence in order),
 // register-tiled over 6 rows, OpenMP over row tiles: width and thread count cannot change a bit.
 // B is packed into column strips (K x 2 vectors, contiguous) so the kernel streams it. Operands come

@@ -234,8 +234,8 @@ double scaled_value(double v, double mult, bool mult_exact_pow2) {
 // Row r of region g scaled, for contiguous float rows: scaled_value of every element into `scaled`
 // (and as floats into in_w), *floats = whether every one is a float (or NaN), in branch-free loops the
 // compiler vectorises. Returns false (nothing decided) where the general element loop must run: other
-// inputs, a multiplier that is neither a power of two nor a float, or a float product that
-// overflowed from a finite input (scaled_value then saturates).
+// inputs, a multiplier that is neither a power of two nor a float, a NaN under such a float
+// multiplier, or a float product that overflowed from a finite input (scaled_value then saturates).
 template <typename T>
 bool scale_float_row(const StridedInputOf<T>& x, size_t r, const Region& g, double mult, bool mult_exact_pow2,
                      double* scaled, float* in_w, bool* floats) {
@@ -259,15 +259,18 @@ bool scale_float_row(const StridedInputOf<T>& x, size_t r, const Region& g, doub
     }
     const float mf = static_cast<float>(mult);
     if (static_cast<double>(mf) != mult) return false;
-    int overflowed = 0;  // fp32(v * mult), one IEEE float multiply (f32_mul), as scaled_value
+    // fp32(v * mult), one IEEE float multiply (f32_mul), as scaled_value; `other` marks what
+    // scaled_value routes elsewhere: a product that overflowed from a finite input, and NaN (which
+    // fails its float test and takes the general multiply).
+    int other = 0;
     for (size_t c = 0; c < len; ++c) {
       const float f = src[c] * mf;
       scaled[c] = f;
       in_w[c] = f;
-      overflowed |= (std::fabs(f) == INFINITY) & (std::fabs(src[c]) != INFINITY);
+      other |= ((std::fabs(f) == INFINITY) & (std::fabs(src[c]) != INFINITY)) | (src[c] != src[c]);
     }
     *floats = true;
-    return overflowed == 0;
+    return other == 0;
   }
 }
 
