@@ -487,6 +487,40 @@ TEST_CASE("fused tensor-core models: fast kernel == reference for every preset (
   }
 }
 
+TEST_CASE("hand-derived: the fast fused kernel cuts products of either sign toward zero") {
+  // The H100 FP8 model keeps 13 bits below the group's alignment exponent E. With the products
+  // 16 * 256 = 2^12 and +-0.25 * 1, E = 4 + 8 = 12, the cut is at 2^(12-13) = 0.5, and 0.25 is cut to
+  // (-)0 whatever its sign: every result is +-4096 exactly (13 fraction bits, rtz, hold it). Adding
+  // the small product uncut would give +-4095.75 (on the grid of 0.25 there), and a cut toward minus
+  // infinity -0.5 for -0.25, hence 4095.5: the signs of x and y cover the kernel's four cases (x's
+  // sign picks which half of B each rounding direction reads).
+  const TcPreset tp = *find_tc_preset("h100_fp8_e4m3");
+  MatmulPolicy p;
+  p.a.format = p.b.format = fmt("fp8_e4m3");
+  p.a.round.overflow = p.b.round.overflow = Overflow::ieee;
+  p.inner.fused = tp.model;
+  const std::vector<double> a{16, -0.25, -16, 0.25};  // 2 x 2
+  const std::vector<double> b{256, -256, 1, -1};      // 2 x 2 (K x N)
+  const std::vector<double> want{4096, -4096, -4096, 4096};
+  MatView av{a.data(), 2, 2, 2, false};
+  MatView bv{b.data(), 2, 2, 2, false};
+  std::vector<double> c_ref(4, 7.0);
+  MatmulContext ref;
+  ref.force_reference = true;
+  matmul(av, bv, c_ref.data(), 2, p, ref);
+  CHECK(c_ref == want);
+  TargetMock mock;
+  for (int64_t target : matmul_fast_targets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    CAPTURE(hwy::TargetName(target));
+    std::vector<double> c(4, 7.0);
+    MatmulContext ctx;
+    const auto tel = matmul(av, bv, c.data(), 2, p, ctx);
+    CHECK(tel.fast_path);
+    CHECK(c == want);
+  }
+}
+
 TEST_CASE("fused tensor-core models: the float-lane kernel hands alignment exponents beyond float's range to the core") {
   // The H100 FP8 model (13 kept bits: its sums fit float lanes on AVX-512) given bf16 operands, whose
   // products reach 2^±250: where a group's alignment exponent E is beyond ~117, 2^q (q = E - 13) and
