@@ -45,12 +45,13 @@ constexpr bool kFusedDirected = false;
 // scalar target). The cut terms are added in one of two ways:
 //   * AVX-512: by fused multiply-adds with the instruction's own rounding direction into
 //     accumulators that start at M = 1.5 * 2^(p-1+q), whose last bit is then worth 2^q: fma(x, y, acc)
-//     rounded toward zero adds trunc of a product >= 0, rounded upward adds trunc of a product <= 0
-//     (acc - |p| rounded up is acc - floor(|p|)); the fma takes x*y exactly, whatever its width. B is
-//     packed split by sign (the values > 0 and those < 0, each with zeros elsewhere), and x's sign
-//     picks which half each direction reads: every product a direction sees has its sign. One fma
-//     per product and lane, in double lanes or, where the sums fit (Hopper and Ada FP8: 13 kept
-//     bits), in float lanes, twice as many.
+//     rounded toward zero adds the cut of a product >= 0, rounded upward the cut of a product <= 0
+//     (acc - |x*y| rounded up is acc - floor(|x*y|), in units of 2^q); the fma takes x*y exactly,
+//     whatever its width. B is packed split by sign (the values > 0 and those < 0, each with zeros
+//     elsewhere), and x's sign picks which half each direction reads: every product a direction sees
+//     has its sign. Two fmas per product and lane (one per direction, the other multiplying a zero),
+//     in double lanes or, where the sums fit (Hopper and Ada FP8: 13 kept bits), in float lanes,
+//     twice as many.
 //   * elsewhere: trunc(x*y * 2^-q) per term in double lanes (multiply, multiply, truncate, add).
 // A tile's rows share one pass for the products' exponents (FusedProductExponents); the rest runs
 // for two rows at a time (FusedGroupRows: FusedCutExponents, FusedCutSums, FusedRoundResults).
