@@ -264,6 +264,16 @@ std::vector<double> small_int_matrix(size_t n, uint64_t seed, int range) {
   return v;
 }
 
+// A preset's fused model over operands of format `in` (IEEE overflow: the fast path's own range
+// checks decide, as the reference's rules).
+MatmulPolicy fused_policy(const TcPreset& tp, const Format& in) {
+  MatmulPolicy p;
+  p.a.format = p.b.format = in;
+  p.a.round.overflow = p.b.round.overflow = Overflow::ieee;
+  p.inner.fused = tp.model;
+  return p;
+}
+
 struct TargetMock {
   ~TargetMock() { hwy::SetSupportedTargetsForTest(0); }
 };
@@ -452,10 +462,7 @@ TEST_CASE("fused tensor-core models: fast kernel == reference for every preset (
     const std::string name = tp.name;
     CAPTURE(name);
     const Format& f = tp.in_format;
-    MatmulPolicy p;
-    p.a.format = p.b.format = f;
-    p.a.round.overflow = p.b.round.overflow = Overflow::ieee;
-    p.inner.fused = tp.model;
+    const MatmulPolicy p = fused_policy(tp, f);
     // Exponent ranges: ordinary, the whole input range (subnormal inputs, results that overflow the
     // fp16 output), tiny (results below the output's smallest normal).
     const int lo = std::max(f.emin - f.man_bits, -60), hi = std::min(f.emax, 40);
@@ -494,11 +501,7 @@ TEST_CASE("hand-derived: the fast fused kernel cuts products of either sign towa
   // the small product uncut would give +-4095.75 (on the grid of 0.25 there), and a cut toward minus
   // infinity -0.5 for -0.25, hence 4095.5: the signs of x and y cover the kernel's four cases (x's
   // sign picks which half of B each rounding direction reads).
-  const TcPreset tp = *find_tc_preset("h100_fp8_e4m3");
-  MatmulPolicy p;
-  p.a.format = p.b.format = fmt("fp8_e4m3");
-  p.a.round.overflow = p.b.round.overflow = Overflow::ieee;
-  p.inner.fused = tp.model;
+  const MatmulPolicy p = fused_policy(*find_tc_preset("h100_fp8_e4m3"), fmt("fp8_e4m3"));
   const std::vector<double> a{16, -0.25, -16, 0.25};  // 2 x 2
   const std::vector<double> b{256, -256, 1, -1};      // 2 x 2 (K x N)
   const std::vector<double> want{4096, -4096, -4096, 4096};
@@ -528,11 +531,7 @@ TEST_CASE("fused tensor-core models: the float-lane kernel hands alignment expon
   // scalar core. Values around 2^60 (products 2^120), around 2^-60 (products far below fp32's normal
   // range: results the core rounds) and ordinary ones, in one call and across K so that c carries a
   // huge exponent into the next group.
-  const TcPreset tp = *find_tc_preset("h100_fp8_e4m3");
-  MatmulPolicy p;
-  p.a.format = p.b.format = fmt("bf16");
-  p.a.round.overflow = p.b.round.overflow = Overflow::ieee;
-  p.inner.fused = tp.model;
+  const MatmulPolicy p = fused_policy(*find_tc_preset("h100_fp8_e4m3"), fmt("bf16"));
   const Shape s{7, 70, 40};
   std::vector<double> a = grid_matrix(s.m * s.k, 401, fmt("bf16"), -3, 3), b = grid_matrix(s.k * s.n, 402, fmt("bf16"), -3, 3);
   for (size_t i = 0; i < a.size(); i += 5) a[i] = std::ldexp(a[i], 58);

@@ -498,13 +498,20 @@ bool products_exact_in_float(const Format& fa, const MagnitudeRange& ra, const F
   return std::ilogb(ra.min_nonzero) - man_a + std::ilogb(rb.min_nonzero) - man_b >= -149;
 }
 
+// A bound on a group's sum in units of its last kept bit: terms+1 cut terms (c among them), each
+// below 2^(kept_bits+2). A lane type adds the group exactly where this is at most 2^(p-2)..2^p, p
+// its significand bits (the routes below say which).
+double fused_cut_sum_bound(const FusedModel& m) {
+  return (static_cast<double>(m.terms) + 1) * std::ldexp(1.0, m.kept_bits + 2);
+}
+
 }  // namespace
 
 bool fused_groups_exact_in_double(const FusedModel& m) {
   if (!m.align_includes_acc || m.sticky || !m.in_subnormals || fused_model_invalid(m)) return false;
   if (m.final_rounding != Rounding::rne && m.final_rounding != Rounding::rtz) return false;
   if (!fits_float(m.out) || m.out_man_bits > 23 || m.out.emin < -126) return false;
-  return (static_cast<double>(m.terms) + 1) * std::ldexp(1.0, m.kept_bits + 2) <= 0x1p53;
+  return fused_cut_sum_bound(m) <= 0x1p53;
 }
 
 namespace {
@@ -512,8 +519,7 @@ namespace {
 // The fast kernel's sums (matmul_fused-inl.h) stay within 2^51 units of the last kept bit, where its
 // AVX-512 accumulators keep that bit's weight: a stricter bound than the double route's 2^53.
 bool fused_groups_fit_fast_kernel(const FusedModel& m) {
-  return fused_groups_exact_in_double(m) &&
-         (static_cast<double>(m.terms) + 1) * std::ldexp(1.0, m.kept_bits + 2) <= 0x1p51;
+  return fused_groups_exact_in_double(m) && fused_cut_sum_bound(m) <= 0x1p51;
 }
 
 int half_of(fused_detail::Consecutive) { return -1; }
@@ -716,8 +722,7 @@ bool plan_fast(const PreparedOperands& ops, const InPlaceOperand* ia, const InPl
 // alignment exponent keeps 2^q inside float's normal range (Hopper and Ada FP8: 13 kept bits).
 bool fused_fits_float_lanes(const FusedModel& m) {
   return HWY_DYNAMIC_DISPATCH(FusedFloatLanes)() && m.min_align_exp != kNoMinAlignExp &&
-         m.min_align_exp - m.kept_bits >= -149 &&
-         (static_cast<double>(m.terms) + 1) * std::ldexp(1.0, m.kept_bits + 2) <= 0x1p22;
+         m.min_align_exp - m.kept_bits >= -149 && fused_cut_sum_bound(m) <= 0x1p22;
 }
 
 // The first element of a vector at a cache line (the vector has 64 bytes of room for it), so that
@@ -743,12 +748,8 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
   // Exponents of the formats the fused path takes (fits_float) and kZeroExp fit int16, and so do
   // the kernel's sums of two of them.
   static_assert(2 * kZeroExp >= std::numeric_limits<int16_t>::min());
-  // lead_exp from the encoding (the values fit float, so as doubles they are normal or zero); NaN
-  // and infinity get some code (the ranges then send the call to the reference).
-  auto align_exp = [in_emin](double x) -> int16_t {
-    const int e = static_cast<int>((bits_of(x) >> 52) & 0x7ff) - 1023;
-    return static_cast<int16_t>(x == 0 ? static_cast<int>(kZeroExp) : std::max(e, in_emin));
-  };
+  // (NaN and infinity get some code: the ranges then send the call to the reference.)
+  auto align_exp = [in_emin](double x) { return static_cast<int16_t>(fused_detail::align_code(x, in_emin)); };
   if (s.ea.size() < m * k) s.ea.resize(m * k);
   if (s.eb.size() < k * npad) s.eb.resize(k * npad);
   int32_t* ea = s.ea.data();

@@ -153,7 +153,6 @@ HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0,
                              const uint32_t* idx, const hn::TFromD<DT>* cw, const VI (&q)[R][kFusedMaxNV],
                              V (&val)[R][kFusedMaxNV], MI (&outside)[R][kFusedMaxNV]) {
   using T = hn::TFromD<DT>;
-  using TI = hn::TFromD<hn::RebindToSigned<DT>>;
   constexpr int kMant = LaneBits<T>::kMant, kBias = LaneBits<T>::kBias;
   const hn::RebindToSigned<DT> di;
   const size_t Ld = hn::Lanes(dt), W = 2 * hn::Lanes(hn::ScalableTag<float>()), NV = W / Ld;
@@ -170,8 +169,9 @@ HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0,
   const T* arow[R];
   for (size_t r = 0; r < R; ++r) arow[r] = a + (i + r) * op.k + k0;
   const T* bs = b + (j0 / W) * op.k * 2 * W + k0 * 2 * W;
-  const VI sign_mask = hn::Set(di, static_cast<TI>(TI{1} << (8 * sizeof(T) - 1)));
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  using TI = hn::TFromD<hn::RebindToSigned<DT>>;
+  const VI sign_mask = hn::Set(di, static_cast<TI>(TI{1} << (8 * sizeof(T) - 1)));
   using Raw = decltype(V().raw);
   constexpr int kTowardZero = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
   constexpr int kUpward = _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC;
@@ -181,19 +181,15 @@ HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0,
     else
       return _mm512_fmadd_round_ps(x, y, acc, decltype(dir)::value);
   };
-  // M = 1.5 * 2^(kMant+q); it and 2^-q are normal where q is in [qmin, qmax].
+  // M = 1.5 * 2^(kMant+q); it and 2^-q are normal where q is in [qmin, qmax] (q clamped there: qc).
   const TI qmin = -kBias + 1 - kMant, qmax = kBias - 1 - kMant;
-  auto offset_of = [&](VI qv) {
-    const VI qc = hn::Min(hn::Max(qv, hn::Set(di, qmin)), hn::Set(di, qmax));
-    return hn::BitCast(dt, hn::Or(hn::ShiftLeft<kMant>(hn::Add(hn::Set(di, kBias + kMant), qc)),
-                                  hn::Set(di, TI{1} << (kMant - 1))));
-  };
-  V up[R][kFusedMaxNV], down[R][kFusedMaxNV];
+  V up[R][kFusedMaxNV], down[R][kFusedMaxNV], M[R][kFusedMaxNV];
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NV; ++v) {
       outside[r][v] = hn::Or(hn::Lt(q[r][v], hn::Set(di, qmin)), hn::Gt(q[r][v], hn::Set(di, qmax)));
       const VI qc = hn::Min(hn::Max(q[r][v], hn::Set(di, qmin)), hn::Set(di, qmax));
-      const V M = offset_of(q[r][v]);
+      M[r][v] = hn::BitCast(dt, hn::Or(hn::ShiftLeft<kMant>(hn::Add(hn::Set(di, kBias + kMant), qc)),
+                                       hn::Set(di, TI{1} << (kMant - 1))));
       // trunc(c * 2^-q) * 2^q: c with its bits below 2^q cleared (zero once |c| < 2^q), by integer
       // operations on its encoding, so that no power of two beyond the lanes' range is needed.
       const VI cb = hn::BitCast(di, hn::Load(dt, cw + r * W + v * Ld));
@@ -203,8 +199,8 @@ HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0,
       const VI low_bits = hn::Sub(hn::Shl(hn::Set(di, 1), hn::Min(hn::Max(cut, hn::Zero(di)), hn::Set(di, kMant + 1))),
                                   hn::Set(di, 1));
       const VI tc = hn::IfThenZeroElse(hn::Gt(cut, hn::Set(di, kMant)), hn::AndNot(low_bits, cb));
-      up[r][v] = hn::Add(M, hn::BitCast(dt, tc));  // exact: tc is a multiple of 2^q below 2^(kept+2+q)
-      down[r][v] = M;
+      up[r][v] = hn::Add(M[r][v], hn::BitCast(dt, tc));  // exact: tc is a multiple of 2^q below 2^(kept+2+q)
+      down[r][v] = M[r][v];
     }
   for (uint32_t t = 0; t < g.n; ++t) {
     const size_t p = idx[t];
@@ -229,13 +225,9 @@ HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0,
   // Both accumulators stay within 2^(kMant-1+q) of M: the differences and their sum are exact, and
   // an exactly cancelling group gives +0.
   for (size_t r = 0; r < R; ++r)
-    for (size_t v = 0; v < NV; ++v) {
-      const V M = offset_of(q[r][v]);
-      val[r][v] = hn::Add(hn::Sub(up[r][v], M), hn::Sub(down[r][v], M));
-    }
+    for (size_t v = 0; v < NV; ++v) val[r][v] = hn::Add(hn::Sub(up[r][v], M[r][v]), hn::Sub(down[r][v], M[r][v]));
 #else
   static_assert(sizeof(T) == 8, "float lanes need per-instruction rounding");
-  (void)sign_mask;
   const VI bias = hn::Set(di, kBias);
   V scale[R][kFusedMaxNV], sum[R][kFusedMaxNV];
   for (size_t r = 0; r < R; ++r)
@@ -359,8 +351,8 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
 
 // ---- Packing for the kernel above (matmul_fast's pack_fused, for float operands) ----------------
 
-// The alignment code of each of len floats: kZeroExp for a zero, else its exponent clamped at
-// in_emin (>= -126 for the formats the fast path takes, so that float subnormals, whose field reads
+// The alignment code of each of len floats (fused_detail::align_code, on the float encoding):
+// kZeroExp for a zero, else its exponent clamped at in_emin (>= -126 for the formats the fast path takes, so that float subnormals, whose field reads
 // -127, clamp as their true exponent does). NaN and infinity get some code: the ranges then send
 // the call to the reference.
 template <class D, class VI = hn::Vec<hn::RebindToSigned<D>>>
@@ -384,12 +376,7 @@ void FusedExpCodes(const float* x, size_t len, int in_emin, int32_t* out) {
     const auto code = hn::And(FusedCodeOf(d, hn::LoadU(d, x + i), emin), low16);
     hn::StoreU(hn::Or(code, hn::ShiftLeft<16>(code)), di, out + i);
   }
-  for (; i < len; ++i) {
-    uint32_t b;
-    std::memcpy(&b, x + i, sizeof b);
-    const int e = std::max(static_cast<int>((b >> 23) & 0xff) - 127, in_emin);
-    out[i] = FusedPairedCode(static_cast<int16_t>((b & 0x7fffffffu) == 0 ? static_cast<int>(kZeroExp) : e));
-  }
+  for (; i < len; ++i) out[i] = FusedPairedCode(static_cast<int16_t>(fused_detail::align_code(x[i], in_emin)));
 }
 
 // Strips [st0, st1) of B for the kernel from B transposed (bt: k rows of ldt floats, the columns

@@ -210,7 +210,6 @@ class AttnModel final : public Model<T> {
 
 template <typename T>
 std::unique_ptr<Model<T>> make_attn_model(const ModelConfig& cfg, uint64_t seed) {
-  if (cfg.vocab == 0 || cfg.context == 0) throw std::invalid_argument("vocab and context must be positive");
   return std::make_unique<AttnModel<T>>(cfg, seed);
 }
 

@@ -1,7 +1,6 @@
 // mlp: Bengio et al. (2003). tokens (B,ctx) -> emb (B, ctx*E) -> [tanh(linear)] x L -> logits (B,V).
 #include <algorithm>
 #include <cmath>
-#include <stdexcept>
 #include <string>
 
 #include "model/init.h"
@@ -123,7 +122,6 @@ class MlpModel final : public Model<T> {
 
 template <typename T>
 std::unique_ptr<Model<T>> make_mlp_model(const ModelConfig& cfg, uint64_t seed) {
-  if (cfg.vocab == 0 || cfg.context == 0) throw std::invalid_argument("vocab and context must be positive");
   return std::make_unique<MlpModel<T>>(cfg, seed);
 }
 

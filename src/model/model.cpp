@@ -92,6 +92,9 @@ bool Model<T>::needs_text() const {
 template <typename T>
 std::unique_ptr<Model<T>> make_model(const ModelConfig& cfg, uint64_t seed) {
   const ModelKind& kind = model_kind(cfg.kind);
+  // (The text models size their embedding and windows by these; the proxy draws its own data.)
+  if (kind.needs_text && (cfg.vocab == 0 || cfg.context == 0))
+    throw std::invalid_argument("vocab and context must be positive");
   std::unique_ptr<Model<T>> m;
   if constexpr (std::is_same_v<T, float>)
     m = kind.make_float(cfg, seed);
