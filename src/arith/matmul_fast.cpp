@@ -734,6 +734,46 @@ T* line_aligned(std::vector<T>& v, size_t n) {
   return v.data() + off / sizeof(T);
 }
 
+// For the AVX-512 fused kernel (FusedSignRun): each pair of A's rows (2P, 2P+1; a missing second row
+// counts as +) orders every group's positions by the pattern of the two rows' signs, (+,+) (+,-)
+// (-,+) (-,-), and notes where each pattern's run ends (FusedOperands::sign_order). It depends on A
+// alone, so every strip of B reuses it.
+template <typename T>
+void build_sign_order(const T* a, size_t m, size_t k, size_t kblock, const FusedPlan& full, const FusedPlan* tail,
+                      FastScratch& s, FusedOperands& fo) {
+  const size_t pairs = (m + 1) / 2, nfull = k / kblock, per_block = full.groups.size();
+  const size_t groups = nfull * per_block + (tail ? tail->groups.size() : 0);
+  if (s.sign_order.size() < pairs * k) s.sign_order.resize(pairs * k);
+  if (s.sign_runs.size() < pairs * groups * 4) s.sign_runs.resize(pairs * groups * 4);
+  uint32_t* order = s.sign_order.data();
+  uint32_t* runs = s.sign_runs.data();
+  for_each_index(pairs, worth_threads_elements(m * k), [&](size_t P) {
+    const T* x0 = a + 2 * P * k;
+    const T* x1 = 2 * P + 1 < m ? x0 + k : nullptr;
+    for (size_t bi = 0; bi * kblock < k; ++bi) {
+      const FusedPlan& plan = bi < nfull ? full : *tail;
+      const size_t k0 = bi * kblock;
+      for (size_t gi = 0; gi < plan.groups.size(); ++gi) {
+        const FusedGroup& g = plan.groups[gi];
+        const uint32_t* idx = plan.index.data() + g.first;
+        auto pattern = [&](uint32_t p) {
+          return (std::signbit(x0[k0 + p]) ? 2u : 0u) | (x1 && std::signbit(x1[k0 + p]) ? 1u : 0u);
+        };
+        uint32_t end[4] = {0, 0, 0, 0};
+        for (uint32_t t = 0; t < g.n; ++t) ++end[pattern(idx[t])];
+        for (size_t c = 1; c < 4; ++c) end[c] += end[c - 1];
+        uint32_t at[4] = {0, end[0], end[1], end[2]};
+        uint32_t* out = order + P * k + k0 + g.first;
+        for (uint32_t t = 0; t < g.n; ++t) out[at[pattern(idx[t])]++] = idx[t];
+        std::copy(end, end + 4, runs + (P * groups + bi * per_block + gi) * 4);
+      }
+    }
+  });
+  fo.sign_order = order;
+  fo.sign_runs = runs;
+  fo.sign_groups = groups;
+}
+
 // Phase 2a, pack for the fused kernel (the layouts of FusedOperands): the alignment codes of A and
 // B, A as the lanes read it, B in strips split by sign; the operands' magnitude ranges. Float
 // operands (the float entry) are packed by SIMD (B through one transposition), doubles element by
@@ -803,6 +843,8 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
   }
 
   // B: codes, range and strips.
+  const bool directed = HWY_DYNAMIC_DISPATCH(FusedFloatLanes)();  // (the kernel with per-instruction rounding)
+  bool codes8 = false;
   if (B.in_float) {
     const float* qf = B.qf.data();
     magnitude_of(qf, n * k, r.b_min, r.b_max, r.b_bad);
@@ -811,11 +853,13 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
     float* bt = s.bt.data();
     transpose_floats(qf, n, k, k, bt, npad, false);
     for (size_t t = 0; t < k; ++t) std::fill(bt + t * npad + n, bt + (t + 1) * npad, 0.0f);
+    // Narrow codes (the int8 exponent pass) where every code fits: values below 2^31, in_emin >= -30.
+    codes8 = directed && in_emin >= -kFusedCode8Limit && r.a_max < 0x1p31 && r.b_max < 0x1p31;
     const size_t threads = worth_threads_elements(n * k) ? static_cast<size_t>(omp_get_max_threads()) : 1;
 #pragma omp parallel for schedule(static) if (threads > 1)
     for (size_t part = 0; part < threads; ++part)
       HWY_DYNAMIC_DISPATCH(FusedPackStrips)(bt, npad, k, strips * part / threads, strips * (part + 1) / threads,
-                                            in_emin, bf, bd, eb);
+                                            in_emin, codes8, bf, bd, eb);
     fo.bqf = qf;
   } else {
     const double* bq = B.q.data();
@@ -859,6 +903,28 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
   fo.plan_full = &plan_full;
   fo.plan_tail = k % op.kblock != 0 ? &plan_tail : nullptr;
   op.fused.min_align = std::max(static_cast<double>(fm.min_align_exp), kFloorExp);
+  if (directed) {
+    if (lanes32)
+      build_sign_order(fo.af, m, k, op.kblock, plan_full, fo.plan_tail, s, fo);
+    else
+      build_sign_order(fo.a, m, k, op.kblock, plan_full, fo.plan_tail, s, fo);
+  }
+  if (codes8) {
+    // A's narrow codes per row pair (a missing second row repeats the first).
+    const size_t pairs = (m + 1) / 2;
+    if (s.ea8.size() < pairs * k) s.ea8.resize(pairs * k);
+    int32_t* ea8 = s.ea8.data();
+    for_each_index(pairs, worth_threads_elements(m * k), [&](size_t P) {
+      const int32_t* c0 = ea + 2 * P * k;
+      const int32_t* c1 = 2 * P + 1 < m ? c0 + k : c0;
+      for (size_t t = 0; t < k; ++t) {
+        const uint16_t pair = static_cast<uint16_t>(FusedPairedCode8(FusedCode8(static_cast<int16_t>(c0[t])),
+                                                                     FusedCode8(static_cast<int16_t>(c1[t]))));
+        ea8[P * k + t] = static_cast<int32_t>(pair | (static_cast<uint32_t>(pair) << 16));
+      }
+    });
+    fo.ea8 = ea8;
+  }
 }
 
 // Phase 2b, pack for the float kernels. A (M x K) is the kernel's layout already: float values are

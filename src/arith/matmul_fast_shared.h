@@ -36,6 +36,14 @@ inline int32_t FusedPairedCode(int16_t code) {
   return static_cast<int32_t>(u | (u << 16));
 }
 
+// Narrow alignment codes (FusedOperands::ea8): an int8 code, zero's code (kZeroExp) as -128, the
+// lowest, which saturates any sum with it below every sum of two real codes (>= -60).
+inline int8_t FusedCode8(int code) { return static_cast<int8_t>(code < -128 ? -128 : code); }
+inline int16_t FusedPairedCode8(int8_t lo, int8_t hi) {
+  return static_cast<int16_t>(static_cast<uint16_t>(static_cast<uint8_t>(lo) | (static_cast<uint8_t>(hi) << 8)));
+}
+constexpr int kFusedCode8Limit = 30;  // |code| bound of the int8 pass (sums of two stay within int8)
+
 struct FusedOperands {
   const FusedModel* model = nullptr;
   // What the kernel reads: A (m x k) as doubles (a) or, in float lanes, as floats (af); B in strips
@@ -55,6 +63,18 @@ struct FusedOperands {
   const float* aqf = nullptr;
   const double* bq = nullptr;
   const float* bqf = nullptr;
+  // The AVX-512 kernel's order of each group's products, per pair of rows (2P, 2P+1): the group's
+  // positions (as in FusedPlan::index) sorted by the pattern of the two rows' signs, (+,+) (+,-)
+  // (-,+) (-,-) (a missing second row counts as +): sign_order[P*k + k0 + g.first + t]; where each
+  // pattern's run ends: sign_runs[(P*sign_groups + ordinal)*4 + pattern], the ordinal of group gi
+  // of block bi being bi * plan_full->groups.size() + gi. Null on other targets.
+  // Narrow exponents (AVX-512, every code in [-30, 30]): the product exponents in int8 lanes, two rows
+  // per vector. eb then holds each column's code twice (two int8 in an int16: FusedPairedCode8) and
+  // ea8 each row pair's codes as int8 (first row, second row) twice in an int32; zero codes -128.
+  const int32_t* ea8 = nullptr;
+  const uint32_t* sign_order = nullptr;
+  const uint32_t* sign_runs = nullptr;
+  size_t sign_groups = 0;
   const FusedPlan* plan_full = nullptr;  // blocks of kblock products
   const FusedPlan* plan_tail = nullptr;  // the last, shorter block (or nullptr)
   double min_align = 0;         // max(model.min_align_exp, kFloorExp)

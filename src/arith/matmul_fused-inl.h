@@ -109,6 +109,49 @@ HWY_INLINE void FusedProductExponents(const FastOperands& op, size_t i, size_t r
     for (size_t h = 0; h < N16; ++h) hn::Store(Ep[r][h], d16, ep + r * W + h * L16);
 }
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// FusedProductExponents for narrow codes (FusedOperands::ea8) in int8 lanes: a vector holds a pair of
+// rows (even lanes the first, odd lanes the second) for the strip's W columns, half the work of the
+// int16 pass. The sums saturate, so that a zero code's stays below -64 and every real one's above; ep
+// gets the same int16 values as FusedProductExponents (2 * kZeroExp where no product is non-zero).
+template <size_t kRowsMax>
+HWY_INLINE void FusedProductExponents8(const FastOperands& op, size_t i, size_t rows, size_t j0, size_t k0,
+                                       const FusedGroup& g, const uint32_t* idx, int16_t* ep) {
+  const hn::ScalableTag<int8_t> d8;
+  const hn::Repartition<int16_t, decltype(d8)> d16;
+  const hn::Repartition<int32_t, decltype(d8)> d32;
+  const size_t W = 2 * hn::Lanes(hn::ScalableTag<float>());
+  const size_t L16 = hn::Lanes(d16), N16 = W / L16;
+  constexpr size_t kPairs = (kRowsMax + 1) / 2, kMaxN16 = 2;
+  const size_t pairs = (rows + 1) / 2;  // (pairs past them repeat the first; their results are not used)
+  const FusedOperands& fo = op.fused;
+  const int32_t* ap[kPairs];
+  for (size_t pr = 0; pr < kPairs; ++pr) ap[pr] = fo.ea8 + (i / 2 + (pr < pairs ? pr : 0)) * op.k + k0;
+  const int16_t* es = fo.eb + (j0 / W) * op.k * W + k0 * W;
+  hn::Vec<decltype(d8)> Ep[kPairs][kMaxN16];
+  for (size_t pr = 0; pr < kPairs; ++pr)
+    for (size_t h = 0; h < N16; ++h) Ep[pr][h] = hn::Set(d8, int8_t{-128});
+  for (uint32_t t = 0; t < g.n; ++t) {
+    const size_t p = idx[t];
+    for (size_t h = 0; h < N16; ++h) {
+      const auto eb = hn::BitCast(d8, hn::LoadU(d16, es + p * W + h * L16));
+      for (size_t pr = 0; pr < kPairs; ++pr)
+        Ep[pr][h] = hn::Max(Ep[pr][h], hn::SaturatedAdd(hn::BitCast(d8, hn::Set(d32, ap[pr][p])), eb));
+    }
+  }
+  const auto none = hn::Set(d16, static_cast<int16_t>(2 * kZeroExp));
+  const auto below = hn::Set(d16, int16_t{-64});
+  for (size_t pr = 0; pr < kPairs; ++pr)
+    for (size_t h = 0; h < N16; ++h) {
+      const auto v = hn::BitCast(d16, Ep[pr][h]);
+      const auto first = hn::ShiftRight<8>(hn::ShiftLeft<8>(v)), second = hn::ShiftRight<8>(v);  // (arithmetic)
+      hn::Store(hn::IfThenElse(hn::Lt(first, below), none, first), d16, ep + 2 * pr * W + h * L16);
+      if (2 * pr + 1 < kRowsMax)
+        hn::Store(hn::IfThenElse(hn::Lt(second, below), none, second), d16, ep + (2 * pr + 1) * W + h * L16);
+    }
+}
+#endif
+
 // The lane type's encoding: fraction bits and exponent bias.
 template <typename T>
 struct LaneBits {
@@ -145,13 +188,55 @@ HWY_INLINE void FusedCutExponents(DT dt, const FusedModel& m, double min_align, 
     }
 }
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// acc + x*y in one rounding toward zero (kUp false) or upward (kUp true): AVX-512 embedded rounding.
+template <bool kUp, class V>
+HWY_INLINE V FusedFmaRound(V x, V y, V acc) {
+  constexpr int kDir = (kUp ? _MM_FROUND_TO_POS_INF : _MM_FROUND_TO_ZERO) | _MM_FROUND_NO_EXC;
+  if constexpr (sizeof(hn::TFromV<V>) == 8)
+    return V{_mm512_fmadd_round_pd(x.raw, y.raw, acc.raw, kDir)};
+  else
+    return V{_mm512_fmadd_round_ps(x.raw, y.raw, acc.raw, kDir)};
+}
+
+// The products of `count` positions of a group for R rows whose x all have the signs of kPattern
+// (bit 1: the first row's x is negative, bit 0: the second's): the products of x with the B half of
+// its own sign are >= 0 and go into `up` toward zero, those with the other half are <= 0 and go into
+// `down` upward. Every row reads the same 2 x NV vectors of B per position.
+template <unsigned kPattern, size_t R, class DT, class V = hn::Vec<DT>>
+HWY_INLINE void FusedSignRun(DT dt, const uint32_t* pos, uint32_t count, const hn::TFromD<DT>* const (&arow)[R],
+                             const hn::TFromD<DT>* bs, V (&up)[R][kFusedMaxNV], V (&down)[R][kFusedMaxNV]) {
+  using T = hn::TFromD<DT>;
+  const size_t Ld = hn::Lanes(dt), W = 2 * hn::Lanes(hn::ScalableTag<float>()), NV = W / Ld;
+  for (uint32_t t = 0; t < count; ++t) {
+    const size_t p = pos[t];
+    const T* row = bs + p * 2 * W;
+    V plus[kFusedMaxNV], minus[kFusedMaxNV];
+    for (size_t v = 0; v < NV; ++v) {
+      plus[v] = hn::LoadU(dt, row + v * Ld);
+      minus[v] = hn::LoadU(dt, row + W + v * Ld);
+    }
+    for (size_t r = 0; r < R; ++r) {
+      constexpr unsigned kNone = 0;
+      const bool negative = ((kPattern >> (1 - r)) & 1u) != kNone;
+      const V vx = hn::Set(dt, arow[r][p]);
+      for (size_t v = 0; v < NV; ++v) {
+        up[r][v] = FusedFmaRound<false>(vx, negative ? minus[v] : plus[v], up[r][v]);
+        down[r][v] = FusedFmaRound<true>(vx, negative ? plus[v] : minus[v], down[r][v]);
+      }
+    }
+  }
+}
+#endif
+
 // Step 2: the cut terms of the group's products and of c, added exactly; val = their sum times 2^q
 // (exact). `outside`: lanes whose q the lane type cannot scale by (float lanes only), for the core.
 template <size_t R, class DT, class V = hn::Vec<DT>, class VI = hn::Vec<hn::RebindToSigned<DT>>,
           class MI = hn::Mask<hn::RebindToSigned<DT>>>
 HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
-                             const uint32_t* idx, const hn::TFromD<DT>* cw, const VI (&q)[R][kFusedMaxNV],
-                             V (&val)[R][kFusedMaxNV], MI (&outside)[R][kFusedMaxNV]) {
+                             const uint32_t* idx, const uint32_t* order, const uint32_t* runs,
+                             const hn::TFromD<DT>* cw, const VI (&q)[R][kFusedMaxNV], V (&val)[R][kFusedMaxNV],
+                             MI (&outside)[R][kFusedMaxNV]) {
   using T = hn::TFromD<DT>;
   constexpr int kMant = LaneBits<T>::kMant, kBias = LaneBits<T>::kBias;
   const hn::RebindToSigned<DT> di;
@@ -172,15 +257,6 @@ HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0,
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   using TI = hn::TFromD<hn::RebindToSigned<DT>>;
   const VI sign_mask = hn::Set(di, static_cast<TI>(TI{1} << (8 * sizeof(T) - 1)));
-  using Raw = decltype(V().raw);
-  constexpr int kTowardZero = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
-  constexpr int kUpward = _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC;
-  auto fma_round = [](Raw x, Raw y, Raw acc, auto dir) -> Raw {
-    if constexpr (sizeof(T) == 8)
-      return _mm512_fmadd_round_pd(x, y, acc, decltype(dir)::value);
-    else
-      return _mm512_fmadd_round_ps(x, y, acc, decltype(dir)::value);
-  };
   // M = 1.5 * 2^(kMant+q); it and 2^-q are normal where q is in [qmin, qmax] (q clamped there: qc).
   const TI qmin = -kBias + 1 - kMant, qmax = kBias - 1 - kMant;
   V up[R][kFusedMaxNV], down[R][kFusedMaxNV], M[R][kFusedMaxNV];
@@ -190,37 +266,25 @@ HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0,
       const VI qc = hn::Min(hn::Max(q[r][v], hn::Set(di, qmin)), hn::Set(di, qmax));
       M[r][v] = hn::BitCast(dt, hn::Or(hn::ShiftLeft<kMant>(hn::Add(hn::Set(di, kBias + kMant), qc)),
                                        hn::Set(di, TI{1} << (kMant - 1))));
-      // trunc(c * 2^-q) * 2^q: c with its bits below 2^q cleared (zero once |c| < 2^q), by integer
-      // operations on its encoding, so that no power of two beyond the lanes' range is needed.
-      const VI cb = hn::BitCast(di, hn::Load(dt, cw + r * W + v * Ld));
-      const VI field = hn::ShiftRight<kMant>(hn::AndNot(sign_mask, cb));
-      const VI lsb = hn::Sub(hn::Max(field, hn::Set(di, 1)), hn::Set(di, kBias + kMant));  // c's last bit
-      const VI cut = hn::Sub(qc, lsb);  // bits of c below 2^q
-      const VI low_bits = hn::Sub(hn::Shl(hn::Set(di, 1), hn::Min(hn::Max(cut, hn::Zero(di)), hn::Set(di, kMant + 1))),
-                                  hn::Set(di, 1));
-      const VI tc = hn::IfThenZeroElse(hn::Gt(cut, hn::Set(di, kMant)), hn::AndNot(low_bits, cb));
-      up[r][v] = hn::Add(M[r][v], hn::BitCast(dt, tc));  // exact: tc is a multiple of 2^q below 2^(kept+2+q)
-      down[r][v] = M[r][v];
+      // trunc(c * 2^-q) * 2^q added to M as a product would be (c >= 0 toward zero into up, c <= 0
+      // upward into down): |c| < 2^(kept+2+q), so M + c stays in M's binade, whose ulp is 2^q.
+      const V c = hn::Load(dt, cw + r * W + v * Ld);
+      // (As fmas with 1, which _mm512_add_round's undefined pass-through would have g++ 12 warn about.)
+      up[r][v] = FusedFmaRound<false>(hn::Max(c, hn::Zero(dt)), hn::Set(dt, T(1)), M[r][v]);
+      down[r][v] = FusedFmaRound<true>(hn::Min(c, hn::Zero(dt)), hn::Set(dt, T(1)), M[r][v]);
     }
-  for (uint32_t t = 0; t < g.n; ++t) {
-    const size_t p = idx[t];
-    const T* row = bs + p * 2 * W;
-    for (size_t r = 0; r < R; ++r) {
-      const T x = arow[r][p];
-      // Arithmetic, not a branch: x's sign is data, and a mispredicted branch costs more than the fmas.
-      TI xb;
-      std::memcpy(&xb, &x, sizeof x);
-      const size_t s = static_cast<size_t>(static_cast<std::make_unsigned_t<TI>>(xb) >> (8 * sizeof(T) - 1)) * W;
-      const T* same = row + s;         // y of x's sign: products >= 0
-      const T* other = row + (W - s);  // products <= 0
-      const V vx = hn::Set(dt, x);
-      for (size_t v = 0; v < NV; ++v) {
-        up[r][v].raw = fma_round(vx.raw, hn::LoadU(dt, same + v * Ld).raw, up[r][v].raw,
-                                 std::integral_constant<int, kTowardZero>{});
-        down[r][v].raw = fma_round(vx.raw, hn::LoadU(dt, other + v * Ld).raw, down[r][v].raw,
-                                   std::integral_constant<int, kUpward>{});
-      }
-    }
+  // The products in runs of one sign pattern of the rows' x (order, runs: FusedOperands::sign_order),
+  // in which each direction reads a fixed half of B and the rows share its loads. (The cut terms add
+  // exactly in any order.)
+  (void)idx;
+  if constexpr (R == 2) {
+    FusedSignRun<0>(dt, order, runs[0], arow, bs, up, down);
+    FusedSignRun<1>(dt, order + runs[0], runs[1] - runs[0], arow, bs, up, down);
+    FusedSignRun<2>(dt, order + runs[1], runs[2] - runs[1], arow, bs, up, down);
+    FusedSignRun<3>(dt, order + runs[2], runs[3] - runs[2], arow, bs, up, down);
+  } else {  // one row, the first of its pair: patterns (+,*) then (-,*)
+    FusedSignRun<0>(dt, order, runs[1], arow, bs, up, down);
+    FusedSignRun<2>(dt, order + runs[1], runs[3] - runs[1], arow, bs, up, down);
   }
   // Both accumulators stay within 2^(kMant-1+q) of M: the differences and their sum are exact, and
   // an exactly cancelling group gives +0.
@@ -228,6 +292,8 @@ HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0,
     for (size_t v = 0; v < NV; ++v) val[r][v] = hn::Add(hn::Sub(up[r][v], M[r][v]), hn::Sub(down[r][v], M[r][v]));
 #else
   static_assert(sizeof(T) == 8, "float lanes need per-instruction rounding");
+  (void)order;  // (the AVX-512 formulation's)
+  (void)runs;
   const VI bias = hn::Set(di, kBias);
   V scale[R][kFusedMaxNV], sum[R][kFusedMaxNV];
   for (size_t r = 0; r < R; ++r)
@@ -306,14 +372,24 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
 // One group for R rows from i (c: cw[r*W + l], replaced by the group's results).
 template <size_t R, class DT>
 HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
-                               const uint32_t* idx, const int16_t* ep, hn::TFromD<DT>* cw) {
+                               const uint32_t* idx, const uint32_t* order, const uint32_t* runs, const int16_t* ep,
+                               hn::TFromD<DT>* cw) {
   const hn::RebindToSigned<DT> di;
   hn::Vec<decltype(di)> q[R][kFusedMaxNV];
   hn::Vec<DT> val[R][kFusedMaxNV];
   hn::Mask<decltype(di)> outside[R][kFusedMaxNV];
   FusedCutExponents<R>(dt, *op.fused.model, op.fused.min_align, cw, ep, q);
-  FusedCutSums<R>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
+  FusedCutSums<R>(dt, op, i, j0, k0, g, idx, order, runs, cw, q, val, outside);
   FusedRoundResults<R>(dt, op, i, j0, k0, g, val, outside, cw);
+}
+
+// Row i's pair's order of group g's positions, and where its sign patterns' runs end (null where
+// the target does not use them).
+HWY_INLINE const uint32_t* SignOrder(const FastOperands& op, size_t i, size_t k0, const FusedGroup& g) {
+  return op.fused.sign_order ? op.fused.sign_order + (i / 2) * op.k + k0 + g.first : nullptr;
+}
+HWY_INLINE const uint32_t* SignRuns(const FusedOperands& fo, size_t i, size_t ordinal) {
+  return fo.sign_runs ? fo.sign_runs + ((i / 2) * fo.sign_groups + ordinal) * 4 : nullptr;
 }
 
 // The fused model over one K-block for rows [i0, i0+rows), rows <= kMaxRows, and the strip at column
@@ -327,6 +403,8 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
   const size_t W = 2 * hn::Lanes(hn::ScalableTag<float>());
   const FusedModel& m = *op.fused.model;
   const bool promote = m.promote_every > 0;
+  const FusedOperands& fo = op.fused;
+  const size_t group_base = (k0 / op.kblock) * fo.plan_full->groups.size();  // ordinal of the block's first group
   HWY_ALIGN T c[kMaxRows * 2 * HWY_MAX_BYTES / sizeof(float)];
   HWY_ALIGN int16_t ep[kMaxRows * 2 * HWY_MAX_BYTES / sizeof(float)];
   for (size_t l = 0; l < rows * W; ++l) out[l] = 0.0f;  // the outer accumulators
@@ -336,11 +414,22 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
     for (uint32_t gi = g0; gi < chain_end; ++gi) {
       const FusedGroup& g = plan.groups[gi];
       const uint32_t* idx = plan.index.data() + g.first;
-      FusedProductExponents<kMaxRows>(op, i0, rows, j0, k0, g, idx, ep);
-      // Rows in pairs: two rows' independent sums hide the latency of each other's fmas.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+      if (fo.ea8)
+        FusedProductExponents8<kMaxRows>(op, i0, rows, j0, k0, g, idx, ep);
+      else
+#endif
+        FusedProductExponents<kMaxRows>(op, i0, rows, j0, k0, g, idx, ep);
+      // Rows in pairs (i0 is even: the pairs of sign_order): two rows' independent sums hide the
+      // latency of each other's fmas, and they share B's loads.
+      const size_t ordinal = group_base + gi;
       size_t r = 0;
-      for (; r + 2 <= rows; r += 2) FusedGroupRows<2>(dt, op, i0 + r, j0, k0, g, idx, ep + r * W, c + r * W);
-      if (r < rows) FusedGroupRows<1>(dt, op, i0 + r, j0, k0, g, idx, ep + r * W, c + r * W);
+      for (; r + 2 <= rows; r += 2)
+        FusedGroupRows<2>(dt, op, i0 + r, j0, k0, g, idx, SignOrder(op, i0 + r, k0, g), SignRuns(fo, i0 + r, ordinal),
+                          ep + r * W, c + r * W);
+      if (r < rows)
+        FusedGroupRows<1>(dt, op, i0 + r, j0, k0, g, idx, SignOrder(op, i0 + r, k0, g), SignRuns(fo, i0 + r, ordinal),
+                          ep + r * W, c + r * W);
     }
     g0 = chain_end;
     // Promotion into the outer accumulator, once per chain: the scalar core.
@@ -381,9 +470,9 @@ void FusedExpCodes(const float* x, size_t len, int in_emin, int32_t* out) {
 
 // Strips [st0, st1) of B for the kernel from B transposed (bt: k rows of ldt floats, the columns
 // past n zero): per k, the W values split by sign into bf (floats) or bd (doubles), whichever is
-// given, and their codes into eb.
-void FusedPackStrips(const float* bt, size_t ldt, size_t k, size_t st0, size_t st1, int in_emin, float* bf,
-                     double* bd, int16_t* eb) {
+// given, and their codes into eb (as FusedPairedCode8 when codes8).
+void FusedPackStrips(const float* bt, size_t ldt, size_t k, size_t st0, size_t st1, int in_emin, bool codes8,
+                     float* bf, double* bd, int16_t* eb) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const hn::Rebind<int16_t, decltype(d)> d16;
@@ -412,7 +501,12 @@ void FusedPackStrips(const float* bt, size_t ldt, size_t k, size_t st0, size_t s
                          bd + at + side * W + h * L + part * Ldd);
           }
         }
-        hn::StoreU(hn::DemoteTo(d16, FusedCodeOf(d, y, emin)), d16, eb + st * k * W + t * W + h * L);
+        auto code = FusedCodeOf(d, y, emin);
+        if (codes8) {  // (FusedPairedCode8: the int8 code, saturated, in both bytes)
+          code = hn::Min(hn::Max(code, hn::Set(di, -128)), hn::Set(di, 127));
+          code = hn::Or(hn::ShiftLeft<8>(code), hn::And(code, hn::Set(di, 0xff)));
+        }
+        hn::StoreU(hn::DemoteTo(d16, code), d16, eb + st * k * W + t * W + h * L);
       }
     }
   }

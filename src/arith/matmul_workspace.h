@@ -19,8 +19,10 @@ struct FastScratch {
   std::vector<float> a, b, c, sa, sb;                  // A, B in strips, C, the block scales (float kernels)
   std::vector<float> bt;                               // B transposed (the fused kernel's packing)
   std::vector<double> bd, aq_wide;                     // the fused kernel's doubles
-  std::vector<int32_t> ea;                             // and alignment exponents (A's paired)
+  std::vector<int32_t> ea, ea8;                        // and alignment exponents (A's paired, per pair)
   std::vector<int16_t> eb;
+  std::vector<uint32_t> sign_order;                    // and the terms of each row pair by sign pattern
+  std::vector<uint32_t> sign_runs;
 };
 
 struct MatmulWorkspace {
