@@ -747,7 +747,13 @@ void build_sign_order(const T* a, size_t m, size_t k, size_t kblock, const Fused
   if (s.sign_runs.size() < pairs * groups * 4) s.sign_runs.resize(pairs * groups * 4);
   uint32_t* order = s.sign_order.data();
   uint32_t* runs = s.sign_runs.data();
+  size_t widest = 0;
+  for (const FusedGroup& g : full.groups) widest = std::max<size_t>(widest, g.n);
+  if (tail)
+    for (const FusedGroup& g : tail->groups) widest = std::max<size_t>(widest, g.n);
   for_each_index(pairs, worth_threads_elements(m * k), [&](size_t P) {
+    thread_local std::vector<uint32_t> scratch;
+    if (scratch.size() < widest) scratch.resize(widest);
     const T* x0 = a + 2 * P * k;
     const T* x1 = 2 * P + 1 < m ? x0 + k : nullptr;
     for (size_t bi = 0; bi * kblock < k; ++bi) {
@@ -756,15 +762,19 @@ void build_sign_order(const T* a, size_t m, size_t k, size_t kblock, const Fused
       for (size_t gi = 0; gi < plan.groups.size(); ++gi) {
         const FusedGroup& g = plan.groups[gi];
         const uint32_t* idx = plan.index.data() + g.first;
-        auto pattern = [&](uint32_t p) {
-          return (std::signbit(x0[k0 + p]) ? 2u : 0u) | (x1 && std::signbit(x1[k0 + p]) ? 1u : 0u);
-        };
+        uint32_t* out = order + P * k + k0 + g.first;
+        // Each position's pattern, parked in out (then overwritten) to read the signs once.
         uint32_t end[4] = {0, 0, 0, 0};
-        for (uint32_t t = 0; t < g.n; ++t) ++end[pattern(idx[t])];
+        for (uint32_t t = 0; t < g.n; ++t) {
+          const uint32_t p = idx[t];
+          out[t] = (std::signbit(x0[k0 + p]) ? 2u : 0u) | (x1 && std::signbit(x1[k0 + p]) ? 1u : 0u);
+          ++end[out[t]];
+        }
         for (size_t c = 1; c < 4; ++c) end[c] += end[c - 1];
         uint32_t at[4] = {0, end[0], end[1], end[2]};
-        uint32_t* out = order + P * k + k0 + g.first;
-        for (uint32_t t = 0; t < g.n; ++t) out[at[pattern(idx[t])]++] = idx[t];
+        uint32_t* sorted = scratch.data();
+        for (uint32_t t = 0; t < g.n; ++t) sorted[at[out[t]]++] = idx[t];
+        std::copy(sorted, sorted + g.n, out);
         std::copy(end, end + 4, runs + (P * groups + bi * per_block + gi) * 4);
       }
     }
