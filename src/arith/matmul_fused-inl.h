@@ -42,16 +42,21 @@ constexpr bool kFusedDirected = false;
 //   overflow threshold, a non-finite c, and (float lanes) an alignment exponent beyond the lanes'
 //   range are redone lane by lane with the scalar core (group_at).
 // The product exponents are found in int16 lanes (one vector holds the strip's W columns, but on the
-// scalar target). The cut terms are added in one of two ways:
+// scalar target), or on AVX-512 where every code lies in [-30, 30] (FP8 and fp16 inputs) in int8 lanes,
+// a pair of rows per vector. The cut terms are added in one of two ways:
 //   * AVX-512: by fused multiply-adds with the instruction's own rounding direction into
 //     accumulators that start at M = 1.5 * 2^(p-1+q), whose last bit is then worth 2^q: fma(x, y, acc)
 //     rounded toward zero adds the cut of a product >= 0, rounded upward the cut of a product <= 0
 //     (acc - |x*y| rounded up is acc - floor(|x*y|), in units of 2^q); the fma takes x*y exactly,
-//     whatever its width. B is packed split by sign (the values > 0 and those < 0, each with zeros
-//     elsewhere), and x's sign picks which half each direction reads: every product a direction sees
-//     has its sign. Two fmas per product and lane (one per direction, the other multiplying a zero),
-//     in double lanes or, where the sums fit (Hopper and Ada FP8: 13 kept bits), in float lanes,
-//     twice as many.
+//     whatever its width; c's cut enters the same way (c >= 0 into one accumulator, c <= 0 into the
+//     other). B is packed split by sign (the values > 0 and those < 0, each with zeros elsewhere), and
+//     x's sign picks which half each direction reads: every product a direction sees has its sign.
+//     Rows go in pairs, and each pair visits a group's products in runs of one pattern of the two
+//     rows' signs (FusedOperands::sign_order, made once per call from A; the cut terms add exactly,
+//     so their order is free): within a run the halves each direction reads are fixed, and the two
+//     rows share B's loads. Two fmas per product and lane (one per direction, the other multiplying
+//     a zero), in double lanes or, where the sums fit (Hopper and Ada FP8: 13 kept bits), in float
+//     lanes, twice as many.
 //   * elsewhere: trunc(x*y * 2^-q) per term in double lanes (multiply, multiply, truncate, add).
 // A tile's rows share one pass for the products' exponents (FusedProductExponents); the rest runs
 // for two rows at a time (FusedGroupRows: FusedCutExponents, FusedCutSums, FusedRoundResults).
@@ -256,7 +261,6 @@ HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0,
   const T* bs = b + (j0 / W) * op.k * 2 * W + k0 * 2 * W;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   using TI = hn::TFromD<hn::RebindToSigned<DT>>;
-  const VI sign_mask = hn::Set(di, static_cast<TI>(TI{1} << (8 * sizeof(T) - 1)));
   // M = 1.5 * 2^(kMant+q); it and 2^-q are normal where q is in [qmin, qmax] (q clamped there: qc).
   const TI qmin = -kBias + 1 - kMant, qmax = kBias - 1 - kMant;
   V up[R][kFusedMaxNV], down[R][kFusedMaxNV], M[R][kFusedMaxNV];
