@@ -63,15 +63,16 @@ struct FusedOperands {
   const float* aqf = nullptr;
   const double* bq = nullptr;
   const float* bqf = nullptr;
+  // Narrow exponents (AVX-512, every code in [-30, 30]): the product exponents in int8 lanes, two rows
+  // per vector. eb then holds each column's code twice (two int8 in an int16: FusedPairedCode8) and
+  // ea8 each row pair's codes as int8 (first row, second row) twice in an int32; zero codes -128.
+  // Null otherwise.
+  const int32_t* ea8 = nullptr;
   // The AVX-512 kernel's order of each group's products, per pair of rows (2P, 2P+1): the group's
   // positions (as in FusedPlan::index) sorted by the pattern of the two rows' signs, (+,+) (+,-)
   // (-,+) (-,-) (a missing second row counts as +): sign_order[P*k + k0 + g.first + t]; where each
   // pattern's run ends: sign_runs[(P*sign_groups + ordinal)*4 + pattern], the ordinal of group gi
   // of block bi being bi * plan_full->groups.size() + gi. Null on other targets.
-  // Narrow exponents (AVX-512, every code in [-30, 30]): the product exponents in int8 lanes, two rows
-  // per vector. eb then holds each column's code twice (two int8 in an int16: FusedPairedCode8) and
-  // ea8 each row pair's codes as int8 (first row, second row) twice in an int32; zero codes -128.
-  const int32_t* ea8 = nullptr;
   const uint32_t* sign_order = nullptr;
   const uint32_t* sign_runs = nullptr;
   size_t sign_groups = 0;
