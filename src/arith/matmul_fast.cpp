@@ -117,9 +117,9 @@ HWY_INLINE void InnerBlock(D d, const FastOperands& op, size_t i0, size_t rows, 
     const FusedPlan& plan = (k1 - k0 == op.kblock || !op.fused.plan_tail) ? *op.fused.plan_full : *op.fused.plan_tail;
     HWY_ALIGN float res[kRows * 2 * HWY_MAX_BYTES / sizeof(float)];
     if constexpr (kFusedDirected) {
-      if (op.fused.float_lanes) FusedTileBlock<kRows>(d, op, i0, rows, j0, k0, plan, res);
+      if (op.fused.float_lanes) FusedTileBlock<kRows, 1>(d, op, i0, rows, j0, k0, plan, res);
     }
-    if (!op.fused.float_lanes) FusedTileBlock<kRows>(hn::Repartition<double, D>(), op, i0, rows, j0, k0, plan, res);
+    if (!op.fused.float_lanes) FusedTileBlock<kRows, 1>(hn::Repartition<double, D>(), op, i0, rows, j0, k0, plan, res);
     for (size_t r = 0; r < rows; ++r) {
       acc[r][0] = hn::Load(d, res + r * 2 * L);
       acc[r][1] = hn::Load(d, res + r * 2 * L + L);
@@ -232,6 +232,22 @@ HWY_NOINLINE void TileOneBlock(const FastOperands& op, size_t i0, size_t rows, s
   if (!hn::AllFalse(d, bad)) *nonfinite = true;
 }
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// TileOneBlock of the fused model in float lanes for two strips at once: columns [j0, j0 + 4 vectors).
+HWY_NOINLINE void FusedTileTwoStrips(const FastOperands& op, size_t i0, size_t rows, size_t j0, bool* nonfinite) {
+  const hn::ScalableTag<float> d;
+  const size_t L = hn::Lanes(d);
+  const FusedPlan& plan = (op.k == op.kblock || !op.fused.plan_tail) ? *op.fused.plan_full : *op.fused.plan_tail;
+  HWY_ALIGN float res[kRows * 4 * HWY_MAX_BYTES / sizeof(float)];
+  FusedTileBlock<kRows, 2>(d, op, i0, rows, j0, 0, plan, res);
+  auto bad = hn::Lt(hn::Zero(d), hn::Zero(d));  // all false
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t h = 0; h < 4; ++h)
+      StoreResult(d, op, i0 + r, j0 + h * L, hn::Add(hn::Zero(d), hn::Load(d, res + (r * 4 + h) * L)), bad);
+  if (!hn::AllFalse(d, bad)) *nonfinite = true;
+}
+#endif
+
 // One tile: rows [i0, i0+rows) x columns [j0, j0 + 2 vectors).
 template <bool kCount, FastInner kInner>
 HWY_NOINLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, float* outer_buf, uint64_t* inner_sw,
@@ -292,7 +308,8 @@ void TilesOf(FastOperands& op) {
   }
   const size_t row_tiles = (op.m + kRows - 1) / kRows;
   // Column panels keep a slice of B in cache while every row tile passes over it.
-  const size_t panel = std::max<size_t>(2 * L, (size_t{64} * 1024 / sizeof(float) / std::max<size_t>(op.k, 1)) / (2 * L) * (2 * L));
+  size_t panel = std::max<size_t>(2 * L, (size_t{64} * 1024 / sizeof(float) / std::max<size_t>(op.k, 1)) / (2 * L) * (2 * L));
+  if constexpr (kInner == FastInner::fused) panel = std::max<size_t>(panel, 4 * L);  // (strips in pairs)
   // Each thread owns a fixed range of row tiles and walks the panels over it (one thread, without
   // entering OpenMP, when the call is too small to repay a team).
   const bool one_block = !kCount && op.nblocks == 1 && !op.sa && !op.sb;
@@ -306,6 +323,15 @@ void TilesOf(FastOperands& op) {
       for (size_t rt = rt0; rt < rt1; ++rt) {
         const size_t i0 = rt * kRows, rows = std::min(kRows, op.m - i0);
         for (size_t j0 = p0; j0 < p1; j0 += 2 * L) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+          if constexpr (kInner == FastInner::fused) {
+            if (one_block && op.fused.float_lanes && j0 + 4 * L <= p1) {
+              FusedTileTwoStrips(op, i0, rows, j0, &nonfinite);
+              j0 += 2 * L;
+              continue;
+            }
+          }
+#endif
           if (one_block) TileOneBlock<kInner>(op, i0, rows, j0, &nonfinite);
           else Tile<kCount, kInner>(op, i0, rows, j0, buf, &inner_sw, &outer_sw, &nonfinite);
         }

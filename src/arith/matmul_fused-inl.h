@@ -88,30 +88,32 @@ HWY_NOINLINE double FusedGroupInCore(const FusedOperands& fo, size_t k, size_t i
 // `rows` repeat row i; their results are not used) and the strip at j0: ep[r*W + l] =
 // max over the group's products of e(a_ir) + e(b_jl), in int16 lanes (one vector holds the strip's W
 // columns, but on the scalar target). All rows in one pass: one load of B's codes serves them all.
-template <size_t kRowsMax>
+template <size_t kRowsMax, size_t S>
 HWY_INLINE void FusedProductExponents(const FastOperands& op, size_t i, size_t rows, size_t j0, size_t k0,
                                       const FusedGroup& g, const uint32_t* idx, int16_t* ep) {
   const hn::ScalableTag<int16_t> d16;
   const hn::Repartition<int32_t, decltype(d16)> d32;  // A's codes, each twice: a broadcast is a load
   const size_t W = 2 * hn::Lanes(hn::ScalableTag<float>());
-  const size_t L16 = hn::Lanes(d16), N16 = W / L16;  // one int16 vector, two on the scalar target
+  const size_t L16 = hn::Lanes(d16), N16 = W / L16;  // one int16 vector a strip, two on the scalar target
+  const size_t NH = S * N16;                          // (at most 2: S is 1 on the scalar target)
   const FusedOperands& fo = op.fused;
   const int32_t* earow[kRowsMax];
   for (size_t r = 0; r < kRowsMax; ++r) earow[r] = fo.ea + (i + (r < rows ? r : 0)) * op.k + k0;
-  const int16_t* es = fo.eb + (j0 / W) * op.k * W + k0 * W;
+  const int16_t* es[S];
+  for (size_t st = 0; st < S; ++st) es[st] = fo.eb + (j0 / W + st) * op.k * W + k0 * W;
   hn::Vec<decltype(d16)> Ep[kRowsMax][2];
   for (size_t r = 0; r < kRowsMax; ++r)
-    for (size_t h = 0; h < N16; ++h) Ep[r][h] = hn::Set(d16, static_cast<int16_t>(2 * kZeroExp));  // below all
+    for (size_t h = 0; h < NH; ++h) Ep[r][h] = hn::Set(d16, static_cast<int16_t>(2 * kZeroExp));  // below all
   for (uint32_t t = 0; t < g.n; ++t) {
     const size_t p = idx[t];
-    for (size_t h = 0; h < N16; ++h) {
-      const auto eb = hn::LoadU(d16, es + p * W + h * L16);
+    for (size_t h = 0; h < NH; ++h) {
+      const auto eb = hn::LoadU(d16, es[h / N16] + p * W + (h % N16) * L16);
       for (size_t r = 0; r < kRowsMax; ++r)
         Ep[r][h] = hn::Max(Ep[r][h], hn::Add(hn::BitCast(d16, hn::Set(d32, earow[r][p])), eb));
     }
   }
   for (size_t r = 0; r < kRowsMax; ++r)
-    for (size_t h = 0; h < N16; ++h) hn::Store(Ep[r][h], d16, ep + r * W + h * L16);
+    for (size_t h = 0; h < NH; ++h) hn::Store(Ep[r][h], d16, ep + r * S * W + h * L16);
 }
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
@@ -119,27 +121,28 @@ HWY_INLINE void FusedProductExponents(const FastOperands& op, size_t i, size_t r
 // rows (even lanes the first, odd lanes the second) for the strip's W columns, half the work of the
 // int16 pass. The sums saturate, so that a zero code's stays below -64 and every real one's above; ep
 // gets the same int16 values as FusedProductExponents (2 * kZeroExp where no product is non-zero).
-template <size_t kRowsMax>
+template <size_t kRowsMax, size_t S>
 HWY_INLINE void FusedProductExponents8(const FastOperands& op, size_t i, size_t rows, size_t j0, size_t k0,
                                        const FusedGroup& g, const uint32_t* idx, int16_t* ep) {
   const hn::ScalableTag<int8_t> d8;
   const hn::Repartition<int16_t, decltype(d8)> d16;
   const hn::Repartition<int32_t, decltype(d8)> d32;
   const size_t W = 2 * hn::Lanes(hn::ScalableTag<float>());
-  const size_t L16 = hn::Lanes(d16), N16 = W / L16;
+  const size_t L16 = hn::Lanes(d16), N16 = W / L16, NH = S * N16;
   constexpr size_t kPairs = (kRowsMax + 1) / 2, kMaxN16 = 2;
   const size_t pairs = (rows + 1) / 2;  // (pairs past them repeat the first; their results are not used)
   const FusedOperands& fo = op.fused;
   const int32_t* ap[kPairs];
   for (size_t pr = 0; pr < kPairs; ++pr) ap[pr] = fo.ea8 + (i / 2 + (pr < pairs ? pr : 0)) * op.k + k0;
-  const int16_t* es = fo.eb + (j0 / W) * op.k * W + k0 * W;
+  const int16_t* es[S];
+  for (size_t st = 0; st < S; ++st) es[st] = fo.eb + (j0 / W + st) * op.k * W + k0 * W;
   hn::Vec<decltype(d8)> Ep[kPairs][kMaxN16];
   for (size_t pr = 0; pr < kPairs; ++pr)
-    for (size_t h = 0; h < N16; ++h) Ep[pr][h] = hn::Set(d8, int8_t{-128});
+    for (size_t h = 0; h < NH; ++h) Ep[pr][h] = hn::Set(d8, int8_t{-128});
   for (uint32_t t = 0; t < g.n; ++t) {
     const size_t p = idx[t];
-    for (size_t h = 0; h < N16; ++h) {
-      const auto eb = hn::BitCast(d8, hn::LoadU(d16, es + p * W + h * L16));
+    for (size_t h = 0; h < NH; ++h) {
+      const auto eb = hn::BitCast(d8, hn::LoadU(d16, es[h / N16] + p * W + (h % N16) * L16));
       for (size_t pr = 0; pr < kPairs; ++pr)
         Ep[pr][h] = hn::Max(Ep[pr][h], hn::SaturatedAdd(hn::BitCast(d8, hn::Set(d32, ap[pr][p])), eb));
     }
@@ -147,12 +150,12 @@ HWY_INLINE void FusedProductExponents8(const FastOperands& op, size_t i, size_t 
   const auto none = hn::Set(d16, static_cast<int16_t>(2 * kZeroExp));
   const auto below = hn::Set(d16, int16_t{-64});
   for (size_t pr = 0; pr < kPairs; ++pr)
-    for (size_t h = 0; h < N16; ++h) {
+    for (size_t h = 0; h < NH; ++h) {
       const auto v = hn::BitCast(d16, Ep[pr][h]);
       const auto first = hn::ShiftRight<8>(hn::ShiftLeft<8>(v)), second = hn::ShiftRight<8>(v);  // (arithmetic)
-      hn::Store(hn::IfThenElse(hn::Lt(first, below), none, first), d16, ep + 2 * pr * W + h * L16);
+      hn::Store(hn::IfThenElse(hn::Lt(first, below), none, first), d16, ep + 2 * pr * S * W + h * L16);
       if (2 * pr + 1 < kRowsMax)
-        hn::Store(hn::IfThenElse(hn::Lt(second, below), none, second), d16, ep + (2 * pr + 1) * W + h * L16);
+        hn::Store(hn::IfThenElse(hn::Lt(second, below), none, second), d16, ep + (2 * pr + 1) * S * W + h * L16);
     }
 }
 #endif
@@ -163,11 +166,11 @@ struct LaneBits {
   static constexpr int kMant = sizeof(T) == 8 ? 52 : 23;
   static constexpr int kBias = sizeof(T) == 8 ? 1023 : 127;
 };
-constexpr size_t kFusedMaxNV = 4;  // a strip's W columns are at most 4 vectors
+constexpr size_t kFusedMaxNV = 4;  // a pass's S strips of W columns are at most 4 vectors (S = 2: float lanes)
 
 // Step 1 of FusedGroupRows: q = max(E, min_align) - kept_bits per lane, E the largest of c's exponent
 // (clamped at the output format's emin; none when c = 0) and the products' (ep).
-template <size_t R, class DT, class VI = hn::Vec<hn::RebindToSigned<DT>>>
+template <size_t R, size_t S, class DT, class VI = hn::Vec<hn::RebindToSigned<DT>>>
 HWY_INLINE void FusedCutExponents(DT dt, const FusedModel& m, double min_align, const hn::TFromD<DT>* cw,
                                   const int16_t* ep, VI (&q)[R][kFusedMaxNV]) {
   using T = hn::TFromD<DT>;
@@ -179,12 +182,12 @@ HWY_INLINE void FusedCutExponents(DT dt, const FusedModel& m, double min_align, 
   const size_t Ld = hn::Lanes(dt), W = 2 * hn::Lanes(hn::ScalableTag<float>()), NV = W / Ld;
   const VI sign_mask = hn::Set(di, static_cast<TI>(TI{1} << (8 * sizeof(T) - 1)));
   for (size_t r = 0; r < R; ++r)
-    for (size_t v = 0; v < NV; ++v) {
-      const auto c = hn::Load(dt, cw + r * W + v * Ld);
+    for (size_t v = 0; v < S * NV; ++v) {
+      const auto c = hn::Load(dt, cw + r * S * W + v * Ld);
       const VI field = hn::ShiftRight<kMant>(hn::AndNot(sign_mask, hn::BitCast(di, c)));
       const VI ec = hn::Max(hn::Sub(field, hn::Set(di, kBias)), hn::Set(di, static_cast<TI>(m.out.emin)));
       VI E = hn::IfThenElse(hn::RebindMask(di, hn::Eq(c, hn::Zero(dt))), hn::Set(di, static_cast<TI>(kZeroExp)), ec);
-      const auto e16 = hn::LoadU(d16h, ep + r * W + v * Ld);
+      const auto e16 = hn::LoadU(d16h, ep + r * S * W + v * Ld);
       if constexpr (sizeof(T) == 8)
         E = hn::Max(E, hn::PromoteTo(di, hn::PromoteTo(d32h, e16)));
       else
@@ -207,25 +210,28 @@ HWY_INLINE V FusedFmaRound(V x, V y, V acc) {
 // The products of `count` positions of a group for R rows whose x all have the signs of kPattern
 // (bit 1: the first row's x is negative, bit 0: the second's): the products of x with the B half of
 // its own sign are >= 0 and go into `up` toward zero, those with the other half are <= 0 and go into
-// `down` upward. Every row reads the same 2 x NV vectors of B per position.
-template <unsigned kPattern, size_t R, class DT, class V = hn::Vec<DT>>
+// `down` upward. Every row reads the same 2 x S x NV vectors of B (S strips) per position.
+template <unsigned kPattern, size_t R, size_t S, class DT, class V = hn::Vec<DT>>
 HWY_INLINE void FusedSignRun(DT dt, const uint32_t* pos, uint32_t count, const hn::TFromD<DT>* const (&arow)[R],
-                             const hn::TFromD<DT>* bs, V (&up)[R][kFusedMaxNV], V (&down)[R][kFusedMaxNV]) {
+                             const hn::TFromD<DT>* const (&bs)[S], V (&up)[R][kFusedMaxNV],
+                             V (&down)[R][kFusedMaxNV]) {
   using T = hn::TFromD<DT>;
   const size_t Ld = hn::Lanes(dt), W = 2 * hn::Lanes(hn::ScalableTag<float>()), NV = W / Ld;
   for (uint32_t t = 0; t < count; ++t) {
     const size_t p = pos[t];
-    const T* row = bs + p * 2 * W;
     V plus[kFusedMaxNV], minus[kFusedMaxNV];
-    for (size_t v = 0; v < NV; ++v) {
-      plus[v] = hn::LoadU(dt, row + v * Ld);
-      minus[v] = hn::LoadU(dt, row + W + v * Ld);
+    for (size_t st = 0; st < S; ++st) {
+      const T* row = bs[st] + p * 2 * W;
+      for (size_t v = 0; v < NV; ++v) {
+        plus[st * NV + v] = hn::LoadU(dt, row + v * Ld);
+        minus[st * NV + v] = hn::LoadU(dt, row + W + v * Ld);
+      }
     }
     for (size_t r = 0; r < R; ++r) {
       constexpr unsigned kNone = 0;
       const bool negative = ((kPattern >> (1 - r)) & 1u) != kNone;
       const V vx = hn::Set(dt, arow[r][p]);
-      for (size_t v = 0; v < NV; ++v) {
+      for (size_t v = 0; v < S * NV; ++v) {
         up[r][v] = FusedFmaRound<false>(vx, negative ? minus[v] : plus[v], up[r][v]);
         down[r][v] = FusedFmaRound<true>(vx, negative ? plus[v] : minus[v], down[r][v]);
       }
@@ -236,7 +242,7 @@ HWY_INLINE void FusedSignRun(DT dt, const uint32_t* pos, uint32_t count, const h
 
 // Step 2: the cut terms of the group's products and of c, added exactly; val = their sum times 2^q
 // (exact). `outside`: lanes whose q the lane type cannot scale by (float lanes only), for the core.
-template <size_t R, class DT, class V = hn::Vec<DT>, class VI = hn::Vec<hn::RebindToSigned<DT>>,
+template <size_t R, size_t S, class DT, class V = hn::Vec<DT>, class VI = hn::Vec<hn::RebindToSigned<DT>>,
           class MI = hn::Mask<hn::RebindToSigned<DT>>>
 HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
                              const uint32_t* idx, const uint32_t* order, const uint32_t* runs,
@@ -258,21 +264,23 @@ HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0,
   }
   const T* arow[R];
   for (size_t r = 0; r < R; ++r) arow[r] = a + (i + r) * op.k + k0;
-  const T* bs = b + (j0 / W) * op.k * 2 * W + k0 * 2 * W;
+  const T* bs[S];  // the strips' rows of B from k0
+  for (size_t st = 0; st < S; ++st) bs[st] = b + (j0 / W + st) * op.k * 2 * W + k0 * 2 * W;
+  const size_t NVT = S * NV;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   using TI = hn::TFromD<hn::RebindToSigned<DT>>;
   // M = 1.5 * 2^(kMant+q); it and 2^-q are normal where q is in [qmin, qmax] (q clamped there: qc).
   const TI qmin = -kBias + 1 - kMant, qmax = kBias - 1 - kMant;
   V up[R][kFusedMaxNV], down[R][kFusedMaxNV], M[R][kFusedMaxNV];
   for (size_t r = 0; r < R; ++r)
-    for (size_t v = 0; v < NV; ++v) {
+    for (size_t v = 0; v < NVT; ++v) {
       outside[r][v] = hn::Or(hn::Lt(q[r][v], hn::Set(di, qmin)), hn::Gt(q[r][v], hn::Set(di, qmax)));
       const VI qc = hn::Min(hn::Max(q[r][v], hn::Set(di, qmin)), hn::Set(di, qmax));
       M[r][v] = hn::BitCast(dt, hn::Or(hn::ShiftLeft<kMant>(hn::Add(hn::Set(di, kBias + kMant), qc)),
                                        hn::Set(di, TI{1} << (kMant - 1))));
       // trunc(c * 2^-q) * 2^q added to M as a product would be (c >= 0 toward zero into up, c <= 0
       // upward into down): |c| < 2^(kept+2+q), so M + c stays in M's binade, whose ulp is 2^q.
-      const V c = hn::Load(dt, cw + r * W + v * Ld);
+      const V c = hn::Load(dt, cw + r * S * W + v * Ld);
       // (As fmas with 1, which _mm512_add_round's undefined pass-through would have g++ 12 warn about.)
       up[r][v] = FusedFmaRound<false>(hn::Max(c, hn::Zero(dt)), hn::Set(dt, T(1)), M[r][v]);
       down[r][v] = FusedFmaRound<true>(hn::Min(c, hn::Zero(dt)), hn::Set(dt, T(1)), M[r][v]);
@@ -282,22 +290,23 @@ HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0,
   // exactly in any order.)
   (void)idx;
   if constexpr (R == 2) {
-    FusedSignRun<0>(dt, order, runs[0], arow, bs, up, down);
-    FusedSignRun<1>(dt, order + runs[0], runs[1] - runs[0], arow, bs, up, down);
-    FusedSignRun<2>(dt, order + runs[1], runs[2] - runs[1], arow, bs, up, down);
-    FusedSignRun<3>(dt, order + runs[2], runs[3] - runs[2], arow, bs, up, down);
+    FusedSignRun<0, R, S>(dt, order, runs[0], arow, bs, up, down);
+    FusedSignRun<1, R, S>(dt, order + runs[0], runs[1] - runs[0], arow, bs, up, down);
+    FusedSignRun<2, R, S>(dt, order + runs[1], runs[2] - runs[1], arow, bs, up, down);
+    FusedSignRun<3, R, S>(dt, order + runs[2], runs[3] - runs[2], arow, bs, up, down);
   } else {  // one row, the first of its pair: patterns (+,*) then (-,*)
-    FusedSignRun<0>(dt, order, runs[1], arow, bs, up, down);
-    FusedSignRun<2>(dt, order + runs[1], runs[3] - runs[1], arow, bs, up, down);
+    FusedSignRun<0, R, S>(dt, order, runs[1], arow, bs, up, down);
+    FusedSignRun<2, R, S>(dt, order + runs[1], runs[3] - runs[1], arow, bs, up, down);
   }
   // Both accumulators stay within 2^(kMant-1+q) of M: the differences and their sum are exact, and
   // an exactly cancelling group gives +0.
   for (size_t r = 0; r < R; ++r)
-    for (size_t v = 0; v < NV; ++v) val[r][v] = hn::Add(hn::Sub(up[r][v], M[r][v]), hn::Sub(down[r][v], M[r][v]));
+    for (size_t v = 0; v < NVT; ++v) val[r][v] = hn::Add(hn::Sub(up[r][v], M[r][v]), hn::Sub(down[r][v], M[r][v]));
 #else
-  static_assert(sizeof(T) == 8, "float lanes need per-instruction rounding");
+  static_assert(sizeof(T) == 8 && S == 1, "float lanes and strips in pairs need per-instruction rounding");
   (void)order;  // (the AVX-512 formulation's)
   (void)runs;
+  (void)NVT;
   const VI bias = hn::Set(di, kBias);
   V scale[R][kFusedMaxNV], sum[R][kFusedMaxNV];
   for (size_t r = 0; r < R; ++r)
@@ -309,7 +318,7 @@ HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0,
     }
   for (uint32_t t = 0; t < g.n; ++t) {
     const size_t p = idx[t];
-    const T* row = bs + p * 2 * W;
+    const T* row = bs[0] + p * 2 * W;
     for (size_t v = 0; v < NV; ++v) {
       const V y = hn::Add(hn::LoadU(dt, row + v * Ld), hn::LoadU(dt, row + W + v * Ld));  // one of them is 0
       for (size_t r = 0; r < R; ++r)
@@ -324,7 +333,7 @@ HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0,
 
 // Step 3: val rounded once to the result grid into cw; results below the output format's smallest
 // normal or at its overflow threshold, a non-finite c and `outside` lanes from the scalar core.
-template <size_t R, class DT, class V = hn::Vec<DT>, class MI = hn::Mask<hn::RebindToSigned<DT>>>
+template <size_t R, size_t S, class DT, class V = hn::Vec<DT>, class MI = hn::Mask<hn::RebindToSigned<DT>>>
 HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
                                   const V (&val)[R][kFusedMaxNV], const MI (&outside)[R][kFusedMaxNV],
                                   hn::TFromD<DT>* cw) {
@@ -345,7 +354,7 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
   const VI overflow_enc = hn::Set(di, pow2_enc(m.out.emax + 1));
   const VI one = hn::Set(di, 1);
   for (size_t r = 0; r < R; ++r)
-    for (size_t v = 0; v < NV; ++v) {
+    for (size_t v = 0; v < S * NV; ++v) {
       const VI bits = hn::BitCast(di, val[r][v]);
       const VI sign = hn::And(bits, sign_mask);
       const VI mag = hn::AndNot(sign_mask, bits);
@@ -356,7 +365,7 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
         rounded = hn::AndNot(low, mag);
       const auto rare = hn::Or(hn::Or(outside[r][v], hn::And(hn::Lt(mag, min_normal_enc), hn::Ne(mag, hn::Zero(di)))),
                                hn::Or(hn::Not(hn::Lt(rounded, overflow_enc)), hn::Not(hn::Lt(mag, overflow_enc))));
-      T* cv = cw + r * W + v * Ld;
+      T* cv = cw + r * S * W + v * Ld;
       HWY_ALIGN T res[HWY_MAX_BYTES / sizeof(T)];
       hn::Store(hn::BitCast(dt, hn::Or(sign, rounded)), dt, res);
       if (HWY_UNLIKELY(!hn::AllFalse(di, rare))) {
@@ -373,8 +382,8 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
     }
 }
 
-// One group for R rows from i (c: cw[r*W + l], replaced by the group's results).
-template <size_t R, class DT>
+// One group for R rows from i and S strips from j0 (c: cw[r*S*W + l], replaced by the group's results).
+template <size_t R, size_t S, class DT>
 HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
                                const uint32_t* idx, const uint32_t* order, const uint32_t* runs, const int16_t* ep,
                                hn::TFromD<DT>* cw) {
@@ -382,9 +391,9 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
   hn::Vec<decltype(di)> q[R][kFusedMaxNV];
   hn::Vec<DT> val[R][kFusedMaxNV];
   hn::Mask<decltype(di)> outside[R][kFusedMaxNV];
-  FusedCutExponents<R>(dt, *op.fused.model, op.fused.min_align, cw, ep, q);
-  FusedCutSums<R>(dt, op, i, j0, k0, g, idx, order, runs, cw, q, val, outside);
-  FusedRoundResults<R>(dt, op, i, j0, k0, g, val, outside, cw);
+  FusedCutExponents<R, S>(dt, *op.fused.model, op.fused.min_align, cw, ep, q);
+  FusedCutSums<R, S>(dt, op, i, j0, k0, g, idx, order, runs, cw, q, val, outside);
+  FusedRoundResults<R, S>(dt, op, i, j0, k0, g, val, outside, cw);
 }
 
 // Row i's pair's order of group g's positions, and where its sign patterns' runs end (null where
@@ -396,48 +405,49 @@ HWY_INLINE const uint32_t* SignRuns(const FusedOperands& fo, size_t i, size_t or
   return fo.sign_runs ? fo.sign_runs + ((i / 2) * fo.sign_groups + ordinal) * 4 : nullptr;
 }
 
-// The fused model over one K-block for rows [i0, i0+rows), rows <= kMaxRows, and the strip at column
-// j0, in lanes of dt's type: out[r*W + l] (results on the output format's grid, exact as floats).
-// Groups run in the outer loop and rows in the inner one, so that a group's slice of the strip
-// (32 products x W columns: 16 KiB at most) stays in L1 while every row of the tile reads it.
-template <size_t kMaxRows, class DT>
+// The fused model over one K-block for rows [i0, i0+rows), rows <= kMaxRows, and the S strips from
+// column j0 (S = 2 in float lanes on AVX-512: the sign-pattern runs' control then serves twice the
+// fmas), in lanes of dt's type: out[r*S*W + l] (results on the output format's grid, exact as
+// floats). Groups run in the outer loop and rows in the inner one, so that a group's slice of the
+// strips (32 products x S*W columns: 16 KiB at most) stays in L1 while every row of the tile reads it.
+template <size_t kMaxRows, size_t S, class DT>
 HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t rows, size_t j0, size_t k0,
                                const FusedPlan& plan, float* out) {
   using T = hn::TFromD<DT>;
-  const size_t W = 2 * hn::Lanes(hn::ScalableTag<float>());
+  const size_t SW = S * 2 * hn::Lanes(hn::ScalableTag<float>());  // a row's columns
   const FusedModel& m = *op.fused.model;
   const bool promote = m.promote_every > 0;
   const FusedOperands& fo = op.fused;
   const size_t group_base = (k0 / op.kblock) * fo.plan_full->groups.size();  // ordinal of the block's first group
-  HWY_ALIGN T c[kMaxRows * 2 * HWY_MAX_BYTES / sizeof(float)];
-  HWY_ALIGN int16_t ep[kMaxRows * 2 * HWY_MAX_BYTES / sizeof(float)];
-  for (size_t l = 0; l < rows * W; ++l) out[l] = 0.0f;  // the outer accumulators
+  HWY_ALIGN T c[kMaxRows * S * 2 * HWY_MAX_BYTES / sizeof(float)];
+  HWY_ALIGN int16_t ep[kMaxRows * S * 2 * HWY_MAX_BYTES / sizeof(float)];
+  for (size_t l = 0; l < rows * SW; ++l) out[l] = 0.0f;  // the outer accumulators
   uint32_t g0 = 0;
   for (uint32_t chain_end : plan.chain_end) {
-    for (size_t l = 0; l < rows * W; ++l) c[l] = promote ? T(0) : static_cast<T>(out[l]);
+    for (size_t l = 0; l < rows * SW; ++l) c[l] = promote ? T(0) : static_cast<T>(out[l]);
     for (uint32_t gi = g0; gi < chain_end; ++gi) {
       const FusedGroup& g = plan.groups[gi];
       const uint32_t* idx = plan.index.data() + g.first;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
       if (fo.ea8)
-        FusedProductExponents8<kMaxRows>(op, i0, rows, j0, k0, g, idx, ep);
+        FusedProductExponents8<kMaxRows, S>(op, i0, rows, j0, k0, g, idx, ep);
       else
 #endif
-        FusedProductExponents<kMaxRows>(op, i0, rows, j0, k0, g, idx, ep);
+        FusedProductExponents<kMaxRows, S>(op, i0, rows, j0, k0, g, idx, ep);
       // Rows in pairs (i0 is even: the pairs of sign_order): two rows' independent sums hide the
       // latency of each other's fmas, and they share B's loads.
       const size_t ordinal = group_base + gi;
       size_t r = 0;
       for (; r + 2 <= rows; r += 2)
-        FusedGroupRows<2>(dt, op, i0 + r, j0, k0, g, idx, SignOrder(op, i0 + r, k0, g), SignRuns(fo, i0 + r, ordinal),
-                          ep + r * W, c + r * W);
+        FusedGroupRows<2, S>(dt, op, i0 + r, j0, k0, g, idx, SignOrder(op, i0 + r, k0, g),
+                             SignRuns(fo, i0 + r, ordinal), ep + r * SW, c + r * SW);
       if (r < rows)
-        FusedGroupRows<1>(dt, op, i0 + r, j0, k0, g, idx, SignOrder(op, i0 + r, k0, g), SignRuns(fo, i0 + r, ordinal),
-                          ep + r * W, c + r * W);
+        FusedGroupRows<1, S>(dt, op, i0 + r, j0, k0, g, idx, SignOrder(op, i0 + r, k0, g),
+                             SignRuns(fo, i0 + r, ordinal), ep + r * SW, c + r * SW);
     }
     g0 = chain_end;
     // Promotion into the outer accumulator, once per chain: the scalar core.
-    for (size_t l = 0; l < rows * W; ++l)
+    for (size_t l = 0; l < rows * SW; ++l)
       out[l] = static_cast<float>(promote ? fused_promote_add(out[l], c[l], m) : static_cast<double>(c[l]));
   }
 }
