@@ -463,6 +463,7 @@ HWY_EXPORT(FloatLanes);
 HWY_EXPORT(FusedFloatLanes);
 HWY_EXPORT(FusedExpCodes);
 HWY_EXPORT(FusedPackStrips);
+HWY_EXPORT(FusedSignOrderConsecutive);
 HWY_EXPORT(FloatMagnitudeRange);
 HWY_EXPORT(FastTargetName);
 
@@ -789,6 +790,13 @@ void build_sign_order(const T* a, size_t m, size_t k, size_t kblock, const Fused
         const FusedGroup& g = plan.groups[gi];
         const uint32_t* idx = plan.index.data() + g.first;
         uint32_t* out = order + P * k + k0 + g.first;
+        uint32_t* run_end = runs + (P * groups + bi * per_block + gi) * 4;
+        if constexpr (std::is_same_v<T, float>) {
+          if (g.half < 0) {  // consecutive positions: by SIMD
+            HWY_DYNAMIC_DISPATCH(FusedSignOrderConsecutive)(x0 + k0, x1 ? x1 + k0 : nullptr, g.start, g.n, out, run_end);
+            continue;
+          }
+        }
         // Each position's pattern, parked in out (then overwritten) to read the signs once.
         uint32_t end[4] = {0, 0, 0, 0};
         for (uint32_t t = 0; t < g.n; ++t) {
@@ -801,7 +809,7 @@ void build_sign_order(const T* a, size_t m, size_t k, size_t kblock, const Fused
         uint32_t* sorted = scratch.data();
         for (uint32_t t = 0; t < g.n; ++t) sorted[at[out[t]]++] = idx[t];
         std::copy(sorted, sorted + g.n, out);
-        std::copy(end, end + 4, runs + (P * groups + bi * per_block + gi) * 4);
+        std::copy(end, end + 4, run_end);
       }
     }
   });

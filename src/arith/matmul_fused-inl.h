@@ -452,6 +452,45 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
   }
 }
 
+// A group of n consecutive positions [start, start + n) of a pair of float rows x0, x1 (x1 null: a
+// lone row, all +) in the order of FusedOperands::sign_order: out[0..n) and the runs' ends end[4].
+// Pattern masks per vector of positions, then each pattern's positions compressed into its run.
+void FusedSignOrderConsecutive(const float* x0, const float* x1, uint32_t start, uint32_t n, uint32_t* out,
+                               uint32_t* end) {
+  const hn::ScalableTag<int32_t> di;
+  const hn::RebindToUnsigned<decltype(di)> du;
+  const size_t N = hn::Lanes(di);
+  using M = hn::Mask<decltype(di)>;
+  // The four patterns' masks of positions [start + t, start + t + len).
+  auto patterns = [&](size_t t, size_t len, M (&pm)[4]) {
+    const M valid = hn::FirstN(di, len);
+    const auto negative = [&](const float* x) {
+      return hn::And(valid, hn::Lt(hn::MaskedLoad(valid, di, reinterpret_cast<const int32_t*>(x) + start + t),
+                                    hn::Zero(di)));  // (the sign bit: -0 counts as negative)
+    };
+    const M s0 = negative(x0);
+    const M s1 = x1 ? negative(x1) : hn::FirstN(di, 0);
+    pm[0] = hn::AndNot(s0, hn::AndNot(s1, valid));
+    pm[1] = hn::AndNot(s0, s1);
+    pm[2] = hn::AndNot(s1, s0);
+    pm[3] = hn::And(s0, s1);
+  };
+  uint32_t count[4] = {0, 0, 0, 0};
+  for (size_t t = 0; t < n; t += N) {
+    M pm[4];
+    patterns(t, std::min<size_t>(N, n - t), pm);
+    for (size_t c = 0; c < 4; ++c) count[c] += static_cast<uint32_t>(hn::CountTrue(di, pm[c]));
+  }
+  uint32_t at[4] = {0, count[0], count[0] + count[1], count[0] + count[1] + count[2]};
+  for (size_t c = 0; c < 4; ++c) end[c] = at[c] + count[c];
+  for (size_t t = 0; t < n; t += N) {
+    M pm[4];
+    patterns(t, std::min<size_t>(N, n - t), pm);
+    const auto pos = hn::Iota(du, static_cast<uint32_t>(start + t));
+    for (size_t c = 0; c < 4; ++c) at[c] += static_cast<uint32_t>(hn::CompressBlendedStore(pos, hn::RebindMask(du, pm[c]), du, out + at[c]));
+  }
+}
+
 // ---- Packing for the kernel above (matmul_fast's pack_fused, for float operands) ----------------
 
 // The alignment code of each of len floats (fused_detail::align_code, on the float encoding):
