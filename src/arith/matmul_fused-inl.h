@@ -59,7 +59,8 @@ constexpr bool kFusedDirected = false;
 //     lanes, twice as many.
 //   * elsewhere: trunc(x*y * 2^-q) per term in double lanes (multiply, multiply, truncate, add).
 // A tile's rows share one pass for the products' exponents (FusedProductExponents); the rest runs
-// for two rows at a time (FusedGroupRows: FusedCutExponents, FusedCutSums, FusedRoundResults).
+// for two rows at a time (FusedGroupRows: FusedCutSumsDirected on AVX-512, else FusedCutExponents and
+// FusedCutSumsTruncated; then FusedRoundResults).
 
 // One group for row i and column j by the scalar core (group_at), from the operands as the caller
 // gave them (doubles, or floats widened here: the group's span only).
@@ -240,19 +241,22 @@ HWY_INLINE void FusedSignRun(DT dt, const uint32_t* pos, uint32_t count, const h
 }
 #endif
 
-// Step 2: the cut terms of the group's products and of c, added exactly; val = their sum times 2^q
-// (exact). `outside`: lanes whose q the lane type cannot scale by (float lanes only), for the core.
-template <size_t R, size_t S, class DT, class V = hn::Vec<DT>, class VI = hn::Vec<hn::RebindToSigned<DT>>,
-          class MI = hn::Mask<hn::RebindToSigned<DT>>>
-HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
-                             const uint32_t* idx, const uint32_t* order, const uint32_t* runs,
-                             const hn::TFromD<DT>* cw, const VI (&q)[R][kFusedMaxNV], V (&val)[R][kFusedMaxNV],
-                             MI (&outside)[R][kFusedMaxNV]) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// Steps 1 and 2 on AVX-512: the alignment in the lanes' floating point, then the cut terms of the
+// group's products and of c added exactly; val = their sum times 2^q (exact). E is the largest of
+// the products' exponents (ep), c's (getexp, clamped at the output format's emin; -inf when c = 0)
+// and min_align; q = E - kept_bits. M = 1.5 * 2^(kMant+q) by scalef, with q clamped to [qmin, qmax],
+// where M and 2^-q are normal; `outside`: lanes beyond it (float lanes) or with a non-finite c, for
+// the core.
+template <size_t R, size_t S, class DT, class V = hn::Vec<DT>, class MI = hn::Mask<hn::RebindToSigned<DT>>>
+HWY_INLINE void FusedCutSumsDirected(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0,
+                                     const uint32_t* order, const uint32_t* runs, const hn::TFromD<DT>* cw,
+                                     const int16_t* ep, V (&val)[R][kFusedMaxNV], MI (&outside)[R][kFusedMaxNV]) {
   using T = hn::TFromD<DT>;
   constexpr int kMant = LaneBits<T>::kMant, kBias = LaneBits<T>::kBias;
-  const hn::RebindToSigned<DT> di;
-  const size_t Ld = hn::Lanes(dt), W = 2 * hn::Lanes(hn::ScalableTag<float>()), NV = W / Ld;
+  const size_t Ld = hn::Lanes(dt), W = 2 * hn::Lanes(hn::ScalableTag<float>()), NV = W / Ld, NVT = S * NV;
   const FusedOperands& fo = op.fused;
+  const FusedModel& m = *fo.model;
   const T* a = nullptr;
   const T* b = nullptr;
   if constexpr (sizeof(T) == 8) {
@@ -266,21 +270,50 @@ HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0,
   for (size_t r = 0; r < R; ++r) arow[r] = a + (i + r) * op.k + k0;
   const T* bs[S];  // the strips' rows of B from k0
   for (size_t st = 0; st < S; ++st) bs[st] = b + (j0 / W + st) * op.k * 2 * W + k0 * 2 * W;
-  const size_t NVT = S * NV;
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  using TI = hn::TFromD<hn::RebindToSigned<DT>>;
-  // M = 1.5 * 2^(kMant+q); it and 2^-q are normal where q is in [qmin, qmax] (q clamped there: qc).
-  const TI qmin = -kBias + 1 - kMant, qmax = kBias - 1 - kMant;
+  const hn::Rebind<int16_t, DT> d16h;
+  const hn::Rebind<int32_t, DT> d32h;
+  const V emin = hn::Set(dt, T(m.out.emin)), lowest = hn::Set(dt, T(op.fused.min_align)), kept = hn::Set(dt, T(m.kept_bits));
+  const V qmin = hn::Set(dt, T(-kBias + 1 - kMant)), qmax = hn::Set(dt, T(kBias - 1 - kMant));
+  const V m1 = hn::Set(dt, T(1.5) * (sizeof(T) == 8 ? T(0x1p52) : T(0x1p23)));  // 1.5 * 2^kMant
   V up[R][kFusedMaxNV], down[R][kFusedMaxNV], M[R][kFusedMaxNV];
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NVT; ++v) {
-      outside[r][v] = hn::Or(hn::Lt(q[r][v], hn::Set(di, qmin)), hn::Gt(q[r][v], hn::Set(di, qmax)));
-      const VI qc = hn::Min(hn::Max(q[r][v], hn::Set(di, qmin)), hn::Set(di, qmax));
-      M[r][v] = hn::BitCast(dt, hn::Or(hn::ShiftLeft<kMant>(hn::Add(hn::Set(di, kBias + kMant), qc)),
-                                       hn::Set(di, TI{1} << (kMant - 1))));
+      const V c = hn::Load(dt, cw + r * S * W + v * Ld);
+      V e_prod;  // (2 * kZeroExp where no product is non-zero: never the largest)
+      if constexpr (sizeof(T) == 8)
+        e_prod = hn::PromoteTo(dt, hn::PromoteTo(d32h, hn::LoadU(d16h, ep + r * S * W + v * Ld)));
+      else
+        e_prod = hn::ConvertTo(dt, hn::PromoteTo(d32h, hn::LoadU(d16h, ep + r * S * W + v * Ld)));
+      // x86 max returns its second operand when either is NaN: written max(other, x), a NaN x (c's
+      // exponent, then E and q) carries through, and q != qc marks the lane.
+      V E, q, qc;
+      if constexpr (sizeof(T) == 8) {
+        // (The masked forms with every lane set: the plain ones' undefined pass-through trips g++ 12's
+        // -Wmaybe-uninitialized.)
+        constexpr __mmask8 kAll = 0xff;
+        const __m512d ec_raw = _mm512_mask_getexp_pd(c.raw, kAll, c.raw);
+        const __mmask8 nonzero = _mm512_cmp_pd_mask(c.raw, _mm512_setzero_pd(), _CMP_NEQ_UQ);
+        const __m512d ec = _mm512_mask_max_pd(ec_raw, nonzero, emin.raw, ec_raw);
+        const __m512d ep_or_ec = _mm512_mask_max_pd(e_prod.raw, kAll, e_prod.raw, ec);
+        E.raw = _mm512_mask_max_pd(lowest.raw, kAll, lowest.raw, ep_or_ec);
+        q = hn::Sub(E, kept);
+        qc.raw = _mm512_mask_min_pd(qmax.raw, kAll, qmax.raw, _mm512_mask_max_pd(qmin.raw, kAll, qmin.raw, q.raw));
+        outside[r][v].raw = _mm512_cmp_pd_mask(q.raw, qc.raw, _CMP_NEQ_UQ);
+        M[r][v].raw = _mm512_mask_scalef_pd(m1.raw, kAll, m1.raw, qc.raw);
+      } else {
+        constexpr __mmask16 kAll = 0xffff;
+        const __m512 ec_raw = _mm512_mask_getexp_ps(c.raw, kAll, c.raw);
+        const __mmask16 nonzero = _mm512_cmp_ps_mask(c.raw, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+        const __m512 ec = _mm512_mask_max_ps(ec_raw, nonzero, emin.raw, ec_raw);
+        const __m512 ep_or_ec = _mm512_mask_max_ps(e_prod.raw, kAll, e_prod.raw, ec);
+        E.raw = _mm512_mask_max_ps(lowest.raw, kAll, lowest.raw, ep_or_ec);
+        q = hn::Sub(E, kept);
+        qc.raw = _mm512_mask_min_ps(qmax.raw, kAll, qmax.raw, _mm512_mask_max_ps(qmin.raw, kAll, qmin.raw, q.raw));
+        outside[r][v].raw = _mm512_cmp_ps_mask(q.raw, qc.raw, _CMP_NEQ_UQ);
+        M[r][v].raw = _mm512_mask_scalef_ps(m1.raw, kAll, m1.raw, qc.raw);
+      }
       // trunc(c * 2^-q) * 2^q added to M as a product would be (c >= 0 toward zero into up, c <= 0
       // upward into down): |c| < 2^(kept+2+q), so M + c stays in M's binade, whose ulp is 2^q.
-      const V c = hn::Load(dt, cw + r * S * W + v * Ld);
       // (As fmas with 1, which _mm512_add_round's undefined pass-through would have g++ 12 warn about.)
       up[r][v] = FusedFmaRound<false>(hn::Max(c, hn::Zero(dt)), hn::Set(dt, T(1)), M[r][v]);
       down[r][v] = FusedFmaRound<true>(hn::Min(c, hn::Zero(dt)), hn::Set(dt, T(1)), M[r][v]);
@@ -288,7 +321,6 @@ HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0,
   // The products in runs of one sign pattern of the rows' x (order, runs: FusedOperands::sign_order),
   // in which each direction reads a fixed half of B and the rows share its loads. (The cut terms add
   // exactly in any order.)
-  (void)idx;
   if constexpr (R == 2) {
     FusedSignRun<0, R, S>(dt, order, runs[0], arow, bs, up, down);
     FusedSignRun<1, R, S>(dt, order + runs[0], runs[1] - runs[0], arow, bs, up, down);
@@ -302,11 +334,25 @@ HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0,
   // an exactly cancelling group gives +0.
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NVT; ++v) val[r][v] = hn::Add(hn::Sub(up[r][v], M[r][v]), hn::Sub(down[r][v], M[r][v]));
+}
 #else
+// Step 2 elsewhere: the cut terms of the group's products and of c, each truncated, added exactly in
+// double lanes; val = their sum times 2^q (exact). (`outside` stays empty: double lanes scale by any
+// q a model reaches.)
+template <size_t R, size_t S, class DT, class V = hn::Vec<DT>, class VI = hn::Vec<hn::RebindToSigned<DT>>,
+          class MI = hn::Mask<hn::RebindToSigned<DT>>>
+HWY_INLINE void FusedCutSumsTruncated(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0,
+                                      const FusedGroup& g, const uint32_t* idx, const hn::TFromD<DT>* cw,
+                                      const VI (&q)[R][kFusedMaxNV], V (&val)[R][kFusedMaxNV],
+                                      MI (&outside)[R][kFusedMaxNV]) {
+  using T = hn::TFromD<DT>;
   static_assert(sizeof(T) == 8 && S == 1, "float lanes and strips in pairs need per-instruction rounding");
-  (void)order;  // (the AVX-512 formulation's)
-  (void)runs;
-  (void)NVT;
+  constexpr int kMant = LaneBits<T>::kMant, kBias = LaneBits<T>::kBias;
+  const hn::RebindToSigned<DT> di;
+  const size_t Ld = hn::Lanes(dt), W = 2 * hn::Lanes(hn::ScalableTag<float>()), NV = W / Ld;
+  const T* arow[R];
+  for (size_t r = 0; r < R; ++r) arow[r] = op.fused.a + (i + r) * op.k + k0;
+  const T* bs = op.fused.b + (j0 / W) * op.k * 2 * W + k0 * 2 * W;
   const VI bias = hn::Set(di, kBias);
   V scale[R][kFusedMaxNV], sum[R][kFusedMaxNV];
   for (size_t r = 0; r < R; ++r)
@@ -318,7 +364,7 @@ HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0,
     }
   for (uint32_t t = 0; t < g.n; ++t) {
     const size_t p = idx[t];
-    const T* row = bs[0] + p * 2 * W;
+    const T* row = bs + p * 2 * W;
     for (size_t v = 0; v < NV; ++v) {
       const V y = hn::Add(hn::LoadU(dt, row + v * Ld), hn::LoadU(dt, row + W + v * Ld));  // one of them is 0
       for (size_t r = 0; r < R; ++r)
@@ -328,8 +374,8 @@ HWY_INLINE void FusedCutSums(DT dt, const FastOperands& op, size_t i, size_t j0,
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NV; ++v)
       val[r][v] = hn::Mul(sum[r][v], hn::BitCast(dt, hn::ShiftLeft<kMant>(hn::Add(bias, q[r][v]))));  // times 2^q
-#endif
 }
+#endif
 
 // Step 3: val rounded once to the result grid into cw; results below the output format's smallest
 // normal or at its overflow threshold, a non-finite c and `outside` lanes from the scalar core.
@@ -353,6 +399,8 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
   const VI min_normal_enc = hn::Set(di, pow2_enc(m.out.emin));
   const VI overflow_enc = hn::Set(di, pow2_enc(m.out.emax + 1));
   const VI one = hn::Set(di, 1);
+  const hn::RebindToUnsigned<DT> du;
+  const auto min_normal_m1 = hn::BitCast(du, hn::Sub(min_normal_enc, one));
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < S * NV; ++v) {
       const VI bits = hn::BitCast(di, val[r][v]);
@@ -363,8 +411,12 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
         rounded = hn::AndNot(low, hn::Add(hn::Add(mag, hn::ShiftRight<1>(low)), hn::And(hn::ShiftRightSame(mag, shift), one)));
       else
         rounded = hn::AndNot(low, mag);
-      const auto rare = hn::Or(hn::Or(outside[r][v], hn::And(hn::Lt(mag, min_normal_enc), hn::Ne(mag, hn::Zero(di)))),
-                               hn::Or(hn::Not(hn::Lt(rounded, overflow_enc)), hn::Not(hn::Lt(mag, overflow_enc))));
+      // 0 < mag < 2^emin as one unsigned compare of mag - 1; at or beyond the overflow threshold (a
+      // power of two, on every grid): rounded toward zero, rounded <= mag tells, else mag too (an
+      // rne add can carry a NaN's bits past the sign).
+      const auto tiny = hn::RebindMask(di, hn::Lt(hn::BitCast(du, hn::Sub(mag, one)), min_normal_m1));
+      auto rare = hn::Or(hn::Or(outside[r][v], tiny), hn::Not(hn::Lt(rounded, overflow_enc)));
+      if (m.final_rounding == Rounding::rne) rare = hn::Or(rare, hn::Not(hn::Lt(mag, overflow_enc)));
       T* cv = cw + r * S * W + v * Ld;
       HWY_ALIGN T res[HWY_MAX_BYTES / sizeof(T)];
       hn::Store(hn::BitCast(dt, hn::Or(sign, rounded)), dt, res);
@@ -388,11 +440,18 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
                                const uint32_t* idx, const uint32_t* order, const uint32_t* runs, const int16_t* ep,
                                hn::TFromD<DT>* cw) {
   const hn::RebindToSigned<DT> di;
-  hn::Vec<decltype(di)> q[R][kFusedMaxNV];
   hn::Vec<DT> val[R][kFusedMaxNV];
   hn::Mask<decltype(di)> outside[R][kFusedMaxNV];
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  (void)idx;
+  FusedCutSumsDirected<R, S>(dt, op, i, j0, k0, order, runs, cw, ep, val, outside);
+#else
+  (void)order;
+  (void)runs;
+  hn::Vec<decltype(di)> q[R][kFusedMaxNV];
   FusedCutExponents<R, S>(dt, *op.fused.model, op.fused.min_align, cw, ep, q);
-  FusedCutSums<R, S>(dt, op, i, j0, k0, g, idx, order, runs, cw, q, val, outside);
+  FusedCutSumsTruncated<R, S>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
+#endif
   FusedRoundResults<R, S>(dt, op, i, j0, k0, g, val, outside, cw);
 }
 
