@@ -524,6 +524,45 @@ TEST_CASE("hand-derived: the fast fused kernel cuts products of either sign towa
   }
 }
 
+TEST_CASE("hand-derived: a fused group whose c is zero aligns to its products, below the output's emin") {
+  // The H100 bf16 model keeps 25 bits below the group's alignment exponent E (16 terms, rtz, minimum
+  // alignment exponent -133). Four products 2^-64 * 2^-63 = 2^-127 and one -2^-76 * 2^-76 = -2^-152,
+  // with c = 0 (the first group): c takes no part, so E = -127, q = E - 25 = -152, and -2^-152 is kept.
+  // The exact sum 2^-125 - 2^-152 truncates to the float below 2^-125: 2^-125 - 2^-149 (normal: no
+  // scalar-core lane). Had c = 0 counted with fp32's emin (-126), the cut would be at 2^-151, the
+  // small product would vanish, and the result would be 2^-125.
+  const MatmulPolicy p = fused_policy(*find_tc_preset("h100_bf16"), fmt("bf16"));
+  const size_t k = 16;
+  std::vector<double> a(k, 0.0), b(k, 0.0);  // 1 x 16, 16 x 1
+  for (size_t t = 0; t < 4; ++t) {
+    a[t] = std::ldexp(1.0, -64);
+    b[t] = std::ldexp(1.0, -63);
+  }
+  a[4] = std::ldexp(1.0, -76);
+  b[4] = -std::ldexp(1.0, -76);
+  const double want = std::ldexp(1.0, -125) - std::ldexp(1.0, -149);
+  MatView av{a.data(), 1, k, k, false};
+  MatView bv{b.data(), k, 1, 1, false};
+  double c_ref = 7.0;
+  MatmulContext ref;
+  ref.force_reference = true;
+  matmul(av, bv, &c_ref, 1, p, ref);
+  CHECK(c_ref == want);
+  const std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end());  // (exact: bf16 values)
+  TargetMock mock;
+  for (int64_t target : matmul_fast_targets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    CAPTURE(hwy::TargetName(target));
+    double c = 7.0;
+    MatmulContext ctx;
+    CHECK(matmul(av, bv, &c, 1, p, ctx).fast_path);
+    CHECK(c == want);
+    float cf = 7.0f;
+    CHECK(matmul(MatViewF{af.data(), 1, k, k, false}, MatViewF{bf.data(), k, 1, 1, false}, &cf, 1, p, ctx).fast_path);
+    CHECK(cf == static_cast<float>(want));
+  }
+}
+
 TEST_CASE("fused tensor-core models: the float-lane kernel hands alignment exponents beyond float's range to the core") {
   // The H100 FP8 model (13 kept bits: its sums fit float lanes on AVX-512) given bf16 operands, whose
   // products reach 2^±250: where a group's alignment exponent E is beyond ~117, 2^q (q = E - 13) and
