@@ -520,12 +520,14 @@ void FusedSignOrderConsecutive(const float* x0, const float* x1, uint32_t start,
   const hn::RebindToUnsigned<decltype(di)> du;
   const size_t N = hn::Lanes(di);
   using M = hn::Mask<decltype(di)>;
-  // The four patterns' masks of positions [start + t, start + t + len).
+  // The four patterns' masks of positions [start + t, start + t + len). (A partial vector goes
+  // through a copy: a load past the row's end could fault on targets without masked loads.)
   auto patterns = [&](size_t t, size_t len, M (&pm)[4]) {
     const M valid = hn::FirstN(di, len);
     const auto negative = [&](const float* x) {
-      return hn::And(valid, hn::Lt(hn::MaskedLoad(valid, di, reinterpret_cast<const int32_t*>(x) + start + t),
-                                    hn::Zero(di)));  // (the sign bit: -0 counts as negative)
+      HWY_ALIGN int32_t part[HWY_MAX_BYTES / sizeof(int32_t)] = {};
+      std::memcpy(part, x + start + t, len * sizeof(float));
+      return hn::And(valid, hn::Lt(hn::Load(di, part), hn::Zero(di)));  // (the sign bit: -0 counts as negative)
     };
     const M s0 = negative(x0);
     const M s1 = x1 ? negative(x1) : hn::FirstN(di, 0);

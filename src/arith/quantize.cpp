@@ -13,6 +13,7 @@
 #include "arith/cast_span.h"
 #include "arith/catalogue.h"
 #include "arith/enum_names.h"
+#include "arith/float_rows.h"
 #include "arith/ops.h"
 #include "arith/parallel.h"
 #include "arith/quantize_workspace.h"
@@ -94,35 +95,6 @@ double quantize_element(double scaled, const Quantizer& qz, double mult, uint32_
 struct Region {
   size_t r0, r1, c0, c1;
 };
-
-// The input counts of n contiguous floats: the largest finite magnitude, the number of NaN/inf and
-// of subnormals. Computed on the encodings: for non-negative floats the encoding orders as the
-// value, so an integer max finds the largest magnitude exactly, and integer loops vectorise where a
-// float max reduction (NaN and signed-zero rules) would not.
-struct FloatRowCounts {
-  float amax = 0;
-  uint32_t nonfinite = 0, subnormal = 0;
-};
-FloatRowCounts float_row_counts(const float* p, size_t n) {
-  // Magnitude encodings fit in 31 bits, so signed compares order them: written with those (x86's
-  // baseline SIMD has no unsigned compare) and branch-free, the loop vectorises.
-  int32_t top = 0;
-  uint32_t bad = 0, sub = 0;
-  for (size_t i = 0; i < n; ++i) {
-    int32_t u;
-    std::memcpy(&u, p + i, sizeof u);
-    u &= 0x7fffffff;                           // |x|
-    const int32_t nonfinite = u >= 0x7f800000;  // inf or NaN
-    bad += static_cast<uint32_t>(nonfinite);
-    sub += static_cast<uint32_t>((u > 0) & (u < 0x00800000));  // 0 < |x| < 2^-126
-    top = std::max(top, nonfinite ? 0 : u);
-  }
-  FloatRowCounts c;
-  std::memcpy(&c.amax, &top, sizeof top);
-  c.nonfinite = bad;
-  c.subnormal = sub;
-  return c;
-}
 
 // Largest finite magnitude in a region, and whether a NaN or inf is present. The region's share of
 // the operand's input counts (amax, non-finite) goes into `counts` unless it is nullptr.
@@ -231,21 +203,32 @@ double scaled_value(double v, double mult, bool mult_exact_pow2) {
   return drift::scaled_value(v, mult, mult_exact_pow2, fp32_format());
 }
 
-// Row r of region g scaled, for contiguous float rows: scaled_value of every element into `scaled`
-// (and as floats into in_w), *floats = whether every one is a float (or NaN), in branch-free loops the
-// compiler vectorises. Returns false (nothing decided) where the general element loop must run: other
+// Row r of region g scaled, for contiguous float rows: scaled_value of every element as floats into
+// in_w, and into `scaled` as doubles where the element path will read them (with_doubles, or a value
+// that is not a float); *floats = whether every one is a float (or NaN). The float passes are SIMD
+// (float_rows.h). Returns false (nothing decided) where the general element loop must run: other
 // inputs, a multiplier that is neither a power of two nor a float, a NaN under such a float
 // multiplier, or a float product that overflowed from a finite input (scaled_value then saturates).
 template <typename T>
 bool scale_float_row(const StridedInputOf<T>& x, size_t r, const Region& g, double mult, bool mult_exact_pow2,
-                     double* scaled, float* in_w, bool* floats) {
+                     bool with_doubles, double* scaled, float* in_w, bool* floats) {
   if constexpr (!std::is_same_v<T, float>) {
     return false;
   } else {
     if (x.cs != 1) return false;
     const float* src = x.p + r * x.rs + g.c0;
     const size_t len = g.c1 - g.c0;
-    if (mult_exact_pow2) {  // v * mult exact in double; a float where it fits one
+    if (mult_exact_pow2 && mult >= 0x1p-126 && mult <= 0x1p126) {
+      // mult and its inverse are floats: one float multiply gives the double product rounded to
+      // float, exact when multiplying back returns the input (float_rows.h); the doubles only where
+      // a product is not a float, for the element path.
+      const bool exact = scale_floats_pow2(src, in_w, len, static_cast<float>(mult), static_cast<float>(1.0 / mult));
+      if (!exact || with_doubles)
+        for (size_t c = 0; c < len; ++c) scaled[c] = static_cast<double>(src[c]) * mult;
+      *floats = exact;
+      return true;
+    }
+    if (mult_exact_pow2) {  // (an extreme power) v * mult exact in double; a float where it fits one
       int inexact = 0;
       for (size_t c = 0; c < len; ++c) {
         const double v = static_cast<double>(src[c]) * mult;
@@ -259,18 +242,14 @@ bool scale_float_row(const StridedInputOf<T>& x, size_t r, const Region& g, doub
     }
     const float mf = static_cast<float>(mult);
     if (static_cast<double>(mf) != mult) return false;
-    // fp32(v * mult), one IEEE float multiply (f32_mul), as scaled_value; `other` marks what
-    // scaled_value routes elsewhere: a product that overflowed from a finite input, and NaN (which
-    // fails its float test and takes the general multiply).
-    int other = 0;
-    for (size_t c = 0; c < len; ++c) {
-      const float f = src[c] * mf;
-      scaled[c] = f;
-      in_w[c] = f;
-      other |= ((std::fabs(f) == INFINITY) & (std::fabs(src[c]) != INFINITY)) | (src[c] != src[c]);
-    }
+    // fp32(v * mult), one IEEE float multiply (f32_mul), as scaled_value; what scaled_value routes
+    // elsewhere (a product that overflowed from a finite input, and NaN, which fails its float test
+    // and takes the general multiply) sends the row to the element path.
+    if (scale_floats(src, in_w, len, mf)) return false;
+    if (with_doubles)
+      for (size_t c = 0; c < len; ++c) scaled[c] = in_w[c];
     *floats = true;
-    return other == 0;
+    return true;
   }
 }
 
@@ -312,7 +291,7 @@ void quantize_region_with_multiplier(const StridedInputOf<T>& x, size_t k, const
           row_sub = rc.subnormal;
         }
       }
-    } else if (!count && scale_float_row(x, r, g, mult, mult_exact_pow2, scaled, scratch.in.data(), &floats)) {
+    } else if (!count && scale_float_row(x, r, g, mult, mult_exact_pow2, !simd, scaled, scratch.in.data(), &floats)) {
       floats = floats && simd;
     } else {
       float* in_w = scratch.in.data();
@@ -384,13 +363,8 @@ void quantize_row_blocks(const StridedInputOf<T>& x, size_t k, size_t r, size_t 
         // (exact: no overflow, no underflow for a value this close to a float) returns the input.
         // Branch-free float work that vectorises; a block that fails the test (a product that would
         // round below fp32's normal range) gets its double products for the element path.
-        const float mf = static_cast<float>(mult), inv = static_cast<float>(1.0 / mult);
-        int ok = 1;
-        for (size_t c = c0; c < c1; ++c) {
-          const float r = row[c] * mf;
-          in_f[c] = r;
-          ok &= r * inv == row[c];
-        }
+        const bool ok = scale_floats_pow2(row + c0, in_f + c0, c1 - c0, static_cast<float>(mult),
+                                          static_cast<float>(1.0 / mult));  // (no NaN in a block scaled here)
         if (!ok)
           for (size_t c = c0; c < c1; ++c) scaled[c] = static_cast<double>(row[c]) * mult;
         return ok != 0;

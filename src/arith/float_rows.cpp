@@ -1,0 +1,155 @@
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "arith/float_rows.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "arith/float_rows.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace drift {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// On the encodings: for non-negative floats the encoding orders as the value, so an integer max
+// finds the largest finite magnitude exactly (magnitude encodings fit 31 bits: signed compares).
+// Whole vectors, then the rest one by one (a partial vector load could read past the row's end: only
+// some targets have loads that cannot fault).
+FloatRowCounts FloatRowCountsImpl(const float* p, size_t n) {
+  const hn::ScalableTag<int32_t> di;
+  using VI = hn::Vec<decltype(di)>;
+  const size_t N = hn::Lanes(di);
+  const int32_t* bits = reinterpret_cast<const int32_t*>(p);
+  const VI magnitude = hn::Set(di, 0x7fffffff), inf = hn::Set(di, 0x7f800000), min_normal = hn::Set(di, 0x00800000);
+  VI top = hn::Zero(di), bad = hn::Zero(di), sub = hn::Zero(di);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const VI u = hn::And(hn::LoadU(di, bits + i), magnitude);
+    const auto nonfinite = hn::Not(hn::Lt(u, inf));
+    bad = hn::Sub(bad, hn::VecFromMask(di, nonfinite));  // (a true lane is -1)
+    sub = hn::Sub(sub, hn::VecFromMask(di, hn::And(hn::Gt(u, hn::Zero(di)), hn::Lt(u, min_normal))));
+    top = hn::Max(top, hn::IfThenZeroElse(nonfinite, u));
+  }
+  int32_t t = hn::GetLane(hn::MaxOfLanes(di, top));
+  FloatRowCounts c;
+  c.nonfinite = static_cast<uint32_t>(hn::GetLane(hn::SumOfLanes(di, bad)));
+  c.subnormal = static_cast<uint32_t>(hn::GetLane(hn::SumOfLanes(di, sub)));
+  for (; i < n; ++i) {
+    int32_t u;
+    std::memcpy(&u, p + i, sizeof u);
+    u &= 0x7fffffff;
+    if (u >= 0x7f800000) {
+      ++c.nonfinite;
+      continue;
+    }
+    c.subnormal += static_cast<uint32_t>(u > 0 && u < 0x00800000);
+    t = std::max(t, u);
+  }
+  std::memcpy(&c.amax, &t, sizeof t);
+  return c;
+}
+
+// Whole vectors, then the rest one by one (a partial vector's stores must not pass n).
+bool ScaleFloatsPow2Impl(const float* in, float* out, size_t n, float mult, float inv) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto m = hn::Set(d, mult), back = hn::Set(d, inv);
+  auto exact = hn::Eq(hn::Zero(d), hn::Zero(d));  // all true
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto x = hn::LoadU(d, in + i);
+    const auto y = hn::Mul(x, m);
+    hn::StoreU(y, d, out + i);
+    exact = hn::And(exact, hn::Or(hn::Eq(hn::Mul(y, back), x), hn::Not(hn::Eq(x, x))));  // (NaN: not(x == x))
+  }
+  bool all = hn::AllTrue(d, exact);
+  for (; i < n; ++i) {
+    out[i] = in[i] * mult;
+    all = all && (out[i] * inv == in[i] || in[i] != in[i]);
+  }
+  return all;
+}
+
+bool ScaleFloatsImpl(const float* in, float* out, size_t n, float mult) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto m = hn::Set(d, mult), inf = hn::Set(d, INFINITY);
+  auto other = hn::Ne(hn::Zero(d), hn::Zero(d));  // all false
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto x = hn::LoadU(d, in + i);
+    const auto y = hn::Mul(x, m);
+    hn::StoreU(y, d, out + i);
+    // (Ne is an ordered compare: x != x is written as not(x == x), true for NaN.)
+    other = hn::Or(other, hn::Or(hn::AndNot(hn::Eq(hn::Abs(x), inf), hn::Eq(hn::Abs(y), inf)), hn::Not(hn::Eq(x, x))));
+  }
+  bool any = !hn::AllFalse(d, other);
+  for (; i < n; ++i) {
+    out[i] = in[i] * mult;
+    any = any || (std::fabs(out[i]) == INFINITY && std::fabs(in[i]) != INFINITY) || in[i] != in[i];
+  }
+  return any;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace drift
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace drift {
+
+HWY_EXPORT(FloatRowCountsImpl);
+HWY_EXPORT(ScaleFloatsPow2Impl);
+HWY_EXPORT(ScaleFloatsImpl);
+
+FloatRowCounts float_row_counts(const float* p, size_t n) { return HWY_DYNAMIC_DISPATCH(FloatRowCountsImpl)(p, n); }
+bool scale_floats_pow2(const float* in, float* out, size_t n, float mult, float inv) {
+  return HWY_DYNAMIC_DISPATCH(ScaleFloatsPow2Impl)(in, out, n, mult, inv);
+}
+bool scale_floats(const float* in, float* out, size_t n, float mult) {
+  return HWY_DYNAMIC_DISPATCH(ScaleFloatsImpl)(in, out, n, mult);
+}
+
+FloatRowCounts float_row_counts_scalar(const float* p, size_t n) {
+  int32_t top = 0;
+  FloatRowCounts c;
+  for (size_t i = 0; i < n; ++i) {
+    int32_t u;
+    std::memcpy(&u, p + i, sizeof u);
+    u &= 0x7fffffff;  // |x|
+    if (u >= 0x7f800000) {
+      ++c.nonfinite;
+      continue;
+    }
+    if (u > 0 && u < 0x00800000) ++c.subnormal;
+    top = std::max(top, u);
+  }
+  std::memcpy(&c.amax, &top, sizeof top);
+  return c;
+}
+
+bool scale_floats_pow2_scalar(const float* in, float* out, size_t n, float mult, float inv) {
+  bool all = true;
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = in[i] * mult;
+    all = all && (out[i] * inv == in[i] || in[i] != in[i]);
+  }
+  return all;
+}
+
+bool scale_floats_scalar(const float* in, float* out, size_t n, float mult) {
+  bool any = false;
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = in[i] * mult;
+    any = any || (std::fabs(out[i]) == INFINITY && std::fabs(in[i]) != INFINITY) || in[i] != in[i];
+  }
+  return any;
+}
+
+std::vector<int64_t> float_rows_targets() { return hwy::SupportedAndGeneratedTargets(); }
+
+}  // namespace drift
+#endif  // HWY_ONCE

@@ -1,0 +1,35 @@
+// Passes over contiguous float rows for the operand quantizer (quantize.cpp): their input counts and
+// their scaling by a multiplier, by SIMD on every target (Highway), with the bits and counts of the
+// element-by-element statements (the *_scalar functions, which the tests compare against).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace drift {
+
+// The input counts of n floats: the largest finite magnitude, the number of NaN/inf and of
+// subnormals (0 < |x| < 2^-126).
+struct FloatRowCounts {
+  float amax = 0;
+  uint32_t nonfinite = 0, subnormal = 0;
+};
+FloatRowCounts float_row_counts(const float* p, size_t n);
+FloatRowCounts float_row_counts_scalar(const float* p, size_t n);
+
+// out[i] = fp32(in[i] * mult), one IEEE float multiply each, for a power of two `mult` whose inverse
+// `inv` is a float too. Returns whether every product is exact (out[i] * inv == in[i]; a NaN input
+// counts as exact): then out[i] is the double product in[i] * mult.
+bool scale_floats_pow2(const float* in, float* out, size_t n, float mult, float inv);
+bool scale_floats_pow2_scalar(const float* in, float* out, size_t n, float mult, float inv);
+
+// out[i] = fp32(in[i] * mult), one IEEE float multiply each. Returns whether any input is NaN or any
+// finite input's product overflowed to infinity.
+bool scale_floats(const float* in, float* out, size_t n, float mult);
+bool scale_floats_scalar(const float* in, float* out, size_t n, float mult);
+
+// The targets compiled in that this CPU supports (hwy target bits), for tests.
+std::vector<int64_t> float_rows_targets();
+
+}  // namespace drift

@@ -1,0 +1,141 @@
+// arith/float_rows.h: the quantizer's passes over float rows. The element-by-element statements are
+// checked against fp64 and <cmath> classification, and every SIMD target against them, bit for bit,
+// over lengths around the vector widths and values at the edges: NaN, infinities, zeros of both signs,
+// subnormals, the largest float, products that overflow or fall below fp32's range.
+#include <doctest/doctest.h>
+#include <hwy/targets.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "arith/float_rows.h"
+#include "arith/random.h"
+
+namespace drift {
+namespace {
+
+// Value i of a row: mostly finite floats of every magnitude (subnormals included), with the edge
+// values sprinkled in.
+float edge_value(uint64_t seed, size_t i) {
+  const uint32_t r = random_u32(seed, 11, i);
+  switch (r % 23) {
+    case 0: return std::numeric_limits<float>::quiet_NaN();
+    case 1: return (r & 32) ? INFINITY : -INFINITY;
+    case 2: return (r & 32) ? 0.0f : -0.0f;
+    case 3: return (r & 32) ? std::numeric_limits<float>::max() : -std::numeric_limits<float>::denorm_min();
+    default: {
+      const uint32_t u = random_u32(seed, 12, i) & 0xff7fffffu;  // any sign and exponent but 255
+      float f;
+      std::memcpy(&f, &u, sizeof f);
+      return f;
+    }
+  }
+}
+
+struct ResetTargets {
+  ~ResetTargets() { hwy::SetSupportedTargetsForTest(0); }
+};
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+const size_t kLengths[] = {0, 1, 3, 15, 16, 17, 31, 32, 33, 64, 70, 257};
+
+}  // namespace
+
+TEST_CASE("float_row_counts: the statement against <cmath>, every target against the statement") {
+  ResetTargets reset;
+  for (size_t n : kLengths)
+    for (uint64_t seed : {1u, 2u, 3u}) {
+      CAPTURE(n);
+      std::vector<float> x(n);
+      for (size_t i = 0; i < n; ++i) x[i] = edge_value(seed, i);
+      float amax = 0;
+      uint32_t nonfinite = 0, subnormal = 0;
+      for (float v : x) {
+        if (!std::isfinite(v)) {
+          ++nonfinite;
+          continue;
+        }
+        if (std::fpclassify(v) == FP_SUBNORMAL) ++subnormal;
+        amax = std::max(amax, std::fabs(v));
+      }
+      const FloatRowCounts s = float_row_counts_scalar(x.data(), n);
+      CHECK(s.amax == amax);
+      CHECK(s.nonfinite == nonfinite);
+      CHECK(s.subnormal == subnormal);
+      for (int64_t target : float_rows_targets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        CAPTURE(hwy::TargetName(target));
+        const FloatRowCounts v = float_row_counts(x.data(), n);
+        CHECK(v.amax == s.amax);
+        CHECK(v.nonfinite == s.nonfinite);
+        CHECK(v.subnormal == s.subnormal);
+      }
+      hwy::SetSupportedTargetsForTest(0);
+    }
+}
+
+TEST_CASE("scale_floats_pow2 and scale_floats: the statements against fp64, every target against them") {
+  ResetTargets reset;
+  const float pow2s[] = {0x1p-126f, 0x1p-20f, 0.5f, 1.0f, 0x1p7f, 0x1p126f};
+  const float others[] = {3.0f, 0.1f, -7.25f, 1e30f};
+  for (size_t n : kLengths)
+    for (uint64_t seed : {4u, 5u}) {
+      CAPTURE(n);
+      std::vector<float> x(n);
+      for (size_t i = 0; i < n; ++i) x[i] = edge_value(seed, i);
+      for (float m : pow2s) {
+        CAPTURE(m);
+        const float inv = static_cast<float>(1.0 / m);
+        // The statement: each product the float nearest the exact (fp64) product; exact when that is
+        // a float (NaN inputs counted as exact).
+        std::vector<float> want(n);
+        bool exact = true;
+        for (size_t i = 0; i < n; ++i) {
+          const double p = static_cast<double>(x[i]) * m;  // exact in fp64
+          want[i] = static_cast<float>(p);
+          exact = exact && (static_cast<double>(want[i]) == p || std::isnan(x[i]));
+        }
+        std::vector<float> got(n, 7.0f);
+        CHECK(scale_floats_pow2_scalar(x.data(), got.data(), n, m, inv) == exact);
+        CHECK(same_bits(got, want));
+        for (int64_t target : float_rows_targets()) {
+          hwy::SetSupportedTargetsForTest(target);
+          CAPTURE(hwy::TargetName(target));
+          std::vector<float> simd(n, 7.0f);
+          CHECK(scale_floats_pow2(x.data(), simd.data(), n, m, inv) == exact);
+          CHECK(same_bits(simd, want));
+        }
+        hwy::SetSupportedTargetsForTest(0);
+      }
+      for (float m : others) {
+        CAPTURE(m);
+        // The statement: one IEEE float multiply each (fp64 product rounded once to float: the
+        // product of two floats is exact in fp64); flagged: a NaN input or a finite input whose
+        // product is infinite.
+        std::vector<float> want(n);
+        bool flagged = false;
+        for (size_t i = 0; i < n; ++i) {
+          want[i] = static_cast<float>(static_cast<double>(x[i]) * m);
+          flagged = flagged || std::isnan(x[i]) || (std::isinf(want[i]) && std::isfinite(x[i]));
+        }
+        std::vector<float> got(n, 7.0f);
+        CHECK(scale_floats_scalar(x.data(), got.data(), n, m) == flagged);
+        CHECK(same_bits(got, want));
+        for (int64_t target : float_rows_targets()) {
+          hwy::SetSupportedTargetsForTest(target);
+          CAPTURE(hwy::TargetName(target));
+          std::vector<float> simd(n, 7.0f);
+          CHECK(scale_floats(x.data(), simd.data(), n, m) == flagged);
+          CHECK(same_bits(simd, want));
+        }
+        hwy::SetSupportedTargetsForTest(0);
+      }
+    }
+}
+
+}  // namespace drift
