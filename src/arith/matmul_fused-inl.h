@@ -208,6 +208,25 @@ HWY_INLINE V FusedFmaRound(V x, V y, V acc) {
     return V{_mm512_fmadd_round_ps(x.raw, y.raw, acc.raw, kDir)};
 }
 
+// The AVX-512 operations of the alignment in the lanes' floating point (FusedCutSumsDirected), for
+// float and double lanes. (The masked forms with every lane set: the plain ones' undefined
+// pass-through trips g++ 12's -Wmaybe-uninitialized.)
+HWY_INLINE __m512 AlignGetExp(__m512 x) { return _mm512_mask_getexp_ps(x, 0xffff, x); }
+HWY_INLINE __m512d AlignGetExp(__m512d x) { return _mm512_mask_getexp_pd(x, 0xff, x); }
+HWY_INLINE __mmask16 AlignNonZero(__m512 x) { return _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NEQ_UQ); }
+HWY_INLINE __mmask8 AlignNonZero(__m512d x) { return _mm512_cmp_pd_mask(x, _mm512_setzero_pd(), _CMP_NEQ_UQ); }
+HWY_INLINE __m512 AlignMax(__m512 a, __m512 b) { return _mm512_mask_max_ps(a, 0xffff, a, b); }
+HWY_INLINE __m512d AlignMax(__m512d a, __m512d b) { return _mm512_mask_max_pd(a, 0xff, a, b); }
+HWY_INLINE __m512 AlignMin(__m512 a, __m512 b) { return _mm512_mask_min_ps(a, 0xffff, a, b); }
+HWY_INLINE __m512d AlignMin(__m512d a, __m512d b) { return _mm512_mask_min_pd(a, 0xff, a, b); }
+// max(a, b) in the lanes of k, b elsewhere.
+HWY_INLINE __m512 AlignMaxWhere(__mmask16 k, __m512 a, __m512 b) { return _mm512_mask_max_ps(b, k, a, b); }
+HWY_INLINE __m512d AlignMaxWhere(__mmask8 k, __m512d a, __m512d b) { return _mm512_mask_max_pd(b, k, a, b); }
+HWY_INLINE __mmask16 AlignUnequal(__m512 a, __m512 b) { return _mm512_cmp_ps_mask(a, b, _CMP_NEQ_UQ); }  // (NaN: true)
+HWY_INLINE __mmask8 AlignUnequal(__m512d a, __m512d b) { return _mm512_cmp_pd_mask(a, b, _CMP_NEQ_UQ); }
+HWY_INLINE __m512 AlignScale(__m512 a, __m512 e) { return _mm512_mask_scalef_ps(a, 0xffff, a, e); }  // a * 2^floor(e)
+HWY_INLINE __m512d AlignScale(__m512d a, __m512d e) { return _mm512_mask_scalef_pd(a, 0xff, a, e); }
+
 // The products of `count` positions of a group for R rows whose x all have the signs of kPattern
 // (bit 1: the first row's x is negative, bit 0: the second's): the products of x with the B half of
 // its own sign are >= 0 and go into `up` toward zero, those with the other half are <= 0 and go into
@@ -287,31 +306,13 @@ HWY_INLINE void FusedCutSumsDirected(DT dt, const FastOperands& op, size_t i, si
       // x86 max returns its second operand when either is NaN: written max(other, x), a NaN x (c's
       // exponent, then E and q) carries through, and q != qc marks the lane.
       V E, q, qc;
-      if constexpr (sizeof(T) == 8) {
-        // (The masked forms with every lane set: the plain ones' undefined pass-through trips g++ 12's
-        // -Wmaybe-uninitialized.)
-        constexpr __mmask8 kAll = 0xff;
-        const __m512d ec_raw = _mm512_mask_getexp_pd(c.raw, kAll, c.raw);
-        const __mmask8 nonzero = _mm512_cmp_pd_mask(c.raw, _mm512_setzero_pd(), _CMP_NEQ_UQ);
-        const __m512d ec = _mm512_mask_max_pd(ec_raw, nonzero, emin.raw, ec_raw);
-        const __m512d ep_or_ec = _mm512_mask_max_pd(e_prod.raw, kAll, e_prod.raw, ec);
-        E.raw = _mm512_mask_max_pd(lowest.raw, kAll, lowest.raw, ep_or_ec);
-        q = hn::Sub(E, kept);
-        qc.raw = _mm512_mask_min_pd(qmax.raw, kAll, qmax.raw, _mm512_mask_max_pd(qmin.raw, kAll, qmin.raw, q.raw));
-        outside[r][v].raw = _mm512_cmp_pd_mask(q.raw, qc.raw, _CMP_NEQ_UQ);
-        M[r][v].raw = _mm512_mask_scalef_pd(m1.raw, kAll, m1.raw, qc.raw);
-      } else {
-        constexpr __mmask16 kAll = 0xffff;
-        const __m512 ec_raw = _mm512_mask_getexp_ps(c.raw, kAll, c.raw);
-        const __mmask16 nonzero = _mm512_cmp_ps_mask(c.raw, _mm512_setzero_ps(), _CMP_NEQ_UQ);
-        const __m512 ec = _mm512_mask_max_ps(ec_raw, nonzero, emin.raw, ec_raw);
-        const __m512 ep_or_ec = _mm512_mask_max_ps(e_prod.raw, kAll, e_prod.raw, ec);
-        E.raw = _mm512_mask_max_ps(lowest.raw, kAll, lowest.raw, ep_or_ec);
-        q = hn::Sub(E, kept);
-        qc.raw = _mm512_mask_min_ps(qmax.raw, kAll, qmax.raw, _mm512_mask_max_ps(qmin.raw, kAll, qmin.raw, q.raw));
-        outside[r][v].raw = _mm512_cmp_ps_mask(q.raw, qc.raw, _CMP_NEQ_UQ);
-        M[r][v].raw = _mm512_mask_scalef_ps(m1.raw, kAll, m1.raw, qc.raw);
-      }
+      const auto ec_raw = AlignGetExp(c.raw);
+      const auto ec = AlignMaxWhere(AlignNonZero(c.raw), emin.raw, ec_raw);  // (c = 0: getexp's -inf)
+      E.raw = AlignMax(lowest.raw, AlignMax(e_prod.raw, ec));
+      q = hn::Sub(E, kept);
+      qc.raw = AlignMin(qmax.raw, AlignMax(qmin.raw, q.raw));
+      outside[r][v].raw = AlignUnequal(q.raw, qc.raw);
+      M[r][v].raw = AlignScale(m1.raw, qc.raw);
       // trunc(c * 2^-q) * 2^q added to M as a product would be (c >= 0 toward zero into up, c <= 0
       // upward into down): |c| < 2^(kept+2+q), so M + c stays in M's binade, whose ulp is 2^q.
       // (As fmas with 1, which _mm512_add_round's undefined pass-through would have g++ 12 warn about.)
