@@ -16,8 +16,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // On the encodings: for non-negative floats the encoding orders as the value, so an integer max
 // finds the largest finite magnitude exactly (magnitude encodings fit 31 bits: signed compares).
-// Whole vectors, then the rest one by one (a partial vector load could read past the row's end: only
-// some targets have loads that cannot fault).
+// Whole vectors, then the rest by the element statement (a partial vector load could read past the
+// row's end: only some targets have loads that cannot fault).
 FloatRowCounts FloatRowCountsImpl(const float* p, size_t n) {
   const hn::ScalableTag<int32_t> di;
   using VI = hn::Vec<decltype(di)>;
@@ -33,26 +33,20 @@ FloatRowCounts FloatRowCountsImpl(const float* p, size_t n) {
     sub = hn::Sub(sub, hn::VecFromMask(di, hn::And(hn::Gt(u, hn::Zero(di)), hn::Lt(u, min_normal))));
     top = hn::Max(top, hn::IfThenZeroElse(nonfinite, u));
   }
-  int32_t t = hn::GetLane(hn::MaxOfLanes(di, top));
+  // The rest by the element statement, merged: both maxima are finite magnitudes, so the larger
+  // encoding is the larger value.
+  const FloatRowCounts rest = float_row_counts_scalar(p + i, n - i);
+  int32_t t = hn::GetLane(hn::MaxOfLanes(di, top)), r;
+  std::memcpy(&r, &rest.amax, sizeof r);
+  t = std::max(t, r);
   FloatRowCounts c;
-  c.nonfinite = static_cast<uint32_t>(hn::GetLane(hn::SumOfLanes(di, bad)));
-  c.subnormal = static_cast<uint32_t>(hn::GetLane(hn::SumOfLanes(di, sub)));
-  for (; i < n; ++i) {
-    int32_t u;
-    std::memcpy(&u, p + i, sizeof u);
-    u &= 0x7fffffff;
-    if (u >= 0x7f800000) {
-      ++c.nonfinite;
-      continue;
-    }
-    c.subnormal += static_cast<uint32_t>(u > 0 && u < 0x00800000);
-    t = std::max(t, u);
-  }
+  c.nonfinite = static_cast<uint32_t>(hn::GetLane(hn::SumOfLanes(di, bad))) + rest.nonfinite;
+  c.subnormal = static_cast<uint32_t>(hn::GetLane(hn::SumOfLanes(di, sub))) + rest.subnormal;
   std::memcpy(&c.amax, &t, sizeof t);
   return c;
 }
 
-// Whole vectors, then the rest one by one (a partial vector's stores must not pass n).
+// Whole vectors, then the rest by the element statement (a partial vector's stores must not pass n).
 bool ScaleFloatsPow2Impl(const float* in, float* out, size_t n, float mult, float inv) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
@@ -65,12 +59,8 @@ bool ScaleFloatsPow2Impl(const float* in, float* out, size_t n, float mult, floa
     hn::StoreU(y, d, out + i);
     exact = hn::And(exact, hn::Or(hn::Eq(hn::Mul(y, back), x), hn::Not(hn::Eq(x, x))));  // (NaN: not(x == x))
   }
-  bool all = hn::AllTrue(d, exact);
-  for (; i < n; ++i) {
-    out[i] = in[i] * mult;
-    all = all && (out[i] * inv == in[i] || in[i] != in[i]);
-  }
-  return all;
+  const bool rest = scale_floats_pow2_scalar(in + i, out + i, n - i, mult, inv);
+  return hn::AllTrue(d, exact) && rest;
 }
 
 bool ScaleFloatsImpl(const float* in, float* out, size_t n, float mult) {
@@ -86,12 +76,8 @@ bool ScaleFloatsImpl(const float* in, float* out, size_t n, float mult) {
     // (Ne is an ordered compare: x != x is written as not(x == x), true for NaN.)
     other = hn::Or(other, hn::Or(hn::AndNot(hn::Eq(hn::Abs(x), inf), hn::Eq(hn::Abs(y), inf)), hn::Not(hn::Eq(x, x))));
   }
-  bool any = !hn::AllFalse(d, other);
-  for (; i < n; ++i) {
-    out[i] = in[i] * mult;
-    any = any || (std::fabs(out[i]) == INFINITY && std::fabs(in[i]) != INFINITY) || in[i] != in[i];
-  }
-  return any;
+  const bool rest = scale_floats_scalar(in + i, out + i, n - i, mult);
+  return !hn::AllFalse(d, other) || rest;
 }
 
 }  // namespace HWY_NAMESPACE

@@ -212,6 +212,18 @@ HWY_INLINE void StoreResult(D d, const FastOperands& op, size_t i, size_t j, V y
   }
 }
 
+// Stores a tile's results into C: `vectors` vectors per row, vector h of row r given by result(r, h),
+// and flags a non-finite one.
+template <class D, class Result>
+HWY_INLINE void StoreTile(D d, const FastOperands& op, size_t i0, size_t rows, size_t j0, size_t vectors, Result result,
+                          bool* nonfinite) {
+  const size_t L = hn::Lanes(d);
+  auto bad = hn::Lt(hn::Zero(d), hn::Zero(d));  // all false
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t h = 0; h < vectors; ++h) StoreResult(d, op, i0 + r, j0 + h * L, result(r, h), bad);
+  if (!hn::AllFalse(d, bad)) *nonfinite = true;
+}
+
 // One tile of a call whose sum is one unscaled block (every plain fp32 or narrow call without
 // promotion), not counting: the outer sum is +0 + the inner sum (fp32(+0 + -0) is +0, as in the
 // reference), taken in registers. (A function of its own: folded into Tile as an early branch, it
@@ -226,10 +238,7 @@ HWY_NOINLINE void TileOneBlock(const FastOperands& op, size_t i0, size_t rows, s
   const float* strip = op.b ? op.b + (j0 / (2 * L)) * op.k * 2 * L : nullptr;  // no float B for the fused model
   V acc[kRows][2];
   InnerBlock<false, kInner>(d, op, i0, rows, j0, 0, op.k, strip, acc, inner_count);
-  auto bad = hn::Lt(hn::Zero(d), hn::Zero(d));  // all false
-  for (size_t r = 0; r < rows; ++r)
-    for (size_t h = 0; h < 2; ++h) StoreResult(d, op, i0 + r, j0 + h * L, hn::Add(hn::Zero(d), acc[r][h]), bad);
-  if (!hn::AllFalse(d, bad)) *nonfinite = true;
+  StoreTile(d, op, i0, rows, j0, 2, [&](size_t r, size_t h) { return hn::Add(hn::Zero(d), acc[r][h]); }, nonfinite);
 }
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
@@ -240,11 +249,9 @@ HWY_NOINLINE void FusedTileTwoStrips(const FastOperands& op, size_t i0, size_t r
   const FusedPlan& plan = (op.k == op.kblock || !op.fused.plan_tail) ? *op.fused.plan_full : *op.fused.plan_tail;
   HWY_ALIGN float res[kRows * 4 * HWY_MAX_BYTES / sizeof(float)];
   FusedTileBlock<kRows, 2>(d, op, i0, rows, j0, 0, plan, res);
-  auto bad = hn::Lt(hn::Zero(d), hn::Zero(d));  // all false
-  for (size_t r = 0; r < rows; ++r)
-    for (size_t h = 0; h < 4; ++h)
-      StoreResult(d, op, i0 + r, j0 + h * L, hn::Add(hn::Zero(d), hn::Load(d, res + (r * 4 + h) * L)), bad);
-  if (!hn::AllFalse(d, bad)) *nonfinite = true;
+  StoreTile(
+      d, op, i0, rows, j0, 4, [&](size_t r, size_t h) { return hn::Add(hn::Zero(d), hn::Load(d, res + (r * 4 + h) * L)); },
+      nonfinite);
 }
 #endif
 
@@ -286,11 +293,7 @@ HWY_NOINLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0
     *inner_sw += static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, inner_count)));
     *outer_sw += static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, outer_count)));
   }
-  auto bad = hn::Lt(hn::Zero(d), hn::Zero(d));  // all false
-  for (size_t r = 0; r < rows; ++r)
-    for (size_t h = 0; h < 2; ++h)
-      StoreResult(d, op, i0 + r, j0 + h * L, hn::LoadU(d, outer_buf + (r * 2 + h) * L), bad);
-  if (!hn::AllFalse(d, bad)) *nonfinite = true;
+  StoreTile(d, op, i0, rows, j0, 2, [&](size_t r, size_t h) { return hn::LoadU(d, outer_buf + (r * 2 + h) * L); }, nonfinite);
 }
 
 template <bool kCount, FastInner kInner>
