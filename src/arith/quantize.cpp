@@ -127,13 +127,12 @@ double region_amax(const StridedInputOf<T>& x, const Region& g, bool* nonfinite,
   return amax;
 }
 
-// Visits the scale regions of a rows x k operand: blocks of `b` along k, and `b` rows deep when 2-D:
-// fn(region, stats, scratch). Row groups run in parallel; each thread counts into its own stats,
+// Visits the scale regions of a rows x k operand: blocks of `b` along k, `rstep` rows deep (b for 2-D
+// blocks; 1, or a span of whole rows, for 1-D ones): fn(region, stats, scratch). Row groups run in parallel; each thread counts into its own stats,
 // merged at the end (the counts are integer sums and extrema, so the merge order cannot change
 // them), and works in its own scratch of the workspace.
 template <typename Fn>
-void for_each_region(size_t rows, size_t k, size_t b, bool two_d, QuantStats& total, QuantizeWorkspace& ws, Fn fn) {
-  const size_t rstep = two_d ? b : 1;
+void for_each_region(size_t rows, size_t k, size_t b, size_t rstep, QuantStats& total, QuantizeWorkspace& ws, Fn fn) {
   const size_t groups = (rows + rstep - 1) / rstep;
   const size_t bk = std::max<size_t>(b, 1);
   auto visit = [&](size_t g0, size_t g1, QuantStats& local, QuantizeThreadScratch& scratch) {
@@ -336,24 +335,27 @@ void quantize_region_with_multiplier(const StridedInputOf<T>& x, size_t k, const
   }
 }
 
-// Row r of an operand in 1-D blocks of b along k, each scaled by its multiplier as
+// Rows [r0, r1) of an operand in 1-D blocks of b along k (more than one row only when they lie
+// one after another in memory: x.cs == 1 and x.rs == k), each block scaled by its multiplier as
 // quantize_region_with_multiplier scales it. Runs of consecutive blocks whose scaled values are all
-// floats go to the SIMD cast in one call; a block with a non-float scaled value is rounded element
-// by element, as quantize_region_with_multiplier does. Element c of the row takes random word
-// r*k + c in every case, and the counts are sums: how the row is cut changes no bit and no count.
-// The row's blocks are scratch.blocks; the scratch is the thread's.
+// floats go to the SIMD cast in one call, across row ends (a cast call costs far more than the 16
+// or 32 elements of a block); a block with a non-float scaled value is rounded element by element,
+// as quantize_region_with_multiplier does. Element c of row r takes random word r*k + c in every
+// case, and the counts are sums: how the rows are cut changes no bit and no count. The blocks, in
+// row order, are scratch.blocks; the scratch is the thread's.
 template <typename T>
-void quantize_row_blocks(const StridedInputOf<T>& x, size_t k, size_t r, size_t b, const Quantizer& qz,
-                         const SpanCast& cast, uint64_t seed, uint64_t stream, QuantizedOperand& out, QuantStats& st,
-                         QuantizeThreadScratch& scratch) {
+void quantize_span_blocks(const StridedInputOf<T>& x, size_t k, size_t r0, size_t r1, size_t b, const Quantizer& qz,
+                          const SpanCast& cast, uint64_t seed, uint64_t stream, QuantizedOperand& out, QuantStats& st,
+                          QuantizeThreadScratch& scratch) {
   const std::vector<QuantRowBlock>& blocks = scratch.blocks;
-  scratch.fit_row(k);
+  const size_t e0 = r0 * k, n = (r1 - r0) * k, bpr = (k + b - 1) / b;  // span elements: [e0, e0 + n)
+  scratch.fit_row(n);
   double* scaled = scratch.scaled.data();
   float* in_f = scratch.in.data();
-  const T* row = x.p + r * x.rs;
-  float* qf = out.in_float ? out.qf.data() + r * k : nullptr;
-  double* q = out.in_float ? nullptr : out.q.data() + r * k;
-  // Scales the elements [c0, c1) of the row; true when every scaled value is a float (or NaN).
+  const T* span = x.p + r0 * x.rs;  // element f of the span at span[f * x.cs]
+  float* qf = out.in_float ? out.qf.data() + e0 : nullptr;
+  double* q = out.in_float ? nullptr : out.q.data() + e0;
+  // Scales the elements [c0, c1) of the span; true when every scaled value is a float (or NaN).
   auto scale_block = [&](size_t c0, size_t c1, double mult, bool exact) {
     bool floats = true;
     if constexpr (std::is_same_v<T, float>) {
@@ -363,16 +365,16 @@ void quantize_row_blocks(const StridedInputOf<T>& x, size_t k, size_t r, size_t 
         // (exact: no overflow, no underflow for a value this close to a float) returns the input.
         // Branch-free float work that vectorises; a block that fails the test (a product that would
         // round below fp32's normal range) gets its double products for the element path.
-        const bool ok = scale_floats_pow2(row + c0, in_f + c0, c1 - c0, static_cast<float>(mult),
+        const bool ok = scale_floats_pow2(span + c0, in_f + c0, c1 - c0, static_cast<float>(mult),
                                           static_cast<float>(1.0 / mult));  // (no NaN in a block scaled here)
         if (!ok)
-          for (size_t c = c0; c < c1; ++c) scaled[c] = static_cast<double>(row[c]) * mult;
+          for (size_t c = c0; c < c1; ++c) scaled[c] = static_cast<double>(span[c]) * mult;
         return ok != 0;
       }
     }
     if (exact && x.cs == 1) {  // doubles (or an extreme power): one multiply by a power of two, vectorised
       for (size_t c = c0; c < c1; ++c) {
-        const double v = static_cast<double>(row[c]) * mult;
+        const double v = static_cast<double>(span[c]) * mult;
         in_f[c] = static_cast<float>(v);
         scaled[c] = v;
         floats &= static_cast<double>(in_f[c]) == v || v != v;
@@ -380,7 +382,7 @@ void quantize_row_blocks(const StridedInputOf<T>& x, size_t k, size_t r, size_t 
       return floats;
     }
     for (size_t c = c0; c < c1; ++c) {
-      scaled[c] = scaled_value(row[c * x.cs], mult, exact);
+      scaled[c] = scaled_value(span[c * x.cs], mult, exact);
       in_f[c] = static_cast<float>(scaled[c]);
       floats = floats && (static_cast<double>(in_f[c]) == scaled[c] || is_nan(scaled[c]));
     }
@@ -389,7 +391,7 @@ void quantize_row_blocks(const StridedInputOf<T>& x, size_t k, size_t r, size_t 
   auto cast_run = [&](size_t c0, size_t c1) {
     if (c1 <= c0) return;
     float* dst = qf ? qf + c0 : scratch.out.data() + c0;
-    const CastStats cs = cast_span(cast, in_f + c0, dst, c1 - c0, seed, stream, r * k + c0);
+    const CastStats cs = cast_span(cast, in_f + c0, dst, c1 - c0, seed, stream, e0 + c0);
     if (q)
       for (size_t c = c0; c < c1; ++c) q[c] = dst[c - c0];
     st.clipped += cs.clipped;
@@ -398,20 +400,20 @@ void quantize_row_blocks(const StridedInputOf<T>& x, size_t k, size_t r, size_t 
   };
   size_t run = 0;  // start of the pending run of all-float blocks
   for (size_t bi = 0; bi < blocks.size(); ++bi) {
-    const size_t c0 = bi * b, c1 = std::min(k, c0 + b);
+    const size_t row_at = (bi / bpr) * k, c0 = row_at + (bi % bpr) * b, c1 = row_at + std::min(k, (bi % bpr + 1) * b);
     const QuantRowBlock& blk = blocks[bi];
     if (!blk.nan && scale_block(c0, c1, blk.mult, blk.exact)) continue;  // joins the run
     cast_run(run, c0);
     run = c1;
     if (blk.nan) continue;  // already marked NaN
     for (size_t c = c0; c < c1; ++c) {
-      const uint32_t rnd = qz.round.mode == Rounding::sr ? random_u32(seed, stream, r * k + c) : 0;
+      const uint32_t rnd = qz.round.mode == Rounding::sr ? random_u32(seed, stream, e0 + c) : 0;
       const double v = quantize_element(scaled[c], qz, blk.mult, rnd, st);
       if (q) q[c] = v;
       else qf[c] = static_cast<float>(v);  // exact: the format's grid fits in float
     }
   }
-  cast_run(run, k);
+  cast_run(run, n);
 }
 
 void set_block_scale(QuantizedOperand& out, const Region& g, double s) {
@@ -620,7 +622,7 @@ void quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
     // One multiplier for every element: 1 (exact) without a tensor rule.
     const bool unscaled = kind.tensor_rule == TensorScaleRule::none;
     const double s = tensor_level_multiplier(qz, out.stats.amax, state);
-    for_each_region(rows, k, k, false, out.stats, ws, [&](const Region& g, QuantStats& st, QuantizeThreadScratch& scratch) {
+    for_each_region(rows, k, k, 1, out.stats, ws, [&](const Region& g, QuantStats& st, QuantizeThreadScratch& scratch) {
       quantize_region_with_multiplier(x, k, g, s, unscaled, qz, cast, seed, stream, !counted_apart, out, st, scratch);
     });
     if (!unscaled) {
@@ -654,7 +656,7 @@ void quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
   // (Each block's amax pass also takes its input counts, unless they were counted apart.)
   QuantStats* const no_counts = nullptr;
   if (sc.two_d || !cast) {
-    for_each_region(rows, k, b, sc.two_d, out.stats, ws, [&](const Region& g, QuantStats& st, QuantizeThreadScratch& scratch) {
+    for_each_region(rows, k, b, sc.two_d ? b : 1, out.stats, ws, [&](const Region& g, QuantStats& st, QuantizeThreadScratch& scratch) {
       bool nonfinite;
       const double amax = region_amax(x, g, &nonfinite, counted_apart ? no_counts : &st);
       if (nonfinite) {  // NaN/inf inside a block: the scale is NaN, the whole block reads as NaN
@@ -666,32 +668,40 @@ void quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
       quantize_region_with_multiplier(x, k, g, mult, exact, qz, cast, seed, stream, false, out, st, scratch);
     });
   } else {
-    // 1-D blocks with the SIMD cast: a row's block scales first, then the row's elements in as
-    // few cast calls as possible (a cast call costs far more than the 16 or 32 elements of a block).
-    for_each_region(rows, k, k, false, out.stats, ws, [&](const Region& row, QuantStats& st, QuantizeThreadScratch& scratch) {
+    // 1-D blocks with the SIMD cast: a span of rows' block scales first, then its elements in as
+    // few cast calls as possible. Rows that lie one after another in memory, in whole blocks, go in
+    // spans of about kSpan elements (a small operand's rows are short: the calls per row, not the
+    // elements, would take the time); other rows one at a time.
+    constexpr size_t kSpan = 4096;
+    const bool rows_adjoin = x.cs == 1 && x.rs == k && k % b == 0;
+    const size_t span_rows = rows_adjoin ? std::max<size_t>(1, kSpan / std::max<size_t>(k, 1)) : 1;
+    const size_t bpr = out.blocks_per_row;
+    for_each_region(rows, k, k, span_rows, out.stats, ws, [&](const Region& span, QuantStats& st, QuantizeThreadScratch& scratch) {
+      const size_t nblocks = (span.r1 - span.r0) * bpr;
       std::vector<QuantRowBlock>& blocks = scratch.blocks;
-      std::vector<float>& row_amax = scratch.block_amax;
-      std::vector<uint32_t>& row_bad = scratch.block_bad;
-      blocks.resize(out.blocks_per_row);
-      // A float row's block amaxes in one SIMD pass (the same maxima and counts region_amax takes).
-      bool row_counted = false;
+      std::vector<float>& span_amax = scratch.block_amax;
+      std::vector<uint32_t>& span_bad = scratch.block_bad;
+      blocks.resize(nblocks);
+      // Float rows' block amaxes in one SIMD pass (the same maxima and counts region_amax takes).
+      bool span_counted = false;
       if constexpr (std::is_same_v<T, float>) {
         if (x.cs == 1) {
-          row_amax.resize(out.blocks_per_row);
-          row_bad.resize(out.blocks_per_row);
-          block_amax(x.p + row.r0 * x.rs, k, b, row_amax.data(), row_bad.data());
-          row_counted = true;
+          span_amax.resize(nblocks);
+          span_bad.resize(nblocks);
+          block_amax(x.p + span.r0 * x.rs, (span.r1 - span.r0) * k, b, span_amax.data(), span_bad.data());
+          span_counted = true;
         }
       }
-      for (size_t bi = 0; bi < out.blocks_per_row; ++bi) {
-        const Region g{row.r0, row.r1, bi * b, std::min(k, (bi + 1) * b)};
+      for (size_t bi = 0; bi < nblocks; ++bi) {
+        const size_t r = span.r0 + bi / bpr, c0 = (bi % bpr) * b;
+        const Region g{r, r + 1, c0, std::min(k, c0 + b)};
         bool nonfinite;
         double amax;
-        if (row_counted) {
-          amax = row_amax[bi];
-          nonfinite = row_bad[bi] != 0;
+        if (span_counted) {
+          amax = span_amax[bi];
+          nonfinite = span_bad[bi] != 0;
           if (!counted_apart) {
-            st.nonfinite += row_bad[bi];
+            st.nonfinite += span_bad[bi];
             st.amax = std::max(st.amax, amax);
           }
         } else {
@@ -704,7 +714,7 @@ void quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
         }
         blocks[bi].mult = block_multiplier(g, amax, st, &blocks[bi].exact);
       }
-      quantize_row_blocks(x, k, row.r0, b, qz, *cast, seed, stream, out, st, scratch);
+      quantize_span_blocks(x, k, span.r0, span.r1, b, qz, *cast, seed, stream, out, st, scratch);
     });
   }
 }

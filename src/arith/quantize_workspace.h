@@ -1,11 +1,12 @@
 // The quantizer's scratch memory, owned by the caller and handed down to quantize_into instead of
 // hidden per-thread buffers: copies of the operand (k-contiguous, Hadamard-transformed) and, per
-// thread of a quantizing pass, one row's scaled values, the SIMD cast's float input and output and
-// the row's block scales. Everything grows to the largest call and is reused, never cleared (every
-// element a pass reads it wrote first), so a caller that quantizes often (the matmul engine through
-// MatmulWorkspace, the element-wise sites, the CUDA backend's host quantizer) keeps one and pays for
-// its pages once. One workspace serves one quantize_into at a time. A call without one (null) uses a
-// fresh workspace of its own: the same results, with the allocation in every call.
+// thread of a quantizing pass, one span's (a row, or rows one after another) scaled values, the
+// SIMD cast's float input and output and the span's block scales. Everything grows to the largest
+// call and is reused, never cleared (every element a pass reads it wrote first), so a caller that
+// quantizes often (the matmul engine through MatmulWorkspace, the element-wise sites, the CUDA
+// backend's host quantizer) keeps one and pays for its pages once. One workspace serves one
+// quantize_into at a time. A call without one (null) uses a fresh workspace of its own: the same
+// results, with the allocation in every call.
 #pragma once
 
 #include <cstddef>
@@ -24,12 +25,12 @@ struct QuantRowBlock {
 
 // What one thread of a quantizing pass works in.
 struct QuantizeThreadScratch {
-  std::vector<double> scaled;          // one row's scaled values
-  std::vector<float> in, out;          // the span cast's float input and output for that row
-  std::vector<QuantRowBlock> blocks;   // the row's 1-D blocks
-  std::vector<float> block_amax;       // a float row's block amaxes, from one SIMD pass
+  std::vector<double> scaled;          // one span's scaled values
+  std::vector<float> in, out;          // the span cast's float input and output for that span
+  std::vector<QuantRowBlock> blocks;   // the span's 1-D blocks, in row order
+  std::vector<float> block_amax;       // a float span's block amaxes, from one SIMD pass
   std::vector<uint32_t> block_bad;     //   and each block's NaN/inf count
-  // Room for a row of len elements (grown, never shrunk: a call reuses the pages of the last).
+  // Room for a span of len elements (grown, never shrunk: a call reuses the pages of the last).
   void fit_row(size_t len) {
     if (scaled.size() < len) {
       scaled.resize(len);
