@@ -139,4 +139,86 @@ TEST_CASE("scale_floats_pow2 and scale_floats: the statements against fp64, ever
     }
 }
 
+TEST_CASE("float_column_counts: the statement against <cmath>, every target against the statement") {
+  ResetTargets reset;
+  const size_t pad = 5;  // row stride n + pad: the padding must not be read into any column
+  for (size_t n : kLengths)
+    for (size_t h : {size_t{1}, size_t{16}, size_t{32}}) {
+      CAPTURE(n);
+      CAPTURE(h);
+      const size_t ld = n + pad;
+      std::vector<float> x(h * ld);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = (i % ld < n) ? edge_value(6, i) : std::numeric_limits<float>::quiet_NaN();
+      std::vector<float> amax(n);
+      std::vector<uint32_t> bad(n);
+      for (size_t j = 0; j < n; ++j)
+        for (size_t t = 0; t < h; ++t) {
+          const float v = x[t * ld + j];
+          if (!std::isfinite(v)) ++bad[j];
+          else amax[j] = std::max(amax[j], std::fabs(v));
+        }
+      std::vector<float> s_amax(n, 7.0f);
+      std::vector<uint32_t> s_bad(n, 7);
+      float_column_counts_scalar(x.data(), ld, h, n, s_amax.data(), s_bad.data());
+      CHECK(same_bits(s_amax, amax));
+      CHECK(s_bad == bad);
+      for (int64_t target : float_rows_targets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        CAPTURE(hwy::TargetName(target));
+        std::vector<float> v_amax(n, 7.0f);
+        std::vector<uint32_t> v_bad(n, 7);
+        float_column_counts(x.data(), ld, h, n, v_amax.data(), v_bad.data());
+        CHECK(same_bits(v_amax, s_amax));
+        CHECK(v_bad == s_bad);
+      }
+      hwy::SetSupportedTargetsForTest(0);
+    }
+}
+
+TEST_CASE("scale_floats_pow2_each: the statement against fp64, every target against it") {
+  ResetTargets reset;
+  const float pow2s[] = {0x1p-126f, 0x1p-20f, 0.5f, 1.0f, 0x1p7f, 0x1p126f};
+  for (size_t n : kLengths)
+    for (uint64_t seed : {7u, 8u}) {
+      CAPTURE(n);
+      std::vector<float> x(n), mult(n), inv(n);
+      for (size_t i = 0; i < n; ++i) {
+        x[i] = edge_value(seed, i);
+        mult[i] = pow2s[random_u32(seed, 13, i) % 6];
+        inv[i] = static_cast<float>(1.0 / mult[i]);
+      }
+      // Each product the float nearest the exact (fp64) product; exact when that is a float.
+      std::vector<float> want(n);
+      bool exact = true;
+      for (size_t i = 0; i < n; ++i) {
+        const double p = static_cast<double>(x[i]) * mult[i];
+        want[i] = static_cast<float>(p);
+        exact = exact && (static_cast<double>(want[i]) == p || std::isnan(x[i]));
+      }
+      std::vector<float> got(n, 7.0f);
+      CHECK(scale_floats_pow2_each_scalar(x.data(), got.data(), n, mult.data(), inv.data()) == exact);
+      CHECK(same_bits(got, want));
+      // And a row whose products are all exact: multiples of 1/8 below 2^7 in magnitude, times
+      // 2^-20 .. 2^7, stay normal floats with at most 10 significant bits.
+      std::vector<float> tame(n), tame_mult(n), tame_inv(n), tame_want(n);
+      for (size_t i = 0; i < n; ++i) {
+        tame[i] = static_cast<float>(static_cast<int>(random_u32(seed, 14, i) % 2001) - 1000) * 0.125f;
+        tame_mult[i] = pow2s[1 + random_u32(seed, 15, i) % 4];
+        tame_inv[i] = static_cast<float>(1.0 / tame_mult[i]);
+        tame_want[i] = static_cast<float>(static_cast<double>(tame[i]) * tame_mult[i]);
+      }
+      for (int64_t target : float_rows_targets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        CAPTURE(hwy::TargetName(target));
+        std::vector<float> simd(n, 7.0f);
+        CHECK(scale_floats_pow2_each(x.data(), simd.data(), n, mult.data(), inv.data()) == exact);
+        CHECK(same_bits(simd, want));
+        std::vector<float> simd_tame(n, 7.0f);
+        CHECK(scale_floats_pow2_each(tame.data(), simd_tame.data(), n, tame_mult.data(), tame_inv.data()));
+        CHECK(same_bits(simd_tame, tame_want));
+      }
+      hwy::SetSupportedTargetsForTest(0);
+    }
+}
+
 }  // namespace drift

@@ -80,6 +80,44 @@ bool ScaleFloatsImpl(const float* in, float* out, size_t n, float mult) {
   return !hn::AllFalse(d, other) || rest;
 }
 
+// Columns in vectors, each vector of columns down the h rows; the rest of the columns by the
+// column statement.
+void FloatColumnCountsImpl(const float* p, size_t ld, size_t h, size_t n, float* amax, uint32_t* nonfinite) {
+  const hn::ScalableTag<int32_t> di;
+  using VI = hn::Vec<decltype(di)>;
+  const size_t N = hn::Lanes(di);
+  const VI magnitude = hn::Set(di, 0x7fffffff), inf = hn::Set(di, 0x7f800000);
+  size_t j = 0;
+  for (; j + N <= n; j += N) {
+    VI top = hn::Zero(di), bad = hn::Zero(di);
+    for (size_t t = 0; t < h; ++t) {
+      const VI u = hn::And(hn::LoadU(di, reinterpret_cast<const int32_t*>(p + t * ld + j)), magnitude);
+      const auto nonfinite_lanes = hn::Not(hn::Lt(u, inf));
+      bad = hn::Sub(bad, hn::VecFromMask(di, nonfinite_lanes));  // (a true lane is -1)
+      top = hn::Max(top, hn::IfThenZeroElse(nonfinite_lanes, u));
+    }
+    hn::StoreU(hn::BitCast(hn::RebindToFloat<decltype(di)>(), top), hn::RebindToFloat<decltype(di)>(), amax + j);
+    hn::StoreU(hn::BitCast(hn::RebindToUnsigned<decltype(di)>(), bad), hn::RebindToUnsigned<decltype(di)>(),
+               nonfinite + j);
+  }
+  float_column_counts_scalar(p + j, ld, h, n - j, amax + j, nonfinite + j);
+}
+
+bool ScaleFloatsPow2EachImpl(const float* in, float* out, size_t n, const float* mult, const float* inv) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  auto exact = hn::Eq(hn::Zero(d), hn::Zero(d));  // all true
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto x = hn::LoadU(d, in + i);
+    const auto y = hn::Mul(x, hn::LoadU(d, mult + i));
+    hn::StoreU(y, d, out + i);
+    exact = hn::And(exact, hn::Or(hn::Eq(hn::Mul(y, hn::LoadU(d, inv + i)), x), hn::Not(hn::Eq(x, x))));
+  }
+  const bool rest = scale_floats_pow2_each_scalar(in + i, out + i, n - i, mult + i, inv + i);
+  return hn::AllTrue(d, exact) && rest;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace drift
 HWY_AFTER_NAMESPACE();
@@ -90,6 +128,8 @@ namespace drift {
 HWY_EXPORT(FloatRowCountsImpl);
 HWY_EXPORT(ScaleFloatsPow2Impl);
 HWY_EXPORT(ScaleFloatsImpl);
+HWY_EXPORT(FloatColumnCountsImpl);
+HWY_EXPORT(ScaleFloatsPow2EachImpl);
 
 FloatRowCounts float_row_counts(const float* p, size_t n) { return HWY_DYNAMIC_DISPATCH(FloatRowCountsImpl)(p, n); }
 bool scale_floats_pow2(const float* in, float* out, size_t n, float mult, float inv) {
@@ -133,6 +173,38 @@ bool scale_floats_scalar(const float* in, float* out, size_t n, float mult) {
     any = any || (std::fabs(out[i]) == INFINITY && std::fabs(in[i]) != INFINITY) || in[i] != in[i];
   }
   return any;
+}
+
+void float_column_counts(const float* p, size_t ld, size_t h, size_t n, float* amax, uint32_t* nonfinite) {
+  HWY_DYNAMIC_DISPATCH(FloatColumnCountsImpl)(p, ld, h, n, amax, nonfinite);
+}
+bool scale_floats_pow2_each(const float* in, float* out, size_t n, const float* mult, const float* inv) {
+  return HWY_DYNAMIC_DISPATCH(ScaleFloatsPow2EachImpl)(in, out, n, mult, inv);
+}
+
+void float_column_counts_scalar(const float* p, size_t ld, size_t h, size_t n, float* amax, uint32_t* nonfinite) {
+  for (size_t j = 0; j < n; ++j) {
+    int32_t top = 0;
+    uint32_t bad = 0;
+    for (size_t t = 0; t < h; ++t) {
+      int32_t u;
+      std::memcpy(&u, p + t * ld + j, sizeof u);
+      u &= 0x7fffffff;  // |x|
+      if (u >= 0x7f800000) ++bad;
+      else top = std::max(top, u);
+    }
+    std::memcpy(amax + j, &top, sizeof top);
+    nonfinite[j] = bad;
+  }
+}
+
+bool scale_floats_pow2_each_scalar(const float* in, float* out, size_t n, const float* mult, const float* inv) {
+  bool all = true;
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = in[i] * mult[i];
+    all = all && (out[i] * inv[i] == in[i] || in[i] != in[i]);
+  }
+  return all;
 }
 
 std::vector<int64_t> float_rows_targets() { return hwy::SupportedAndGeneratedTargets(); }

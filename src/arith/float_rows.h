@@ -29,6 +29,18 @@ bool scale_floats_pow2_scalar(const float* in, float* out, size_t n, float mult,
 bool scale_floats(const float* in, float* out, size_t n, float mult);
 bool scale_floats_scalar(const float* in, float* out, size_t n, float mult);
 
+// The input counts of each of n columns over h rows (row t at p + t*ld): amax[j] = the largest
+// finite magnitude of column j, nonfinite[j] = its number of NaN/inf (an operand stored k-major:
+// one scale block of every column at a time).
+void float_column_counts(const float* p, size_t ld, size_t h, size_t n, float* amax, uint32_t* nonfinite);
+void float_column_counts_scalar(const float* p, size_t ld, size_t h, size_t n, float* amax, uint32_t* nonfinite);
+
+// out[i] = fp32(in[i] * mult[i]), one IEEE float multiply each, for powers of two mult[i] whose
+// inverses inv[i] are floats too (scale_floats_pow2 with a multiplier per element). Returns whether
+// every product is exact (out[i] * inv[i] == in[i]; a NaN input counts as exact).
+bool scale_floats_pow2_each(const float* in, float* out, size_t n, const float* mult, const float* inv);
+bool scale_floats_pow2_each_scalar(const float* in, float* out, size_t n, const float* mult, const float* inv);
+
 // The targets compiled in that this CPU supports (hwy target bits), for tests.
 std::vector<int64_t> float_rows_targets();
 

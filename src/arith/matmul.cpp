@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "arith/cast_error.h"
@@ -150,10 +151,17 @@ void quantize_a(PreparedOperands& ops, const MatViewOf<T>& a, const MatmulPolicy
   quantize_into(ops.a, canonical_a(a), a.rows, a.cols, policy.a, ctx.seed, quantize_stream_a(ctx),
                 ctx.delayed_a, quantize_workspace(ctx));
 }
+// (k_major: the float entry lets a B stored K x N stay so, QuantizedOperand::k_major, which its fast
+// path packs without a transposition; every other reader widens it first.)
 template <typename T>
-void quantize_b(PreparedOperands& ops, const MatViewOf<T>& b, const MatmulPolicy& policy, const MatmulContext& ctx) {
-  quantize_into(ops.b, canonical_b(b), b.cols, b.rows, policy.b, ctx.seed, quantize_stream_b(ctx),
-                ctx.delayed_b, quantize_workspace(ctx));
+void quantize_b(PreparedOperands& ops, const MatViewOf<T>& b, const MatmulPolicy& policy, const MatmulContext& ctx,
+                bool k_major = false) {
+  if constexpr (std::is_same_v<T, float>)
+    quantize_into(ops.b, canonical_b(b), b.cols, b.rows, policy.b, ctx.seed, quantize_stream_b(ctx), ctx.delayed_b,
+                  quantize_workspace(ctx), k_major);
+  else
+    quantize_into(ops.b, canonical_b(b), b.cols, b.rows, policy.b, ctx.seed, quantize_stream_b(ctx), ctx.delayed_b,
+                  quantize_workspace(ctx));
 }
 
 // inner.scales_in_products: each element times its block's scale (exact: a power of two, or an E4M3
@@ -270,7 +278,7 @@ MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ld
   const bool a_in = !ctx.force_reference && is_identity_quantizer(policy.a) && in_place_operand(a, false, ops.a, ia);
   const bool b_in = !ctx.force_reference && is_identity_quantizer(policy.b) && in_place_operand(b, true, ops.b, ib);
   if (!a_in) quantize_a(ops, a, policy, ctx);
-  if (!b_in) quantize_b(ops, b, policy, ctx);
+  if (!b_in) quantize_b(ops, b, policy, ctx, !ctx.force_reference);
   set_kblock(ops, policy);
   MatmulTelemetry tel;
   tel.a = ops.a.stats;
@@ -281,7 +289,7 @@ MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ld
       return tel;
     }
     if (a_in) quantize_a(ops, a, policy, ctx);
-    if (b_in) quantize_b(ops, b, policy, ctx);
+    if (b_in) quantize_b(ops, b, policy, ctx, true);
   }
   if (!ctx.force_reference && matmul_fast(ops, c, ldc, policy, ctx, tel)) {
     tel.fast_path = true;

@@ -640,7 +640,10 @@ void pack_strips(const Q* bq, size_t rs, size_t cs, size_t n, size_t k, size_t W
       for (size_t t = 0; t < k; ++t) {
         const Q* src = bq + t * cs + j0;
         float* row = dst + t * W;
-        for (size_t j = 0; j < j1 - j0; ++j) row[j] = static_cast<float>(src[j]);
+        if constexpr (std::is_same_v<Q, float>)
+          std::memcpy(row, src, (j1 - j0) * sizeof(float));
+        else
+          for (size_t j = 0; j < j1 - j0; ++j) row[j] = static_cast<float>(src[j]);
         for (size_t j = j1 - j0; j < W; ++j) row[j] = 0.0f;
       }
       return;
@@ -895,10 +898,15 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
   if (B.in_float) {
     const float* qf = B.qf.data();
     magnitude_of(qf, n * k, r.b_min, r.b_max, r.b_bad);
-    // B transposed (k x npad, the padding columns zero), then the strips by rows of it.
+    // B transposed (k x npad, the padding columns zero), then the strips by rows of it. B quantized
+    // k-major is that already, but for the padding.
     if (s.bt.size() < k * npad) s.bt.resize(k * npad);
     float* bt = s.bt.data();
-    transpose_floats(qf, n, k, k, bt, npad, false);
+    if (B.k_major) {
+      for (size_t t = 0; t < k; ++t) std::copy(qf + t * n, qf + (t + 1) * n, bt + t * npad);
+    } else {
+      transpose_floats(qf, n, k, k, bt, npad, false);
+    }
     for (size_t t = 0; t < k; ++t) std::fill(bt + t * npad + n, bt + (t + 1) * npad, 0.0f);
     // Narrow codes (the int8 exponent pass) where every code fits: values below 2^31, in_emin >= -30.
     codes8 = directed && in_emin >= -kFusedCode8Limit && r.a_max < 0x1p31 && r.b_max < 0x1p31;
@@ -908,6 +916,7 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
       HWY_DYNAMIC_DISPATCH(FusedPackStrips)(bt, npad, k, strips * part / threads, strips * (part + 1) / threads,
                                             in_emin, codes8, bf, bd, eb);
     fo.bqf = qf;
+    fo.bqf_k_major = B.k_major;
   } else {
     const double* bq = B.q.data();
     constexpr size_t kT = 64;  // k-rows per transposition chunk: the chunk of a strip stays in L1
@@ -1021,6 +1030,9 @@ void pack_floats(const PreparedOperands& ops, const InPlaceOperand* ia, const In
     r.b_min = ib->min_nonzero;
     r.b_max = ib->max;
     pack_strips(ib->p, ib->rs, ib->cs, n, k, W, b);
+  } else if (B.in_float && B.k_major) {  // (K x N: the strips are pieces of its rows)
+    magnitude_of(B.qf.data(), n * k, r.b_min, r.b_max, r.b_bad);
+    pack_strips(B.qf.data(), 1, n, n, k, W, b);
   } else if (B.in_float) {
     pack_b_strips(B.qf.data(), n, k, W, b, r.b_min, r.b_max, r.b_bad);
   } else {

@@ -58,11 +58,13 @@ struct FusedOperands {
   const int32_t* ea = nullptr;  // each code twice, in both int16 halves (FusedPairedCode)
   const int16_t* eb = nullptr;
   // What the scalar core reads on rare lanes: A (m x k) and B transposed (n x k), as the caller gave
-  // them: doubles (aq, bq) or floats (aqf, bqf).
+  // them: doubles (aq, bq) or floats (aqf, bqf); bqf k-major (element (j, t) at bqf[t*n + j]) when
+  // B was quantized so (QuantizedOperand::k_major).
   const double* aq = nullptr;
   const float* aqf = nullptr;
   const double* bq = nullptr;
   const float* bqf = nullptr;
+  bool bqf_k_major = false;
   // Narrow exponents (AVX-512, every code in [-30, 30]): the product exponents in int8 lanes, two rows
   // per vector. eb then holds each column's code twice (two int8 in an int16: FusedPairedCode8) and
   // ea8 each row pair's codes as int8 (first row, second row) twice in an int32; zero codes -128.

@@ -63,22 +63,23 @@ constexpr bool kFusedDirected = false;
 // FusedCutSumsTruncated; then FusedRoundResults).
 
 // One group for row i and column j by the scalar core (group_at), from the operands as the caller
-// gave them (doubles, or floats widened here: the group's span only).
-HWY_NOINLINE double FusedGroupInCore(const FusedOperands& fo, size_t k, size_t i, size_t j, size_t k0,
+// gave them (doubles, or floats widened here: the group's span only); cols: B's columns (n).
+HWY_NOINLINE double FusedGroupInCore(const FusedOperands& fo, size_t k, size_t cols, size_t i, size_t j, size_t k0,
                                      const FusedGroup& g, double c) {
   const size_t span = g.half < 0 ? g.n : static_cast<size_t>(fused_detail::Interleaved{fo.model->interleave, g.half}(
                                                                    static_cast<int>(g.n) - 1)) + 1;
   std::vector<double> wide;
-  auto source = [&](const double* q, const float* qf, size_t row) -> const double* {
-    const size_t at = row * k + k0 + g.start;
-    if (q) return q + at;
+  // Row `row` of an operand from k0 + g.start; element t of a float one at qf[row*rs + t*cs].
+  auto source = [&](const double* q, const float* qf, size_t rs, size_t cs, size_t row) -> const double* {
+    const size_t t0 = k0 + g.start;
+    if (q) return q + row * k + t0;
     const size_t base = wide.size();
-    wide.insert(wide.end(), qf + at, qf + at + span);
+    for (size_t t = t0; t < t0 + span; ++t) wide.push_back(qf[row * rs + t * cs]);
     return wide.data() + base;
   };
   wide.reserve(2 * span);
-  const double* ap = source(fo.aq, fo.aqf, i);
-  const double* bp = source(fo.bq, fo.bqf, j);
+  const double* ap = source(fo.aq, fo.aqf, k, 1, i);
+  const double* bp = fo.bqf_k_major ? source(fo.bq, fo.bqf, 1, cols, j) : source(fo.bq, fo.bqf, k, 1, j);
   const int n = static_cast<int>(g.n);
   return g.half < 0 ? fused_detail::group_at(c, ap, 1, bp, 1, n, fused_detail::Consecutive{}, *fo.model)
                     : fused_detail::group_at(c, ap, 1, bp, 1, n, fused_detail::Interleaved{fo.model->interleave, g.half},
@@ -428,7 +429,7 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
         for (size_t l = 0; l < Ld; ++l) {
           const size_t j = j0 + v * Ld + l;
           if (!rare_lanes[l] || j >= op.n) continue;
-          res[l] = static_cast<T>(FusedGroupInCore(op.fused, op.k, i + r, j, k0, g, static_cast<double>(cv[l])));
+          res[l] = static_cast<T>(FusedGroupInCore(op.fused, op.k, op.n, i + r, j, k0, g, static_cast<double>(cv[l])));
         }
       }
       hn::Store(hn::Load(dt, res), dt, cv);
@@ -526,9 +527,11 @@ void FusedSignOrderConsecutive(const float* x0, const float* x1, uint32_t start,
   auto patterns = [&](size_t t, size_t len, M (&pm)[4]) {
     const M valid = hn::FirstN(di, len);
     const auto negative = [&](const float* x) {
+      const int32_t* at = reinterpret_cast<const int32_t*>(x + start + t);
+      if (len == N) return hn::Lt(hn::LoadU(di, at), hn::Zero(di));  // (the sign bit: -0 counts as negative)
       HWY_ALIGN int32_t part[HWY_MAX_BYTES / sizeof(int32_t)] = {};
-      std::memcpy(part, x + start + t, len * sizeof(float));
-      return hn::And(valid, hn::Lt(hn::Load(di, part), hn::Zero(di)));  // (the sign bit: -0 counts as negative)
+      std::memcpy(part, at, len * sizeof(int32_t));
+      return hn::And(valid, hn::Lt(hn::Load(di, part), hn::Zero(di)));
     };
     const M s0 = negative(x0);
     const M s1 = x1 ? negative(x1) : hn::FirstN(di, 0);

@@ -1,6 +1,7 @@
 #include "arith/quantize.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -465,7 +466,7 @@ void ScaleExpHistogram::cover(int lo, int hi) {
   if (hi > old_hi) counts_.resize(counts_.size() + static_cast<size_t>(hi - old_hi), 0);
 }
 
-void ScaleExpHistogram::add(int e, uint64_t n) {
+void ScaleExpHistogram::add_outside(int e, uint64_t n) {
   cover(e, e);
   counts_[static_cast<size_t>(e - lo_)] += n;
 }
@@ -489,12 +490,25 @@ void QuantizedOperand::reset_unscaled(size_t rows_, size_t k_) {
   block_scale.clear();
   tensor_scale = 1.0;
   stats = QuantStats{};
+  k_major = false;
 }
 
 void QuantizedOperand::widen() {
   if (!in_float) return;
+  if (k_major) {
+    std::vector<float> scratch;
+    to_row_major(scratch);
+  }
   q.assign(qf.begin(), qf.begin() + static_cast<std::ptrdiff_t>(rows * k));
   in_float = false;
+}
+
+void QuantizedOperand::to_row_major(std::vector<float>& scratch) {
+  if (!k_major) return;
+  if (scratch.size() < rows * k) scratch.resize(rows * k);
+  std::copy(qf.begin(), qf.begin() + static_cast<std::ptrdiff_t>(rows * k), scratch.begin());
+  transpose_floats(scratch.data(), k, rows, rows, qf.data(), k, false);  // (k x rows into rows x k)
+  k_major = false;
 }
 
 int mx_scale_exponent(double amax, const Format& elem, ExpRule rule) {
@@ -601,10 +615,81 @@ QuantizedOperand quantize(const double* x_in, size_t rows, size_t k, size_t ld, 
 
 namespace {
 
-// Quantizes x (no Hadamard transform left to do) into `out`, whose storage is set up.
+// Whether a quantizer's results can be made in an operand's k-major order (quantize_into's
+// allow_k_major; the rest of the conditions are the data's): an element's result may not depend on
+// its index (stochastic rounding's random word does), nor on neighbours along k other than through
+// its 1-D block's scale, and block multipliers must be powers of two (quantize_blocks_k_major; an
+// NVFP4 or a non-power-of-two tile scale would decline every call).
+bool k_major_quantizer(const Quantizer& qz) {
+  const Scaling& sc = qz.scaling;
+  const BlockScaleRule rule = scale_kind_traits(sc.kind).block_rule;
+  const bool pow2_blocks = rule == BlockScaleRule::none || rule == BlockScaleRule::e8m0_exponent ||
+                           (rule == BlockScaleRule::fp32_ratio && sc.pow2);
+  return fits_float(qz.format) && qz.round.mode != Rounding::sr && !sc.hadamard && !sc.two_d &&
+         !sc.emulate.element_step() && pow2_blocks;
+}
+
+// An operand stored k-major (element (r, i) at x.p[i * x.cs]) in 1-D blocks of b along k, into
+// out.qf in the same order (rows x k values, out's scales as usual): a band of b k-rows at a time,
+// every column's block amax in one pass down the band (vertical SIMD), each column's multiplier,
+// the band scaled by a multiplier per column, then cast in one call. The same scales, values and
+// counts as the usual order gives, where that takes no element path: a block with a NaN or inf, a
+// multiplier that is not a power of two in float's normal range, or a scaled value that is not a
+// float declines (false), and the caller quantizes in the usual order. Bands run in parallel.
+bool quantize_blocks_k_major(QuantizedOperand& out, const StridedInputF& x, size_t rows, size_t k, size_t b,
+                             const BlockScaleSpec& spec, bool counted_apart, const SpanCast& cast, uint64_t seed,
+                             uint64_t stream, QuantizeWorkspace& ws) {
+  const size_t n = rows, bands = out.blocks_per_row;
+  std::atomic<bool> declined{false};
+  // (for_each_region over the bands as the rows of a bands x 1 grid: its threads, stats and scratch.)
+  for_each_region(bands, 1, 1, 1, out.stats, ws, [&](const Region& band, QuantStats& st, QuantizeThreadScratch& scratch) {
+    if (declined.load(std::memory_order_relaxed)) return;
+    const size_t bi = band.r0, t0 = bi * b, h = std::min(k, t0 + b) - t0;
+    scratch.fit_row(std::max(h * n, 2 * n));
+    std::vector<float>& amax = scratch.block_amax;
+    std::vector<uint32_t>& bad = scratch.block_bad;
+    amax.resize(n);
+    bad.resize(n);
+    float_column_counts(x.p + t0 * x.cs, x.cs, h, n, amax.data(), bad.data());
+    float* mult = scratch.out.data();
+    float* inv = mult + n;
+    for (size_t j = 0; j < n; ++j) {
+      if (bad[j]) {
+        declined = true;
+        return;
+      }
+      if (!counted_apart) st.amax = std::max(st.amax, static_cast<double>(amax[j]));
+      const BlockScale bs = block_scale_of(spec, amax[j]);
+      out.block_scale[j * bands + bi] = bs.stored;
+      if (amax[j] != 0) record_scale(st, bs.stored);
+      if (!bs.exact || !(bs.mult >= 0x1p-126 && bs.mult <= 0x1p126)) {
+        declined = true;
+        return;
+      }
+      mult[j] = static_cast<float>(bs.mult);
+      inv[j] = static_cast<float>(1.0 / bs.mult);
+    }
+    float* scaled = scratch.in.data();
+    for (size_t t = 0; t < h; ++t)
+      if (!scale_floats_pow2_each(x.p + (t0 + t) * x.cs, scaled + t * n, n, mult, inv)) {
+        declined = true;
+        return;
+      }
+    const CastStats cs = cast_span(cast, scaled, out.qf.data() + t0 * n, h * n, seed, stream, 0);  // (no index: not sr)
+    st.clipped += cs.clipped;
+    st.flushed += cs.flushed;
+    st.subnormal += cs.subnormal;
+  });
+  return !declined;
+}
+
+// Quantizes x (no Hadamard transform left to do) into `out`, whose storage is set up. With
+// `k_major` (k_major_quantizer; x stored k-major, x.rs == 1), into out.qf in x's order, or false
+// where the data declines it (quantize_blocks_k_major): out is then to be reset and quantized in the
+// usual order.
 template <typename T>
-void quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t rows, size_t k, const Quantizer& qz,
-                   uint64_t seed, uint64_t stream, DelayedState* state, QuantizeWorkspace& ws) {
+bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t rows, size_t k, const Quantizer& qz,
+                   uint64_t seed, uint64_t stream, DelayedState* state, QuantizeWorkspace& ws, bool k_major = false) {
   const Scaling& sc = qz.scaling;
   const ScaleKindTraits& kind = scale_kind_traits(sc.kind);
   out.stats.elements = rows * k;
@@ -622,15 +707,18 @@ void quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
     // One multiplier for every element: 1 (exact) without a tensor rule.
     const bool unscaled = kind.tensor_rule == TensorScaleRule::none;
     const double s = tensor_level_multiplier(qz, out.stats.amax, state);
-    for_each_region(rows, k, k, 1, out.stats, ws, [&](const Region& g, QuantStats& st, QuantizeThreadScratch& scratch) {
-      quantize_region_with_multiplier(x, k, g, s, unscaled, qz, cast, seed, stream, !counted_apart, out, st, scratch);
+    // Element by element: k-major, the stored k-rows are the rows (the counts are sums and maxima).
+    const StridedInputOf<T> v = k_major ? StridedInputOf<T>{x.p, x.cs, 1} : x;
+    const size_t vrows = k_major ? k : rows, vk = k_major ? rows : k;
+    for_each_region(vrows, vk, vk, 1, out.stats, ws, [&](const Region& g, QuantStats& st, QuantizeThreadScratch& scratch) {
+      quantize_region_with_multiplier(v, vk, g, s, unscaled, qz, cast, seed, stream, !counted_apart, out, st, scratch);
     });
     if (!unscaled) {
       out.tensor_scale = tensor_dequant_scale(s);
       record_scale(out.stats, out.tensor_scale);
     }
     if (kind.keeps_history()) delayed_record_step(*state, qz, out.stats.amax, out.stats.nonfinite);
-    return;
+    return true;
   }
   const size_t b = static_cast<size_t>(sc.block);
   out.block_k = b;
@@ -653,6 +741,11 @@ void quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
     *exact = bs.exact;
     return bs.mult;
   };
+  if (k_major) {
+    if constexpr (std::is_same_v<T, float>)
+      return cast && quantize_blocks_k_major(out, x, rows, k, b, spec, counted_apart, *cast, seed, stream, ws);
+    return false;
+  }
   // (Each block's amax pass also takes its input counts, unless they were counted apart.)
   QuantStats* const no_counts = nullptr;
   if (sc.two_d || !cast) {
@@ -717,6 +810,7 @@ void quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
       quantize_span_blocks(x, k, span.r0, span.r1, b, qz, *cast, seed, stream, out, st, scratch);
     });
   }
+  return true;
 }
 
 // The workspace's k-contiguous copy for T elements.
@@ -731,7 +825,20 @@ std::vector<T>& staging_of(QuantizeWorkspace& ws) {
 template <typename T>
 void quantize_into_impl(QuantizedOperand& out, const StridedInputOf<T>& x_in, size_t rows, size_t k,
                         const Quantizer& qz, uint64_t seed, uint64_t stream, DelayedState* state, bool in_float,
-                        QuantizeWorkspace& ws) {
+                        QuantizeWorkspace& ws, bool allow_k_major = false) {
+  if (allow_k_major && in_float && x_in.rs == 1 && x_in.cs != 1 && rows > 1 && k > 1 && k_major_quantizer(qz)) {
+    // In the input's own order, unless the data declines it (then as below, from the start: the
+    // declined attempt changed nothing but `out`; delayed scaling, the one kind with state, never
+    // declines).
+    out.reset_unscaled(rows, k);
+    out.in_float = true;
+    if (out.qf.size() < rows * k) out.qf.resize(rows * k);
+    out.q.clear();
+    if (quantize_rows(out, x_in, rows, k, qz, seed, stream, state, ws, true)) {
+      out.k_major = true;
+      return;
+    }
+  }
   out.reset_unscaled(rows, k);
   out.in_float = in_float;
   // Every element is written below; reused storage is not cleared first.
@@ -803,9 +910,9 @@ void quantize_into(QuantizedOperand& out, const StridedInput& x, size_t rows, si
 }
 
 void quantize_into(QuantizedOperand& out, const StridedInputF& x, size_t rows, size_t k, const Quantizer& qz,
-                   uint64_t seed, uint64_t stream, DelayedState* state, QuantizeWorkspace* ws) {
+                   uint64_t seed, uint64_t stream, DelayedState* state, QuantizeWorkspace* ws, bool allow_k_major) {
   QuantizeWorkspace own;  // (used only when the caller passes no workspace)
-  quantize_into_impl(out, x, rows, k, qz, seed, stream, state, fits_float(qz.format), ws ? *ws : own);
+  quantize_into_impl(out, x, rows, k, qz, seed, stream, state, fits_float(qz.format), ws ? *ws : own, allow_k_major);
 }
 
 void hadamard_rows(double* x, size_t rows, size_t k, size_t ld, int n, uint64_t seed) {

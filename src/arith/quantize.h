@@ -51,7 +51,11 @@ struct Quantizer {
 // so a dense array of every possible exponent would be zeroed, copied and summed on each call.
 class ScaleExpHistogram {
  public:
-  void add(int e, uint64_t n = 1);                // n scales with exponent e
+  // n scales with exponent e (inline where e is inside the stored range: once per scale block).
+  void add(int e, uint64_t n = 1) {
+    if (e >= lo_ && e < lo_ + static_cast<int>(counts_.size())) counts_[static_cast<size_t>(e - lo_)] += n;
+    else add_outside(e, n);
+  }
   void merge(const ScaleExpHistogram& o);
   uint64_t count(int e) const;                    // 0 outside the stored range
   // fn(e, count) for each exponent with a non-zero count, in increasing order.
@@ -63,6 +67,7 @@ class ScaleExpHistogram {
 
  private:
   void cover(int lo, int hi);  // grows the stored range to include [lo, hi]
+  void add_outside(int e, uint64_t n);
   int lo_ = 0;                 // exponent of counts_[0]
   std::vector<uint64_t> counts_;
 };
@@ -101,11 +106,16 @@ struct DelayedState {
 // A float input quantized to a format whose grid fits in float (fits_float) keeps its values in
 // `qf` instead (`in_float`, q empty): the values are the same, stored in half the bytes, and the
 // fast matmul reads them without a conversion. widen() moves them to q for every other reader.
+// Only where the caller allowed it (the float matmul entry, for B stored K x N), qf can hold the
+// values k-major (`k_major`: element (r, i) at qf[i*rows + r], the input's own order, so that
+// neither the quantizer nor the fast kernel's packing transposes it); value() and widen() read
+// either order, and to_row_major() makes it the usual one.
 struct QuantizedOperand {
   size_t rows = 0, k = 0;
   std::vector<double> q;
   std::vector<float> qf;               // (may be longer than rows * k: reused storage)
   bool in_float = false;
+  bool k_major = false;                // (in_float only)
   size_t block_k = 0;                  // k-extent of a scale block (0: no per-block scales)
   size_t blocks_per_row = 0;
   std::vector<double> block_scale;     // rows x blocks_per_row, exact dequantisation multipliers
@@ -115,9 +125,15 @@ struct QuantizedOperand {
     const double s = block_k ? block_scale[r * blocks_per_row + i / block_k] : 1.0;
     return value(r * k + i) * s * tensor_scale;
   }
-  double value(size_t idx) const { return in_float ? static_cast<double>(qf[idx]) : q[idx]; }
-  // Stores the values in q (exactly: every float is a double); a no-op when they are there already.
+  double value(size_t idx) const {
+    if (!in_float) return q[idx];
+    return static_cast<double>(k_major ? qf[(idx % k) * rows + idx / k] : qf[idx]);
+  }
+  // Stores the values in q (exactly: every float is a double), row-major; a no-op when they are
+  // there already.
   void widen();
+  // qf row-major (a transposition when it is k-major), through the caller's scratch.
+  void to_row_major(std::vector<float>& scratch);
   // Shape rows x k with no scales and empty stats: where every quantization starts (the value
   // storage is the caller's to set up).
   void reset_unscaled(size_t rows_, size_t k_);
@@ -147,9 +163,13 @@ QuantizedOperand quantize(const double* x, size_t rows, size_t k, size_t ld, con
 void quantize_into(QuantizedOperand& out, const StridedInput& x, size_t rows, size_t k, const Quantizer& qz,
                    uint64_t seed, uint64_t stream, DelayedState* state = nullptr, QuantizeWorkspace* ws = nullptr);
 // The same from float input: identical values, scales and stats; the values are left in out.qf
-// (out.in_float) when the element format fits in float, else in out.q.
+// (out.in_float) when the element format fits in float, else in out.q. With `allow_k_major`, an
+// input stored k-major (x.rs == 1) is quantized in its own order and left so (out.k_major) where
+// the quantizer allows it: deterministic rounding, no Hadamard transform, no microxcaling element
+// step, 1-D blocks whose scaled values are floats and without NaN/inf (else the usual order).
 void quantize_into(QuantizedOperand& out, const StridedInputF& x, size_t rows, size_t k, const Quantizer& qz,
-                   uint64_t seed, uint64_t stream, DelayedState* state = nullptr, QuantizeWorkspace* ws = nullptr);
+                   uint64_t seed, uint64_t stream, DelayedState* state = nullptr, QuantizeWorkspace* ws = nullptr,
+                   bool allow_k_major = false);
 
 // The random Hadamard transform along k (in place, per consecutive group of n = 16 or 32 along k;
 // a trailing partial group is left as is). Signs come from (seed); both operands of a matmul must
