@@ -46,21 +46,33 @@ FloatRowCounts FloatRowCountsImpl(const float* p, size_t n) {
   return c;
 }
 
-// Whole vectors, then the rest by the element statement (a partial vector's stores must not pass n).
-bool ScaleFloatsPow2Impl(const float* in, float* out, size_t n, float mult, float inv) {
+// The whole vectors of a power-of-two scaling: out = in * mult_of(i), exact where out * inv_of(i)
+// gives back the input (or it is NaN). Returns whether all were exact; *done: the elements covered
+// (the rest go to the element statement: a partial vector's stores must not pass n).
+template <class MultOf, class InvOf>
+HWY_INLINE bool ScalePow2Vectors(const float* in, float* out, size_t n, MultOf mult_of, InvOf inv_of, size_t* done) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
-  const auto m = hn::Set(d, mult), back = hn::Set(d, inv);
   auto exact = hn::Eq(hn::Zero(d), hn::Zero(d));  // all true
   size_t i = 0;
   for (; i + N <= n; i += N) {
     const auto x = hn::LoadU(d, in + i);
-    const auto y = hn::Mul(x, m);
+    const auto y = hn::Mul(x, mult_of(d, i));
     hn::StoreU(y, d, out + i);
-    exact = hn::And(exact, hn::Or(hn::Eq(hn::Mul(y, back), x), hn::Not(hn::Eq(x, x))));  // (NaN: not(x == x))
+    exact = hn::And(exact, hn::Or(hn::Eq(hn::Mul(y, inv_of(d, i)), x), hn::Not(hn::Eq(x, x))));  // (NaN: not(x == x))
   }
+  *done = i;
+  return hn::AllTrue(d, exact);
+}
+
+bool ScaleFloatsPow2Impl(const float* in, float* out, size_t n, float mult, float inv) {
+  const hn::ScalableTag<float> dt;
+  const auto m = hn::Set(dt, mult), back = hn::Set(dt, inv);
+  size_t i;
+  const bool vectors = ScalePow2Vectors(
+      in, out, n, [&](auto, size_t) { return m; }, [&](auto, size_t) { return back; }, &i);
   const bool rest = scale_floats_pow2_scalar(in + i, out + i, n - i, mult, inv);
-  return hn::AllTrue(d, exact) && rest;
+  return vectors && rest;
 }
 
 bool ScaleFloatsImpl(const float* in, float* out, size_t n, float mult) {
@@ -104,18 +116,12 @@ void FloatColumnCountsImpl(const float* p, size_t ld, size_t h, size_t n, float*
 }
 
 bool ScaleFloatsPow2EachImpl(const float* in, float* out, size_t n, const float* mult, const float* inv) {
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
-  auto exact = hn::Eq(hn::Zero(d), hn::Zero(d));  // all true
-  size_t i = 0;
-  for (; i + N <= n; i += N) {
-    const auto x = hn::LoadU(d, in + i);
-    const auto y = hn::Mul(x, hn::LoadU(d, mult + i));
-    hn::StoreU(y, d, out + i);
-    exact = hn::And(exact, hn::Or(hn::Eq(hn::Mul(y, hn::LoadU(d, inv + i)), x), hn::Not(hn::Eq(x, x))));
-  }
+  size_t i;
+  const bool vectors = ScalePow2Vectors(
+      in, out, n, [&](auto d, size_t at) { return hn::LoadU(d, mult + at); },
+      [&](auto d, size_t at) { return hn::LoadU(d, inv + at); }, &i);
   const bool rest = scale_floats_pow2_each_scalar(in + i, out + i, n - i, mult + i, inv + i);
-  return hn::AllTrue(d, exact) && rest;
+  return vectors && rest;
 }
 
 }  // namespace HWY_NAMESPACE

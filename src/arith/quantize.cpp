@@ -631,13 +631,15 @@ bool k_major_quantizer(const Quantizer& qz) {
 
 // An operand stored k-major (element (r, i) at x.p[i * x.cs]) in 1-D blocks of b along k, into
 // out.qf in the same order (rows x k values, out's scales as usual): a band of b k-rows at a time,
-// every column's block amax in one pass down the band (vertical SIMD), each column's multiplier,
+// every column's block amax in one pass down the band (vertical SIMD), each column's scale and
+// multiplier by quantize_rows' block_multiplier (stored and counted as in the usual order),
 // the band scaled by a multiplier per column, then cast in one call. The same scales, values and
 // counts as the usual order gives, where that takes no element path: a block with a NaN or inf, a
 // multiplier that is not a power of two in float's normal range, or a scaled value that is not a
 // float declines (false), and the caller quantizes in the usual order. Bands run in parallel.
+template <class BlockMultiplier>
 bool quantize_blocks_k_major(QuantizedOperand& out, const StridedInputF& x, size_t rows, size_t k, size_t b,
-                             const BlockScaleSpec& spec, bool counted_apart, const SpanCast& cast, uint64_t seed,
+                             BlockMultiplier block_multiplier, bool counted_apart, const SpanCast& cast, uint64_t seed,
                              uint64_t stream, QuantizeWorkspace& ws) {
   const size_t n = rows, bands = out.blocks_per_row;
   std::atomic<bool> declined{false};
@@ -659,15 +661,14 @@ bool quantize_blocks_k_major(QuantizedOperand& out, const StridedInputF& x, size
         return;
       }
       if (!counted_apart) st.amax = std::max(st.amax, static_cast<double>(amax[j]));
-      const BlockScale bs = block_scale_of(spec, amax[j]);
-      out.block_scale[j * bands + bi] = bs.stored;
-      if (amax[j] != 0) record_scale(st, bs.stored);
-      if (!bs.exact || !(bs.mult >= 0x1p-126 && bs.mult <= 0x1p126)) {
+      bool exact;
+      const double m = block_multiplier(Region{j, j + 1, t0, t0 + h}, amax[j], st, &exact);
+      if (!exact || !(m >= 0x1p-126 && m <= 0x1p126)) {
         declined = true;
         return;
       }
-      mult[j] = static_cast<float>(bs.mult);
-      inv[j] = static_cast<float>(1.0 / bs.mult);
+      mult[j] = static_cast<float>(m);
+      inv[j] = static_cast<float>(1.0 / m);
     }
     float* scaled = scratch.in.data();
     for (size_t t = 0; t < h; ++t)
@@ -743,7 +744,8 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
   };
   if (k_major) {
     if constexpr (std::is_same_v<T, float>)
-      return cast && quantize_blocks_k_major(out, x, rows, k, b, spec, counted_apart, *cast, seed, stream, ws);
+      return cast &&
+             quantize_blocks_k_major(out, x, rows, k, b, block_multiplier, counted_apart, *cast, seed, stream, ws);
     return false;
   }
   // (Each block's amax pass also takes its input counts, unless they were counted apart.)
