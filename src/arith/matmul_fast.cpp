@@ -168,24 +168,16 @@ HWY_INLINE void InnerBlock(D d, const FastOperands& op, size_t i0, size_t rows, 
         }
       }
     }
-  } else if (rows == kRows) {
-    // Full tile: kRows x 2 accumulators stay in registers for the whole block (constant trip
-    // counts, unrolled by the compiler).
+  } else {
+    // kRows x 2 accumulators stay in registers for the whole block (constant trip counts, unrolled
+    // by the compiler). A partial tile repeats its last row in the rows it lacks: their sums are
+    // never stored, and a loop over `rows` would put the accumulators in memory.
     const float* ar[kRows];
-    for (size_t r = 0; r < kRows; ++r) ar[r] = op.a + (i0 + r) * op.lda;
+    for (size_t r = 0; r < kRows; ++r) ar[r] = op.a + (i0 + std::min(r, rows - 1)) * op.lda;
     for (size_t t = k0; t < k1; ++t, bp += 2 * L) {
       const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
       for (size_t r = 0; r < kRows; ++r) {
         const V x = hn::Set(d, ar[r][t]);
-        acc[r][0] = AccumulateProduct(x, b0, acc[r][0], op.use_fma);
-        acc[r][1] = AccumulateProduct(x, b1, acc[r][1], op.use_fma);
-      }
-    }
-  } else {
-    for (size_t t = k0; t < k1; ++t, bp += 2 * L) {
-      const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
-      for (size_t r = 0; r < rows; ++r) {
-        const V x = hn::Set(d, op.a[(i0 + r) * op.lda + t]);
         acc[r][0] = AccumulateProduct(x, b0, acc[r][0], op.use_fma);
         acc[r][1] = AccumulateProduct(x, b1, acc[r][1], op.use_fma);
       }
@@ -255,7 +247,9 @@ HWY_NOINLINE void FusedTileTwoStrips(const FastOperands& op, size_t i0, size_t r
 }
 #endif
 
-// One tile: rows [i0, i0+rows) x columns [j0, j0 + 2 vectors).
+// One tile: rows [i0, i0+rows) x columns [j0, j0 + 2 vectors). Each block's inner sums are scaled
+// and added into the outer sums: in registers (kRows x 2 more vectors; AVX-512 holds them with the
+// inner ones), or, when swamping is counted, in outer_buf.
 template <bool kCount, FastInner kInner>
 HWY_NOINLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0, float* outer_buf, uint64_t* inner_sw,
                        uint64_t* outer_sw, bool* nonfinite) {
@@ -266,7 +260,38 @@ HWY_NOINLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0
   auto inner_count = hn::Zero(di), outer_count = hn::Zero(di);
   const bool scaled = op.sa || op.sb;
   const float* strip = op.b ? op.b + (j0 / (2 * L)) * op.k * 2 * L : nullptr;  // no float B for the fused model
-  // outer_buf holds the outer sums of this tile between blocks (rows x 2L floats).
+  // Row r's scale for block bi (a row past a partial tile's end reads its last row's: never stored).
+  auto row_scale = [&](size_t r, size_t bi) {
+    return hn::Set(d, op.sa ? op.sa[(i0 + std::min(r, rows - 1)) * op.nblocks + bi] : 1.0f);
+  };
+  auto col_scale = [&](size_t h, size_t bi) {
+    return op.sb ? hn::LoadU(d, op.sb + bi * op.npad + j0 + h * L) : hn::Set(d, 1.0f);
+  };
+  if constexpr (!kCount) {
+    (void)outer_buf;
+    V outer[kRows][2];
+    for (size_t r = 0; r < kRows; ++r) outer[r][0] = outer[r][1] = hn::Zero(d);
+    for (size_t bi = 0; bi < op.nblocks; ++bi) {
+      const size_t k0 = bi * op.kblock, k1 = std::min(op.k, k0 + op.kblock);
+      V acc[kRows][2];
+      InnerBlock<false, kInner>(d, op, i0, rows, j0, k0, k1, strip, acc, inner_count);
+      // Always added, also into a fresh outer sum: fp32(+0 + -0) is +0, as in the reference.
+      if (scaled) {
+        // s = fp32(sa * sb), then t = fp32(inner * s): two IEEE multiplies, never fused.
+        const V sb0 = col_scale(0, bi), sb1 = col_scale(1, bi);
+        for (size_t r = 0; r < kRows; ++r) {
+          const V sa = row_scale(r, bi);
+          outer[r][0] = hn::Add(outer[r][0], hn::Mul(acc[r][0], hn::Mul(sa, sb0)));
+          outer[r][1] = hn::Add(outer[r][1], hn::Mul(acc[r][1], hn::Mul(sa, sb1)));
+        }
+      } else {
+        for (size_t r = 0; r < kRows; ++r)
+          for (size_t h = 0; h < 2; ++h) outer[r][h] = hn::Add(outer[r][h], acc[r][h]);
+      }
+    }
+    StoreTile(d, op, i0, rows, j0, 2, [&](size_t r, size_t h) { return outer[r][h]; }, nonfinite);
+    return;
+  }
   for (size_t r = 0; r < kRows * 2 * L; ++r) outer_buf[r] = 0.0f;
   for (size_t bi = 0; bi < op.nblocks; ++bi) {
     const size_t k0 = bi * op.kblock, k1 = std::min(op.k, k0 + op.kblock);
@@ -275,24 +300,16 @@ HWY_NOINLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0
     for (size_t r = 0; r < rows; ++r)
       for (size_t h = 0; h < 2; ++h) {
         float* o = outer_buf + (r * 2 + h) * L;
-        // Always added, also into a fresh outer sum: fp32(+0 + -0) is +0, as in the reference.
         V t = acc[r][h];
-        if (scaled) {
-          // s = fp32(sa * sb), then t = fp32(inner * s): two IEEE multiplies, never fused.
-          const V sa = hn::Set(d, op.sa ? op.sa[(i0 + r) * op.nblocks + bi] : 1.0f);
-          const V sb = op.sb ? hn::LoadU(d, op.sb + bi * op.npad + j0 + h * L) : hn::Set(d, 1.0f);
-          t = hn::Mul(t, hn::Mul(sa, sb));
-        }
+        if (scaled) t = hn::Mul(t, hn::Mul(row_scale(r, bi), col_scale(h, bi)));
         const V before = hn::LoadU(d, o);
         const V after = hn::Add(before, t);
-        if (kCount) outer_count = CountSwamped(d, before, t, after, outer_count);
+        outer_count = CountSwamped(d, before, t, after, outer_count);
         hn::StoreU(after, d, o);
       }
   }
-  if (kCount) {
-    *inner_sw += static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, inner_count)));
-    *outer_sw += static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, outer_count)));
-  }
+  *inner_sw += static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, inner_count)));
+  *outer_sw += static_cast<uint64_t>(hn::GetLane(hn::SumOfLanes(di, outer_count)));
   StoreTile(d, op, i0, rows, j0, 2, [&](size_t r, size_t h) { return hn::LoadU(d, outer_buf + (r * 2 + h) * L); }, nonfinite);
 }
 

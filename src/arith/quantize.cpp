@@ -595,15 +595,23 @@ void delayed_record_step(DelayedState& state, const Quantizer& qz, double amax, 
   if (finite(amax_h) && amax_h > 0) state.scale = tensor_scale_from_amax(amax_h, qz);
 }
 
-void record_scale(QuantStats& st, double dequant_scale) {
-  int e;
-  if (!scale_exponent_of(dequant_scale, &e)) return;
+namespace {
+
+// Counts one scale of exponent e (record_scale's statistics).
+inline void record_scale_exponent(QuantStats& st, int e) {
   if (st.scale_count == 0) st.scale_exp_min = st.scale_exp_max = e;
   st.scale_exp_min = std::min(st.scale_exp_min, e);
   st.scale_exp_max = std::max(st.scale_exp_max, e);
   st.scale_exp_sum += e;  // exact (see QuantStats::scale_exp_sum)
   ++st.scale_count;
   st.scale_exp_hist.add(std::clamp(e, -QuantStats::kScaleExpOffset, QuantStats::kScaleExpOffset));
+}
+
+}  // namespace
+
+void record_scale(QuantStats& st, double dequant_scale) {
+  int e;
+  if (scale_exponent_of(dequant_scale, &e)) record_scale_exponent(st, e);
 }
 
 QuantizedOperand quantize(const double* x_in, size_t rows, size_t k, size_t ld, const Quantizer& qz, uint64_t seed,
@@ -771,6 +779,7 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
     const bool rows_adjoin = x.cs == 1 && x.rs == k && k % b == 0;
     const size_t span_rows = rows_adjoin ? std::max<size_t>(1, kSpan / std::max<size_t>(k, 1)) : 1;
     const size_t bpr = out.blocks_per_row;
+    const bool plain_e8m0 = plain_e8m0_floor(spec);
     for_each_region(rows, k, k, span_rows, out.stats, ws, [&](const Region& span, QuantStats& st, QuantizeThreadScratch& scratch) {
       const size_t nblocks = (span.r1 - span.r0) * bpr;
       std::vector<QuantRowBlock>& blocks = scratch.blocks;
@@ -786,6 +795,29 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
           block_amax(x.p + span.r0 * x.rs, (span.r1 - span.r0) * k, b, span_amax.data(), span_bad.data());
           span_counted = true;
         }
+      }
+      if (span_counted && plain_e8m0) {
+        // The MX presets' scales (the same stores and counts as the general loop below).
+        for (size_t bi = 0; bi < nblocks; ++bi) {
+          const float amax = span_amax[bi];
+          if (!counted_apart) {
+            st.nonfinite += span_bad[bi];
+            st.amax = std::max(st.amax, static_cast<double>(amax));
+          }
+          blocks[bi].nan = span_bad[bi] != 0;
+          if (blocks[bi].nan) {
+            const size_t r = span.r0 + bi / bpr, c0 = (bi % bpr) * b;
+            mark_region_nan(out, Region{r, r + 1, c0, std::min(k, c0 + b)});
+            continue;
+          }
+          const int e = plain_e8m0_exponent(amax, spec);
+          out.block_scale[span.r0 * bpr + bi] = pow2(e);
+          if (amax != 0) record_scale_exponent(st, e);
+          blocks[bi].mult = pow2(-e);
+          blocks[bi].exact = true;
+        }
+        quantize_span_blocks(x, k, span.r0, span.r1, b, qz, *cast, seed, stream, out, st, scratch);
+        return;
       }
       for (size_t bi = 0; bi < nblocks; ++bi) {
         const size_t r = span.r0 + bi / bpr, c0 = (bi % bpr) * b;

@@ -7,9 +7,11 @@
 // quantization identical whether it is used as W or W^T.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <string>
 #include <vector>
@@ -205,6 +207,26 @@ void delayed_record_step(DelayedState& state, const Quantizer& qz, double amax, 
 double tensor_dequant_scale(double multiplier);
 // Adds one scale's exponent to st (nothing for a scale that is zero, NaN or inf).
 void record_scale(QuantStats& st, double dequant_scale);
+
+// OCP MX's floor rule with no microxcaling departure (the MX presets): plain_e8m0_floor says whether
+// block_scale_of takes it under s, and plain_e8m0_exponent gives the clamped e8m0 exponent it gives
+// a block of finite float amax (its scale 2^e, its multiplier 2^-e): floor(log2 amax) - emax +
+// offset from amax's bits (a subnormal's from its leading one), -127 for an all-zero block. (Once
+// per block of 32 in the quantizer's float path: there, block_scale_of's rule switches and double
+// unpacking cost more than the block's elements.)
+inline bool plain_e8m0_floor(const BlockScaleSpec& s) {
+  return s.method == BlockScaleRule::e8m0_exponent && s.rule == ExpRule::floor && s.emulate.scale_bits == 0 &&
+         s.emulate.exponent == ExpSource::exact;
+}
+inline int plain_e8m0_exponent(float amax, const BlockScaleSpec& s) {
+  uint32_t u;
+  std::memcpy(&u, &amax, sizeof u);
+  u &= 0x7fffffffu;
+  if (u == 0) return -127;
+  const int biased = static_cast<int>(u >> 23);
+  const int floor_log2 = biased ? biased - 127 : (31 - __builtin_clz(u)) - 149;
+  return std::clamp(floor_log2 - s.emax + s.offset, -127, 127);
+}
 
 // Names for parsing/printing.
 const char* to_string(ExpRule r);
