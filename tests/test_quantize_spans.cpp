@@ -1,8 +1,9 @@
 // 1-D block scaling quantizes rows that lie one after another in memory (row stride k, whole
 // blocks) in spans of several rows: one block-amax pass and as few cast calls as the blocks allow,
-// across row ends. Spans are a speed change only: the same operand stored with padded rows (read
-// one row at a time, the path the oracles check) must give the same values, block scales, stats
-// and, under stochastic rounding, the same random word for every element. The inputs include
+// across row ends; short float rows apart in memory are copied together into such spans. Spans are
+// a speed change only: the same operand as doubles stored with padded rows (read one row at a time,
+// the path the oracles check) must give the same values, block scales, stats and, under stochastic
+// rounding, the same random word for every element. The inputs include
 // NaN/inf blocks, blocks whose scaled values fall below fp32's normal range (the element path) and
 // values that clip; the shapes include a last span shorter than the others, a row longer than a
 // span, and an operand large enough for a parallel pass.
@@ -42,15 +43,19 @@ std::vector<Case> span_cases() {
 // The stats of the quantization, which the caller sums over shapes.
 template <typename T>
 QuantStats check_spans(const Quantizer& q, size_t rows, size_t k, uint64_t seed) {
-  // The same values twice: rows adjoining (stride k) and rows padded by 3 unused values.
+  // The same values three ways: T rows adjoining (stride k), T rows padded by 3 unused values, and
+  // the padded rows as doubles, which are read one row at a time (float rows apart in memory are
+  // copied together into spans: the doubles keep the reference independent of that).
   const StoredOperand padded = stored_operand(rows, k, false, 3, seed, true, std::is_same_v<T, float>);
   std::vector<T> adjoining(rows * k), spaced(padded.data.begin(), padded.data.end());
   for (size_t r = 0; r < rows; ++r)
     for (size_t c = 0; c < k; ++c) adjoining[r * k + c] = static_cast<T>(padded.data[r * padded.ld + c]);
-  QuantizedOperand by_spans, by_rows;
+  QuantizedOperand by_spans, by_spaced_spans, by_rows;
   quantize_into(by_spans, StridedInputOf<T>{adjoining.data(), k, 1}, rows, k, q, seed, 9);
-  quantize_into(by_rows, StridedInputOf<T>{spaced.data(), padded.ld, 1}, rows, k, q, seed, 9);
+  quantize_into(by_spaced_spans, StridedInputOf<T>{spaced.data(), padded.ld, 1}, rows, k, q, seed, 9);
+  quantize_into(by_rows, StridedInput{padded.data.data(), padded.ld, 1}, rows, k, q, seed, 9);
   check_same_operand(by_spans, by_rows);
+  check_same_operand(by_spaced_spans, by_rows);
   return by_rows.stats;
 }
 

@@ -336,24 +336,23 @@ void quantize_region_with_multiplier(const StridedInputOf<T>& x, size_t k, const
   }
 }
 
-// Rows [r0, r1) of an operand in 1-D blocks of b along k (more than one row only when they lie
-// one after another in memory: x.cs == 1 and x.rs == k), each block scaled by its multiplier as
-// quantize_region_with_multiplier scales it. Runs of consecutive blocks whose scaled values are all
+// Rows [r0, r1) of an operand in 1-D blocks of b along k, element f of the span at span[f * x.cs]
+// (more than one row only when they lie one after another there: x.cs == 1), each block scaled by
+// its multiplier as quantize_region_with_multiplier scales it. Runs of consecutive blocks whose scaled values are all
 // floats go to the SIMD cast in one call, across row ends (a cast call costs far more than the 16
 // or 32 elements of a block); a block with a non-float scaled value is rounded element by element,
 // as quantize_region_with_multiplier does. Element c of row r takes random word r*k + c in every
 // case, and the counts are sums: how the rows are cut changes no bit and no count. The blocks, in
 // row order, are scratch.blocks; the scratch is the thread's.
 template <typename T>
-void quantize_span_blocks(const StridedInputOf<T>& x, size_t k, size_t r0, size_t r1, size_t b, const Quantizer& qz,
-                          const SpanCast& cast, uint64_t seed, uint64_t stream, QuantizedOperand& out, QuantStats& st,
-                          QuantizeThreadScratch& scratch) {
+void quantize_span_blocks(const T* span, const StridedInputOf<T>& x, size_t k, size_t r0, size_t r1, size_t b,
+                          const Quantizer& qz, const SpanCast& cast, uint64_t seed, uint64_t stream,
+                          QuantizedOperand& out, QuantStats& st, QuantizeThreadScratch& scratch) {
   const std::vector<QuantRowBlock>& blocks = scratch.blocks;
   const size_t e0 = r0 * k, n = (r1 - r0) * k, bpr = (k + b - 1) / b;  // span elements: [e0, e0 + n)
   scratch.fit_row(n);
   double* scaled = scratch.scaled.data();
   float* in_f = scratch.in.data();
-  const T* span = x.p + r0 * x.rs;  // element f of the span at span[f * x.cs]
   float* qf = out.in_float ? out.qf.data() + e0 : nullptr;
   double* q = out.in_float ? nullptr : out.q.data() + e0;
   // Scales the elements [c0, c1) of the span; true when every scaled value is a float (or NaN).
@@ -774,10 +773,13 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
     // 1-D blocks with the SIMD cast: a span of rows' block scales first, then its elements in as
     // few cast calls as possible. Rows that lie one after another in memory, in whole blocks, go in
     // spans of about kSpan elements (a small operand's rows are short: the calls per row, not the
-    // elements, would take the time); other rows one at a time.
+    // elements, would take the time); so do short float rows apart in memory (an attention head's
+    // slice of a wider tensor), copied together into the thread's scratch a span at a time; other
+    // rows go one at a time.
     constexpr size_t kSpan = 4096;
     const bool rows_adjoin = x.cs == 1 && x.rs == k && k % b == 0;
-    const size_t span_rows = rows_adjoin ? std::max<size_t>(1, kSpan / std::max<size_t>(k, 1)) : 1;
+    const bool gather = std::is_same_v<T, float> && !rows_adjoin && x.cs == 1 && k % b == 0 && 2 * k <= kSpan;
+    const size_t span_rows = rows_adjoin || gather ? std::max<size_t>(1, kSpan / std::max<size_t>(k, 1)) : 1;
     const size_t bpr = out.blocks_per_row;
     const bool plain_e8m0 = plain_e8m0_floor(spec);
     for_each_region(rows, k, k, span_rows, out.stats, ws, [&](const Region& span, QuantStats& st, QuantizeThreadScratch& scratch) {
@@ -786,13 +788,22 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
       std::vector<float>& span_amax = scratch.block_amax;
       std::vector<uint32_t>& span_bad = scratch.block_bad;
       blocks.resize(nblocks);
+      const T* span_p = x.p + span.r0 * x.rs;
+      if constexpr (std::is_same_v<T, float>) {
+        if (gather) {
+          scratch.gathered.resize((span.r1 - span.r0) * k);
+          for (size_t r = span.r0; r < span.r1; ++r)
+            std::memcpy(&scratch.gathered[(r - span.r0) * k], x.p + r * x.rs, k * sizeof(float));
+          span_p = scratch.gathered.data();
+        }
+      }
       // Float rows' block amaxes in one SIMD pass (the same maxima and counts region_amax takes).
       bool span_counted = false;
       if constexpr (std::is_same_v<T, float>) {
-        if (x.cs == 1) {
+        if (x.cs == 1) {  // (more than one row: adjoining or gathered)
           span_amax.resize(nblocks);
           span_bad.resize(nblocks);
-          block_amax(x.p + span.r0 * x.rs, (span.r1 - span.r0) * k, b, span_amax.data(), span_bad.data());
+          block_amax(span_p, (span.r1 - span.r0) * k, b, span_amax.data(), span_bad.data());
           span_counted = true;
         }
       }
@@ -816,7 +827,7 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
           blocks[bi].mult = pow2(-e);
           blocks[bi].exact = true;
         }
-        quantize_span_blocks(x, k, span.r0, span.r1, b, qz, *cast, seed, stream, out, st, scratch);
+        quantize_span_blocks(span_p, x, k, span.r0, span.r1, b, qz, *cast, seed, stream, out, st, scratch);
         return;
       }
       for (size_t bi = 0; bi < nblocks; ++bi) {
@@ -841,7 +852,7 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
         }
         blocks[bi].mult = block_multiplier(g, amax, st, &blocks[bi].exact);
       }
-      quantize_span_blocks(x, k, span.r0, span.r1, b, qz, *cast, seed, stream, out, st, scratch);
+      quantize_span_blocks(span_p, x, k, span.r0, span.r1, b, qz, *cast, seed, stream, out, st, scratch);
     });
   }
   return true;

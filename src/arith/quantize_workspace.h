@@ -30,6 +30,7 @@ struct QuantizeThreadScratch {
   std::vector<QuantRowBlock> blocks;   // the span's 1-D blocks, in row order
   std::vector<float> block_amax;       // a float span's block amaxes, from one SIMD pass
   std::vector<uint32_t> block_bad;     //   and each block's NaN/inf count
+  std::vector<float> gathered;         // a span of float rows apart in memory, copied together
   // Room for a span of len elements (grown, never shrunk: a call reuses the pages of the last).
   void fit_row(size_t len) {
     if (scaled.size() < len) {
