@@ -234,6 +234,53 @@ HWY_NOINLINE void TileOneBlock(const FastOperands& op, size_t i0, size_t rows, s
 }
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// The fp32 kernel (fma) over twice a tile's rows: 2 x kRows x 2 accumulators fill most of
+// AVX-512's 32 registers, and each B vector loaded serves twice the rows (a strip of B, k x 2
+// vectors, is read half as often). The same steps in the same order for every result as
+// TileOneBlock (kOneBlock) or Tile: the many-block sums keep their outer sums in memory here (the
+// registers are the inner sums').
+constexpr size_t kWideRows = 2 * kRows;
+template <bool kOneBlock>
+HWY_NOINLINE void Fp32TileWide(const FastOperands& op, size_t i0, size_t rows, size_t j0, bool* nonfinite) {
+  const hn::ScalableTag<float> d;
+  const size_t L = hn::Lanes(d);
+  using V = hn::Vec<decltype(d)>;
+  const float* strip = op.b + (j0 / (2 * L)) * op.k * 2 * L;
+  const float* ar[kWideRows];
+  for (size_t r = 0; r < kWideRows; ++r) ar[r] = op.a + (i0 + std::min(r, rows - 1)) * op.lda;
+  HWY_ALIGN float outer[kWideRows * 2 * HWY_MAX_BYTES / sizeof(float)];
+  if (!kOneBlock)
+    for (size_t r = 0; r < kWideRows * 2 * L; ++r) outer[r] = 0.0f;
+  V acc[kWideRows][2];
+  for (size_t bi = 0; bi < op.nblocks; ++bi) {
+    const size_t k0 = bi * op.kblock, k1 = std::min(op.k, k0 + op.kblock);
+    for (size_t r = 0; r < kWideRows; ++r) acc[r][0] = acc[r][1] = hn::Zero(d);
+    const float* bp = strip + k0 * 2 * L;
+    for (size_t t = k0; t < k1; ++t, bp += 2 * L) {
+      const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
+      for (size_t r = 0; r < kWideRows; ++r) {
+        const V x = hn::Set(d, ar[r][t]);
+        acc[r][0] = hn::MulAdd(x, b0, acc[r][0]);
+        acc[r][1] = hn::MulAdd(x, b1, acc[r][1]);
+      }
+    }
+    if (kOneBlock) break;
+    // As Tile: s = fp32(sa * sb), t = fp32(inner * s), outer = fp32(outer + t).
+    const V sb0 = op.sb ? hn::LoadU(d, op.sb + bi * op.npad + j0) : hn::Set(d, 1.0f);
+    const V sb1 = op.sb ? hn::LoadU(d, op.sb + bi * op.npad + j0 + L) : hn::Set(d, 1.0f);
+    for (size_t r = 0; r < kWideRows; ++r) {
+      const V sa = hn::Set(d, op.sa ? op.sa[(i0 + std::min(r, rows - 1)) * op.nblocks + bi] : 1.0f);
+      float* o = outer + r * 2 * L;
+      hn::Store(hn::Add(hn::Load(d, o), hn::Mul(acc[r][0], hn::Mul(sa, sb0))), d, o);
+      hn::Store(hn::Add(hn::Load(d, o + L), hn::Mul(acc[r][1], hn::Mul(sa, sb1))), d, o + L);
+    }
+  }
+  if (kOneBlock)
+    StoreTile(d, op, i0, rows, j0, 2, [&](size_t r, size_t h) { return hn::Add(hn::Zero(d), acc[r][h]); }, nonfinite);
+  else
+    StoreTile(d, op, i0, rows, j0, 2, [&](size_t r, size_t h) { return hn::Load(d, outer + (r * 2 + h) * L); }, nonfinite);
+}
+
 // TileOneBlock of the fused model in float lanes for two strips at once: columns [j0, j0 + 4 vectors).
 HWY_NOINLINE void FusedTileTwoStrips(const FastOperands& op, size_t i0, size_t rows, size_t j0, bool* nonfinite) {
   const hn::ScalableTag<float> d;
@@ -342,6 +389,21 @@ void TilesOf(FastOperands& op) {
       const size_t p1 = std::min(op.npad, p0 + panel);
       for (size_t rt = rt0; rt < rt1; ++rt) {
         const size_t i0 = rt * kRows, rows = std::min(kRows, op.m - i0);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_NATIVE_FMA
+        if constexpr (kInner == FastInner::fp32) {
+          // Two row tiles at a time where the thread has them (Fp32TileWide).
+          const size_t end = std::min(op.m, rt1 * kRows);
+          if (!kCount && op.use_fma && end - i0 > kRows) {
+            const size_t wide = std::min(kWideRows, end - i0);
+            for (size_t j0 = p0; j0 < p1; j0 += 2 * L) {
+              if (one_block) Fp32TileWide<true>(op, i0, wide, j0, &nonfinite);
+              else Fp32TileWide<false>(op, i0, wide, j0, &nonfinite);
+            }
+            ++rt;
+            continue;
+          }
+        }
+#endif
         for (size_t j0 = p0; j0 < p1; j0 += 2 * L) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
           if constexpr (kInner == FastInner::fused) {
@@ -1082,19 +1144,30 @@ double scale_blocks(const PreparedOperands& ops, const MatmulPolicy& policy, boo
                     FastScratch& s) {
   const QuantizedOperand& A = ops.a;
   const QuantizedOperand& B = ops.b;
-  auto scale_of = [&](const QuantizedOperand& Q, size_t row, size_t bi) {
-    return Q.block_k ? Q.block_scale[row * Q.blocks_per_row + (bi * ops.kblock) / Q.block_k] : 1.0;
+  // Kernel block bi of a row reads the operand's block (bi * kblock) / block_k of it: the same
+  // block when their sizes agree (MX: one division per block was most of this phase's time).
+  auto block_of = [&](const QuantizedOperand& Q, std::vector<size_t>& at) {
+    at.resize(op.nblocks);
+    for (size_t bi = 0; bi < op.nblocks; ++bi) at[bi] = Q.block_k == ops.kblock ? bi : (bi * ops.kblock) / Q.block_k;
+    return at.data();
   };
+  std::vector<size_t> at;
   if (A.block_k) {
     s.sa.resize(op.m * op.nblocks);
-    for (size_t i = 0; i < op.m; ++i)
-      for (size_t bi = 0; bi < op.nblocks; ++bi) s.sa[i * op.nblocks + bi] = static_cast<float>(scale_of(A, i, bi));
+    const size_t* blk = block_of(A, at);
+    for (size_t i = 0; i < op.m; ++i) {
+      const double* row = A.block_scale.data() + i * A.blocks_per_row;
+      for (size_t bi = 0; bi < op.nblocks; ++bi) s.sa[i * op.nblocks + bi] = static_cast<float>(row[blk[bi]]);
+    }
     op.sa = s.sa.data();
   }
   if (B.block_k) {
     s.sb.assign(op.nblocks * op.npad, 1.0f);  // (reused storage: no fresh pages)
-    for (size_t j = 0; j < op.n; ++j)
-      for (size_t bi = 0; bi < op.nblocks; ++bi) s.sb[bi * op.npad + j] = static_cast<float>(scale_of(B, j, bi));
+    const size_t* blk = block_of(B, at);
+    for (size_t j = 0; j < op.n; ++j) {
+      const double* row = B.block_scale.data() + j * B.blocks_per_row;
+      for (size_t bi = 0; bi < op.nblocks; ++bi) s.sb[bi * op.npad + j] = static_cast<float>(row[blk[bi]]);
+    }
     op.sb = s.sb.data();
   }
   const double alpha = A.tensor_scale * B.tensor_scale == 1.0
