@@ -3,14 +3,14 @@
 // general kernel (RoundVec in cast_span.cpp) it replaces there.
 //
 // With a = |x|'s encoding and s the number of discarded bits of x's significand (RoundVec's s),
-// rounding to nearest even is one integer operation on the encoding whenever at least one bit is
-// kept (s <= 23):   rnd = (a + 2^(s-1) - 1 + odd) & ~(2^s - 1),  odd = the last kept bit
-// (bit s of the encoding; at s = 23 the implicit bit)
+// rounding to nearest even is one integer operation on the encoding in the format's normal range,
+// where s = 23 - quantum_mant:   rnd = (a + 2^(s-1) - 1 + odd) & ~(2^s - 1),  odd = bit s
 // (the encoding is linear in the value within and across binades, fp32 subnormals included, so a
 // carry out of the mantissa is the step to the next binade, and into 0x7f800000 the step past
-// fp32's largest value). s is 23 - quantum_mant in the format's normal range and grows by one per
-// binade below it; a lane below 2^quantum_min keeps no bit and rounds to 0 or to 2^quantum_min
-// (ties to 0, the even one). Every other rule is a compare on the rounded encoding against
+// fp32's largest value). Below it (a format whose subnormals lie inside fp32's normal range: the
+// variable-shift kind) the grid is fixed, multiples of 2^quantum_min, and a float add and subtract
+// of a power of two whose ulp is that quantum rounds onto it (lanes below 2^quantum_min round to 0
+// or to 2^quantum_min, ties to 0, the even one). Every other rule is a compare on the rounded encoding against
 // constants the scalar core computed once (make_params): overflow (rnd > max_finite's encoding,
 // which also catches +-inf and NaN inputs), zero (rnd below 1, or below min_normal when flushing),
 // subnormal. The counts are vector compares accumulated in registers.
@@ -39,22 +39,18 @@ template <class DU>
 struct RneConsts {
   using VU = hn::Vec<DU>;
   using VI = hn::Vec<hn::RebindToSigned<DU>>;
-  VU sign_bit, one, implicit, max_enc, inf, qnan, tiny_enc, tiny_half, zero_thr, sub_thr, ovf_mag, ovf_sign, zero_sign;
-  VI s_norm, s_sub, one_i, s_cap;
-  VU half_m1, keep;  // constant shift: 2^(s-1) - 1 and ~(2^s - 1)
+  VU sign_bit, one, max_enc, inf, qnan, zero_thr, sub_thr, ovf_mag, ovf_sign, zero_sign;
+  VU half_m1, keep;  // the normal range's shift s_norm: 2^(s-1) - 1 and ~(2^s - 1)
+  VU grid_top, magic;  // variable shift: 2^(quantum_min + qm) and 2^(quantum_min + 23), as encodings
   int s_const;
 
   RneConsts(DU du, const detail::CastParams& p) {
-    const hn::RebindToSigned<DU> di;
     const auto& r = p.rne;
     sign_bit = hn::Set(du, 0x80000000u);
     one = hn::Set(du, 1u);
-    implicit = hn::Set(du, 0x800000u);
     max_enc = hn::Set(du, p.max_enc);
     inf = hn::Set(du, 0x7f800000u);
     qnan = hn::Set(du, 0x7fc00000u);
-    tiny_enc = hn::Set(du, r.tiny_enc);
-    tiny_half = hn::Set(du, r.tiny_half);
     zero_thr = hn::Set(du, r.zero_thr);
     // Subnormal results: 0 < rnd < min_normal, as one unsigned compare rnd - 1 < min_normal - 1;
     // none when flushing (those results are zero).
@@ -62,13 +58,12 @@ struct RneConsts {
     ovf_mag = hn::Set(du, r.ovf_mag);
     ovf_sign = hn::Set(du, r.ovf_sign);
     zero_sign = hn::Set(du, r.zero_sign);
-    s_norm = hn::Set(di, r.s_norm);
-    s_sub = hn::Set(di, r.s_sub);
-    one_i = hn::Set(di, 1);
-    s_cap = hn::Set(di, 23);
     s_const = r.s_norm;
     half_m1 = hn::Set(du, (1u << (r.s_norm - 1)) - 1);
     keep = hn::Set(du, ~((1u << r.s_norm) - 1));
+    // (Both normal fp32 encodings: rne_params takes quantum_min >= -126 - qm and qm <= 22.)
+    grid_top = hn::Set(du, static_cast<uint32_t>(p.qmin + p.qm + 127) << 23);
+    magic = hn::Set(du, static_cast<uint32_t>(p.qmin + 23 + 127) << 23);
   }
 };
 
@@ -83,25 +78,19 @@ HWY_INLINE hn::Vec<DU> RneVec(DU du, const RneConsts<DU>& c, hn::Vec<DU> u, RneM
   using VU = hn::Vec<DU>;
   const VU sign = hn::And(u, c.sign_bit);
   const VU a = hn::Xor(u, sign);
-  VU rnd;
-  if constexpr (kConstShift) {
-    const VU odd = hn::And(hn::ShiftRightSame(a, c.s_const), c.one);
-    rnd = hn::And(hn::Add(hn::Add(a, c.half_m1), odd), c.keep);
-  } else {
-    const hn::RebindToSigned<DU> di;
-    const auto field = hn::BitCast(di, hn::ShiftRight<23>(a));
-    // s = max(s_norm, s_sub - max(F, 1)), capped at 23 (lanes past it keep no bit: the tiny select).
-    const auto s = hn::Min(hn::Max(c.s_norm, hn::Sub(c.s_sub, hn::Max(field, c.one_i))), c.s_cap);
-    const VU su = hn::BitCast(du, s);
-    const VU pw = hn::Shl(c.one, su);
-    // The last kept bit. At s = 23 (x in [2^quantum_min, 2^(quantum_min+1)), a normal) it is the
-    // implicit bit, not the exponent field's lowest bit: bit 23 is set first. (An fp32 subnormal at
-    // s = 23 is below 2^quantum_min = 2^-126, so the tiny select decides it.)
-    const VU odd = hn::And(hn::Shr(hn::Or(a, c.implicit), su), c.one);
-    const VU half_m1 = hn::Sub(hn::ShiftRight<1>(pw), c.one);
-    rnd = hn::AndNot(hn::Sub(pw, c.one), hn::Add(hn::Add(a, half_m1), odd));
-    const VU tiny = hn::IfThenElseZero(hn::Gt(a, c.tiny_half), c.tiny_enc);
-    rnd = hn::IfThenElse(hn::Lt(a, c.tiny_enc), tiny, rnd);
+  // The normal range's rounding: s_norm discarded bits, the last kept bit a mantissa bit.
+  const VU odd = hn::And(hn::ShiftRightSame(a, c.s_const), c.one);
+  VU rnd = hn::And(hn::Add(hn::Add(a, c.half_m1), odd), c.keep);
+  if constexpr (!kConstShift) {
+    // Below 2^(quantum_min + qm) (the smallest normal of a format with subnormals) the grid is
+    // fixed, multiples of 2^quantum_min, and s grows by one per binade (to past 23 for lanes that
+    // keep no bit). There a float add of M = 2^(quantum_min + 23), whose ulp is that quantum, rounds
+    // the magnitude onto the grid, ties to even (a < 2^(quantum_min + 22) < M: the sum lies in
+    // [M, 2M)), and subtracting M is exact: two IEEE operations in place of a per-lane shift.
+    const hn::RebindToFloat<DU> df;
+    const auto m = hn::BitCast(df, c.magic);
+    const VU on_grid = hn::BitCast(du, hn::Sub(hn::Add(hn::BitCast(df, a), m), m));
+    rnd = hn::IfThenElse(hn::Lt(a, c.grid_top), on_grid, rnd);
   }
   m->ovf = hn::Gt(rnd, c.max_enc);  // finite overflow, +-inf and NaN inputs
   m->nan_in = hn::Gt(a, c.inf);

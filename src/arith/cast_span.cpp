@@ -343,14 +343,14 @@ void check_castable(const Format& f, const RoundSpec& spec) {
 }
 
 // The constants of the rne kernel (cast_rne-inl.h), or kind none where it does not apply: it
-// needs a floating format under rne that keeps at least one fp32 bit fewer than fp32
-// (quantum_mant <= 22, so 2^(s-1) exists) and whose quantum for fp32's subnormal inputs is
-// quantum_min (the kernel derives s from the exponent field); the special results must be the
+// needs a floating format under rne that keeps at least one fp32 bit fewer than fp32 and at least
+// one mantissa bit (1 <= quantum_mant <= 22: 2^(s-1) exists, and in the normal range the last kept
+// bit is a mantissa bit) and whose quantum for fp32's subnormal inputs is quantum_min; the special results must be the
 // shapes the kernel builds (checked against what the scalar core gave for each sign).
 detail::CastParams::Rne rne_params(const Format& f, const RoundSpec& spec, const detail::CastParams& p) {
   using Rne = detail::CastParams::Rne;
   Rne r;
-  if (f.kind != Kind::floating || spec.mode != Rounding::rne || p.qm > 22 || p.qmin < -126 - p.qm) return r;
+  if (f.kind != Kind::floating || spec.mode != Rounding::rne || p.qm < 1 || p.qm > 22 || p.qmin < -126 - p.qm) return r;
   r.s_norm = 23 - p.qm;
   r.s_sub = p.qmin + 150;
   r.tiny_enc = enc_of(pow2(p.qmin));

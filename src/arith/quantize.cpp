@@ -749,10 +749,24 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
     *exact = bs.exact;
     return bs.mult;
   };
+  // The same for the MX presets (plain_e8m0_floor) from the amax of float elements (a float): the
+  // exponent from its bits, counted as an int (what block_scale_of and record_scale would give).
+  const bool plain_e8m0 = plain_e8m0_floor(spec);
+  auto plain_multiplier = [&](const Region& g, double amax, QuantStats& st, bool* exact) -> double {
+    const int e = plain_e8m0_exponent(static_cast<float>(amax), spec);
+    out.block_scale[g.r0 * out.blocks_per_row + g.c0 / b] = pow2(e);
+    if (amax != 0) record_scale_exponent(st, e);
+    *exact = true;
+    return pow2(-e);
+  };
   if (k_major) {
-    if constexpr (std::is_same_v<T, float>)
-      return cast &&
-             quantize_blocks_k_major(out, x, rows, k, b, block_multiplier, counted_apart, *cast, seed, stream, ws);
+    if constexpr (std::is_same_v<T, float>) {
+      if (!cast) return false;
+      return plain_e8m0 ? quantize_blocks_k_major(out, x, rows, k, b, plain_multiplier, counted_apart, *cast, seed,
+                                                  stream, ws)
+                        : quantize_blocks_k_major(out, x, rows, k, b, block_multiplier, counted_apart, *cast, seed,
+                                                  stream, ws);
+    }
     return false;
   }
   // (Each block's amax pass also takes its input counts, unless they were counted apart.)
@@ -781,7 +795,6 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
     const bool gather = std::is_same_v<T, float> && !rows_adjoin && x.cs == 1 && k % b == 0 && 2 * k <= kSpan;
     const size_t span_rows = rows_adjoin || gather ? std::max<size_t>(1, kSpan / std::max<size_t>(k, 1)) : 1;
     const size_t bpr = out.blocks_per_row;
-    const bool plain_e8m0 = plain_e8m0_floor(spec);
     for_each_region(rows, k, k, span_rows, out.stats, ws, [&](const Region& span, QuantStats& st, QuantizeThreadScratch& scratch) {
       const size_t nblocks = (span.r1 - span.r0) * bpr;
       std::vector<QuantRowBlock>& blocks = scratch.blocks;
@@ -807,51 +820,32 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
           span_counted = true;
         }
       }
-      if (span_counted && plain_e8m0) {
-        // The MX presets' scales (the same stores and counts as the general loop below).
+      auto scale_span = [&](auto multiplier) {
         for (size_t bi = 0; bi < nblocks; ++bi) {
-          const float amax = span_amax[bi];
-          if (!counted_apart) {
-            st.nonfinite += span_bad[bi];
-            st.amax = std::max(st.amax, static_cast<double>(amax));
+          const size_t r = span.r0 + bi / bpr, c0 = (bi % bpr) * b;
+          const Region g{r, r + 1, c0, std::min(k, c0 + b)};
+          bool nonfinite;
+          double amax;
+          if (span_counted) {
+            amax = span_amax[bi];
+            nonfinite = span_bad[bi] != 0;
+            if (!counted_apart) {
+              st.nonfinite += span_bad[bi];
+              st.amax = std::max(st.amax, amax);
+            }
+          } else {
+            amax = region_amax(x, g, &nonfinite, counted_apart ? no_counts : &st);
           }
-          blocks[bi].nan = span_bad[bi] != 0;
-          if (blocks[bi].nan) {
-            const size_t r = span.r0 + bi / bpr, c0 = (bi % bpr) * b;
-            mark_region_nan(out, Region{r, r + 1, c0, std::min(k, c0 + b)});
+          blocks[bi].nan = nonfinite;
+          if (nonfinite) {
+            mark_region_nan(out, g);
             continue;
           }
-          const int e = plain_e8m0_exponent(amax, spec);
-          out.block_scale[span.r0 * bpr + bi] = pow2(e);
-          if (amax != 0) record_scale_exponent(st, e);
-          blocks[bi].mult = pow2(-e);
-          blocks[bi].exact = true;
+          blocks[bi].mult = multiplier(g, amax, st, &blocks[bi].exact);
         }
-        quantize_span_blocks(span_p, x, k, span.r0, span.r1, b, qz, *cast, seed, stream, out, st, scratch);
-        return;
-      }
-      for (size_t bi = 0; bi < nblocks; ++bi) {
-        const size_t r = span.r0 + bi / bpr, c0 = (bi % bpr) * b;
-        const Region g{r, r + 1, c0, std::min(k, c0 + b)};
-        bool nonfinite;
-        double amax;
-        if (span_counted) {
-          amax = span_amax[bi];
-          nonfinite = span_bad[bi] != 0;
-          if (!counted_apart) {
-            st.nonfinite += span_bad[bi];
-            st.amax = std::max(st.amax, amax);
-          }
-        } else {
-          amax = region_amax(x, g, &nonfinite, counted_apart ? no_counts : &st);
-        }
-        blocks[bi].nan = nonfinite;
-        if (nonfinite) {
-          mark_region_nan(out, g);
-          continue;
-        }
-        blocks[bi].mult = block_multiplier(g, amax, st, &blocks[bi].exact);
-      }
+      };
+      if (span_counted && plain_e8m0) scale_span(plain_multiplier);  // (float amaxes)
+      else scale_span(block_multiplier);
       quantize_span_blocks(span_p, x, k, span.r0, span.r1, b, qz, *cast, seed, stream, out, st, scratch);
     });
   }
