@@ -182,6 +182,70 @@ CastStats CastSpanRne(const float* in, float* out, size_t n, const detail::CastP
   return st;
 }
 
+// CastSpanRne over nblocks blocks of b floats (b a multiple of the vector length), each block's
+// values first multiplied by its power of two mult[i]: fp32(x * mult[i]) is x * mult[i] exactly when
+// multiplying back by inv[i] = 1 / mult[i] returns every x of the block (scale_floats_pow2's test),
+// and is then rounded as cast_span rounds it. A block marked ok[i] = 0 (a NaN block), or failing the
+// test, is not written and leaves ok[i] = 0 (the caller's element path); the others get ok[i] = 1.
+// The counts are cast_span's over the blocks written. One pass in place of a scaling call per block
+// and a cast of the scaled copy.
+template <bool kConstShift>
+CastStats CastBlocksScaledRne(const float* in, float* out, size_t nblocks, size_t b, const float* mult,
+                              const float* inv, uint8_t* ok, const detail::CastParams& p) {
+  using DU = hn::ScalableTag<uint32_t>;
+  const DU du;
+  const hn::RebindToFloat<DU> df;
+  using VU = hn::Vec<DU>;
+  const size_t N = hn::Lanes(du);
+  const RneConsts<DU> c(du, p);
+  RneMasks<DU> m;
+  uint64_t ovf = 0, nan_in = 0, flushed = 0, sub = 0;
+  HWY_ALIGN uint32_t lanes[HWY_MAX_BYTES / 4];
+  auto total = [&](VU v) {
+    hn::Store(v, du, lanes);
+    uint64_t t = 0;
+    for (size_t l = 0; l < N; ++l) t += lanes[l];
+    return t;
+  };
+  constexpr size_t kChunkBlocks = 1024;  // a lane's counts stay far below 2^32
+  for (size_t c0 = 0; c0 < nblocks; c0 += kChunkBlocks) {
+    VU c_ovf = hn::Zero(du), c_nan = hn::Zero(du), c_fl = hn::Zero(du), c_sub = hn::Zero(du);
+    for (size_t bi = c0; bi < std::min(nblocks, c0 + kChunkBlocks); ++bi) {
+      if (!ok[bi]) continue;
+      const float* x = in + bi * b;
+      float* y = out + bi * b;
+      const auto mv = hn::Set(df, mult[bi]), back = hn::Set(df, inv[bi]);
+      auto exact = hn::Eq(hn::Zero(df), hn::Zero(df));  // all true
+      for (size_t i = 0; i < b; i += N) {
+        const auto xv = hn::LoadU(df, x + i);
+        exact = hn::And(exact, hn::Eq(hn::Mul(hn::Mul(xv, mv), back), xv));
+      }
+      if (!hn::AllTrue(df, exact)) {
+        ok[bi] = 0;
+        continue;
+      }
+      for (size_t i = 0; i < b; i += N) {
+        const VU u = hn::BitCast(du, hn::Mul(hn::LoadU(df, x + i), mv));
+        hn::StoreU(hn::BitCast(df, RneVec<kConstShift>(du, c, u, &m)), df, y + i);
+        c_ovf = CountInto(du, c_ovf, m.ovf);
+        c_nan = CountInto(du, c_nan, m.nan_in);
+        c_fl = CountInto(du, c_fl, m.flushed);
+        c_sub = CountInto(du, c_sub, m.sub);
+      }
+    }
+    ovf += total(c_ovf);
+    nan_in += total(c_nan);
+    flushed += total(c_fl);
+    sub += total(c_sub);
+  }
+  CastStats st;
+  st.clipped = ovf - nan_in;
+  st.nan = p.rne.ovf_is_nan ? ovf : nan_in;
+  st.flushed = flushed;
+  st.subnormal = sub;
+  return st;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace drift
 HWY_AFTER_NAMESPACE();

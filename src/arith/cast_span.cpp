@@ -277,6 +277,18 @@ CastStats CastSpanImpl(const float* in, float* out, size_t n, const detail::Cast
   return {};
 }
 
+// cast_blocks_scaled: false (nothing done) where the rne kernel does not apply or b is not a whole
+// number of vectors on this target.
+bool CastBlocksScaledImpl(const float* in, float* out, size_t nblocks, size_t b, const float* mult, const float* inv,
+                          uint8_t* ok, const detail::CastParams& p, CastStats* st) {
+  const size_t N = hn::Lanes(hn::ScalableTag<float>());
+  if (p.rne.kind == detail::CastParams::Rne::none || b == 0 || b % N != 0) return false;
+  *st = p.rne.kind == detail::CastParams::Rne::const_shift
+            ? CastBlocksScaledRne<true>(in, out, nblocks, b, mult, inv, ok, p)
+            : CastBlocksScaledRne<false>(in, out, nblocks, b, mult, inv, ok, p);
+  return true;
+}
+
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 // The cast's loads and stores without its arithmetic (the same vectors, the same store kind).
@@ -327,6 +339,7 @@ HWY_AFTER_NAMESPACE();
 namespace drift {
 
 HWY_EXPORT(CastSpanImpl);
+HWY_EXPORT(CastBlocksScaledImpl);
 HWY_EXPORT(BlockAmaxImpl);
 HWY_EXPORT(TargetName);
 HWY_EXPORT(CopySpanImpl);
@@ -352,9 +365,6 @@ detail::CastParams::Rne rne_params(const Format& f, const RoundSpec& spec, const
   Rne r;
   if (f.kind != Kind::floating || spec.mode != Rounding::rne || p.qm < 1 || p.qm > 22 || p.qmin < -126 - p.qm) return r;
   r.s_norm = 23 - p.qm;
-  r.s_sub = p.qmin + 150;
-  r.tiny_enc = enc_of(pow2(p.qmin));
-  r.tiny_half = enc_of(pow2(p.qmin - 1));
   r.zero_thr = p.flush_thr != 0 ? p.flush_thr : 1;
   r.zero_sign = f.has_neg_zero ? 0x80000000u : 0;
   r.ovf_mag = p.res_ovf[0];
@@ -445,6 +455,11 @@ SpanCast prepare_span_cast(const Format& f, const RoundSpec& spec) {
 CastStats cast_span(const SpanCast& cast, const float* in, float* out, size_t n, uint64_t seed, uint64_t stream,
                     uint64_t first_index) {
   return HWY_DYNAMIC_DISPATCH(CastSpanImpl)(in, out, n, cast.params, cast.mode, seed, stream, first_index);
+}
+
+bool cast_blocks_scaled(const SpanCast& cast, const float* in, float* out, size_t nblocks, size_t b, const float* mult,
+                        const float* inv, uint8_t* ok, CastStats* st) {
+  return HWY_DYNAMIC_DISPATCH(CastBlocksScaledImpl)(in, out, nblocks, b, mult, inv, ok, cast.params, st);
 }
 
 CastStats cast_span_scalar(const float* in, float* out, size_t n, const Format& f, const RoundSpec& spec,

@@ -66,12 +66,10 @@ struct CastParams {
   struct Rne {
     // none: the general kernel; const_shift: every lane discards the same number of encoding bits
     // (bf16, tf32: the format's smallest normal is fp32's); var_shift: the shift grows below the
-    // format's smallest normal (fp16, the fp8s, fp6, fp4).
+    // format's smallest normal (fp16, the fp8s, fp6, fp4), where the kernel rounds onto the fixed
+    // subnormal grid by a float add instead.
     enum Kind : uint8_t { none, const_shift, var_shift } kind = none;
     int32_t s_norm = 0;       // discarded bits in the format's normal range: 23 - quantum_mant
-    int32_t s_sub = 0;        // discarded bits of a lane with exponent field F >= 1: s_sub - F
-    uint32_t tiny_enc = 0;    // encoding of 2^quantum_min: below it a lane rounds to 0 or to it
-    uint32_t tiny_half = 0;   // encoding of 2^(quantum_min - 1)
     uint32_t zero_thr = 1;    // rounded magnitudes below this are zero (min_normal when flushing)
     uint32_t ovf_mag = 0;     // magnitude bits of an overflowed result (res_ovf[0])
     uint32_t ovf_sign = 0;    // 0x80000000 when an overflowed result keeps the input's sign
@@ -109,6 +107,16 @@ struct SpanCast {
 SpanCast prepare_span_cast(const Format& f, const RoundSpec& spec);
 CastStats cast_span(const SpanCast& cast, const float* in, float* out, size_t n, uint64_t seed, uint64_t stream,
                     uint64_t first_index);
+
+// A span of nblocks blocks of b floats, each block multiplied by its power of two mult[i] (inv[i]:
+// 1 / mult[i]) and then cast, in one pass, for a round-to-nearest-even cast (the kernel of
+// cast_rne-inl.h) with b a whole number of SIMD vectors; false (nothing written) otherwise. Block i
+// is written, with the bits and counts cast_span gives its scaled values, when ok[i] is set and
+// every fp32(x * mult[i]) is exact (multiplying back by inv[i] returns x); else it is left as it
+// was with ok[i] = 0, for the caller to round element by element. *st: the counts of the blocks
+// written. (No random words: never stochastic rounding.)
+bool cast_blocks_scaled(const SpanCast& cast, const float* in, float* out, size_t nblocks, size_t b, const float* mult,
+                        const float* inv, uint8_t* ok, CastStats* st);
 
 // The scalar twin: the same contract, element by element through round_to. It is the reference
 // cast_span is tested against, bit for bit and count for count.

@@ -31,6 +31,8 @@ struct QuantizeThreadScratch {
   std::vector<float> block_amax;       // a float span's block amaxes, from one SIMD pass
   std::vector<uint32_t> block_bad;     //   and each block's NaN/inf count
   std::vector<float> gathered;         // a span of float rows apart in memory, copied together
+  std::vector<float> block_mult;       // a span's block multipliers and their inverses, as floats
+  std::vector<uint8_t> block_ok;       //   and which blocks the fused scale-and-cast wrote
   // Room for a span of len elements (grown, never shrunk: a call reuses the pages of the last).
   void fit_row(size_t len) {
     if (scaled.size() < len) {
