@@ -114,6 +114,52 @@ HWY_INLINE hn::Vec<DU> CountInto(DU du, hn::Vec<DU> c, hn::Mask<DU> m) {
 #endif
 }
 
+// The four counts of the vectors cast so far: per lane in u32 registers, summed into 64-bit totals
+// by Flush (before a lane could pass 2^32), then given as CastStats.
+template <class DU>
+struct RneCounts {
+  using VU = hn::Vec<DU>;
+  VU ovf, nan_in, flushed, sub;
+  uint64_t total_ovf = 0, total_nan_in = 0, total_flushed = 0, total_sub = 0;
+
+  explicit RneCounts(DU du) : ovf(hn::Zero(du)), nan_in(ovf), flushed(ovf), sub(ovf) {}
+  HWY_INLINE void Add(DU du, const RneMasks<DU>& m) {
+    ovf = CountInto(du, ovf, m.ovf);
+    nan_in = CountInto(du, nan_in, m.nan_in);
+    flushed = CountInto(du, flushed, m.flushed);
+    sub = CountInto(du, sub, m.sub);
+  }
+  // The lanes of `valid` only (a ragged end), straight into the totals.
+  void AddLanes(DU du, const RneMasks<DU>& m, hn::Mask<DU> valid) {
+    total_ovf += hn::CountTrue(du, hn::And(m.ovf, valid));
+    total_nan_in += hn::CountTrue(du, hn::And(m.nan_in, valid));
+    total_flushed += hn::CountTrue(du, hn::And(m.flushed, valid));
+    total_sub += hn::CountTrue(du, hn::And(m.sub, valid));
+  }
+  void Flush(DU du) {
+    HWY_ALIGN uint32_t lanes[HWY_MAX_BYTES / 4];
+    auto take = [&](VU& v, uint64_t& total) {
+      hn::Store(v, du, lanes);
+      for (size_t l = 0; l < hn::Lanes(du); ++l) total += lanes[l];
+      v = hn::Zero(du);
+    };
+    take(ovf, total_ovf);
+    take(nan_in, total_nan_in);
+    take(flushed, total_flushed);
+    take(sub, total_sub);
+  }
+  // NaN inputs are among the overflow lanes (their rounded encoding exceeds max_finite's).
+  CastStats Stats(DU du, const detail::CastParams& p) {
+    Flush(du);
+    CastStats st;
+    st.clipped = total_ovf - total_nan_in;
+    st.nan = p.rne.ovf_is_nan ? total_ovf : total_nan_in;
+    st.flushed = total_flushed;
+    st.subnormal = total_sub;
+    return st;
+  }
+};
+
 // cast_span for p.rne.kind != none (rne). Counts per lane in u32 registers: a chunk of kRneChunk
 // elements adds at most kRneChunk / Lanes to a lane, then the lanes are summed into 64-bit counts.
 template <bool kConstShift>
@@ -131,55 +177,31 @@ CastStats CastSpanRne(const float* in, float* out, size_t n, const detail::CastP
   const size_t N = hn::Lanes(du);
   const RneConsts<DU> c(du, p);
   RneMasks<DU> m;
-  uint64_t ovf = 0, nan_in = 0, flushed = 0, sub = 0;
-  HWY_ALIGN uint32_t lanes[HWY_MAX_BYTES / 4];
-  auto total = [&](VU v) {
-    hn::Store(v, du, lanes);
-    uint64_t t = 0;
-    for (size_t l = 0; l < N; ++l) t += lanes[l];
-    return t;
-  };
+  RneCounts<DU> counts(du);
   size_t i = 0;
   while (i + N <= n) {
     const size_t end = std::min(n - N + 1, i + kRneChunk);  // vectors starting before `end`
-    VU c_ovf = hn::Zero(du), c_nan = hn::Zero(du), c_fl = hn::Zero(du), c_sub = hn::Zero(du);
     for (; i < end; i += N) {
       if (i + kAhead < n) hwy::Prefetch(in + i + kAhead);
       const VU u = hn::BitCast(du, hn::LoadU(df, in + i));
       const VU r = RneVec<kConstShift>(du, c, u, &m);
       hn::StoreU(hn::BitCast(df, r), df, out + i);
-      c_ovf = CountInto(du, c_ovf, m.ovf);
-      c_nan = CountInto(du, c_nan, m.nan_in);
-      c_fl = CountInto(du, c_fl, m.flushed);
-      c_sub = CountInto(du, c_sub, m.sub);
+      counts.Add(du, m);
     }
-    ovf += total(c_ovf);
-    nan_in += total(c_nan);
-    flushed += total(c_fl);
-    sub += total(c_sub);
+    counts.Flush(du);
   }
   if (i < n) {  // the ragged end, through a full vector in a buffer
     const size_t rest = n - i;
     HWY_ALIGN float tail_in[HWY_MAX_BYTES / 4] = {};
     HWY_ALIGN float tail_out[HWY_MAX_BYTES / 4];
     std::memcpy(tail_in, in + i, rest * sizeof(float));
-    const auto valid = hn::FirstN(du, rest);
     const VU u = hn::BitCast(du, hn::Load(df, tail_in));
     const VU r = RneVec<kConstShift>(du, c, u, &m);
     hn::Store(hn::BitCast(df, r), df, tail_out);
     std::memcpy(out + i, tail_out, rest * sizeof(float));
-    ovf += hn::CountTrue(du, hn::And(m.ovf, valid));
-    nan_in += hn::CountTrue(du, hn::And(m.nan_in, valid));
-    flushed += hn::CountTrue(du, hn::And(m.flushed, valid));
-    sub += hn::CountTrue(du, hn::And(m.sub, valid));
+    counts.AddLanes(du, m, hn::FirstN(du, rest));
   }
-  // NaN inputs are among the overflow lanes (their rounded encoding exceeds max_finite's).
-  CastStats st;
-  st.clipped = ovf - nan_in;
-  st.nan = p.rne.ovf_is_nan ? ovf : nan_in;
-  st.flushed = flushed;
-  st.subnormal = sub;
-  return st;
+  return counts.Stats(du, p);
 }
 
 // CastSpanRne over nblocks blocks of b floats (b a multiple of the vector length), each block's
@@ -199,17 +221,9 @@ CastStats CastBlocksScaledRne(const float* in, float* out, size_t nblocks, size_
   const size_t N = hn::Lanes(du);
   const RneConsts<DU> c(du, p);
   RneMasks<DU> m;
-  uint64_t ovf = 0, nan_in = 0, flushed = 0, sub = 0;
-  HWY_ALIGN uint32_t lanes[HWY_MAX_BYTES / 4];
-  auto total = [&](VU v) {
-    hn::Store(v, du, lanes);
-    uint64_t t = 0;
-    for (size_t l = 0; l < N; ++l) t += lanes[l];
-    return t;
-  };
+  RneCounts<DU> counts(du);
   constexpr size_t kChunkBlocks = 1024;  // a lane's counts stay far below 2^32
   for (size_t c0 = 0; c0 < nblocks; c0 += kChunkBlocks) {
-    VU c_ovf = hn::Zero(du), c_nan = hn::Zero(du), c_fl = hn::Zero(du), c_sub = hn::Zero(du);
     for (size_t bi = c0; bi < std::min(nblocks, c0 + kChunkBlocks); ++bi) {
       if (!ok[bi]) continue;
       const float* x = in + bi * b;
@@ -227,23 +241,12 @@ CastStats CastBlocksScaledRne(const float* in, float* out, size_t nblocks, size_
       for (size_t i = 0; i < b; i += N) {
         const VU u = hn::BitCast(du, hn::Mul(hn::LoadU(df, x + i), mv));
         hn::StoreU(hn::BitCast(df, RneVec<kConstShift>(du, c, u, &m)), df, y + i);
-        c_ovf = CountInto(du, c_ovf, m.ovf);
-        c_nan = CountInto(du, c_nan, m.nan_in);
-        c_fl = CountInto(du, c_fl, m.flushed);
-        c_sub = CountInto(du, c_sub, m.sub);
+        counts.Add(du, m);
       }
     }
-    ovf += total(c_ovf);
-    nan_in += total(c_nan);
-    flushed += total(c_fl);
-    sub += total(c_sub);
+    counts.Flush(du);
   }
-  CastStats st;
-  st.clipped = ovf - nan_in;
-  st.nan = p.rne.ovf_is_nan ? ovf : nan_in;
-  st.flushed = flushed;
-  st.subnormal = sub;
-  return st;
+  return counts.Stats(du, p);
 }
 
 }  // namespace HWY_NAMESPACE
