@@ -338,10 +338,11 @@ void quantize_region_with_multiplier(const StridedInputOf<T>& x, size_t k, const
 
 // Rows [r0, r1) of an operand in 1-D blocks of b along k, element f of the span at span[f * x.cs]
 // (more than one row only when they lie one after another there: x.cs == 1), each block scaled by
-// its multiplier as quantize_region_with_multiplier scales it. Runs of consecutive blocks whose scaled values are all
-// floats go to the SIMD cast in one call, across row ends (a cast call costs far more than the 16
-// or 32 elements of a block); a block with a non-float scaled value is rounded element by element,
-// as quantize_region_with_multiplier does. Element c of row r takes random word r*k + c in every
+// its multiplier as quantize_region_with_multiplier scales it. Runs of consecutive blocks whose
+// scaled values are all floats go to the SIMD cast in one call, across row ends (a cast call costs
+// far more than the 16 or 32 elements of a block), or, for the MX presets' blocks, are scaled and
+// cast in one pass; a block with a non-float scaled value is rounded element by element, as
+// quantize_region_with_multiplier does. Element c of row r takes random word r*k + c in every
 // case, and the counts are sums: how the rows are cut changes no bit and no count. The blocks, in
 // row order, are scratch.blocks; the scratch is the thread's.
 template <typename T>
