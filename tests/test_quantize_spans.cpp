@@ -3,10 +3,10 @@
 // across row ends; short float rows apart in memory are copied together into such spans. Spans are
 // a speed change only: the same operand as doubles stored with padded rows (read one row at a time,
 // the path the oracles check) must give the same values, block scales, stats and, under stochastic
-// rounding, the same random word for every element. The inputs include
-// NaN/inf blocks, blocks whose scaled values fall below fp32's normal range (the element path) and
-// values that clip; the shapes include a last span shorter than the others, a row longer than a
-// span, and an operand large enough for a parallel pass.
+// rounding, the same random word for every element. The inputs include NaN/inf blocks, blocks
+// whose scaled values fall below fp32's normal range (the element path) and values that clip; the
+// shapes include a last span shorter than the others, a row longer than a span, and an operand
+// large enough for a parallel pass.
 #include <doctest/doctest.h>
 
 #include <string>

@@ -114,54 +114,72 @@ HWY_INLINE hn::Vec<DU> CountInto(DU du, hn::Vec<DU> c, hn::Mask<DU> m) {
 #endif
 }
 
-// The four counts of the vectors cast so far: per lane in u32 registers, summed into 64-bit totals
-// by Flush (before a lane could pass 2^32), then given as CastStats.
-template <class DU>
-struct RneCounts {
+// One call's rounding: the constants, and the four counts of the vectors rounded so far, per lane
+// in u32 registers, summed into 64-bit totals by Flush (before a lane could pass 2^32).
+template <bool kConstShift>
+class RneRounder {
+ public:
+  using DU = hn::ScalableTag<uint32_t>;
+  using DF = hn::RebindToFloat<DU>;
   using VU = hn::Vec<DU>;
-  VU ovf, nan_in, flushed, sub;
-  uint64_t total_ovf = 0, total_nan_in = 0, total_flushed = 0, total_sub = 0;
+  using VF = hn::Vec<DF>;
 
-  explicit RneCounts(DU du) : ovf(hn::Zero(du)), nan_in(ovf), flushed(ovf), sub(ovf) {}
-  HWY_INLINE void Add(DU du, const RneMasks<DU>& m) {
-    ovf = CountInto(du, ovf, m.ovf);
-    nan_in = CountInto(du, nan_in, m.nan_in);
-    flushed = CountInto(du, flushed, m.flushed);
-    sub = CountInto(du, sub, m.sub);
+  explicit RneRounder(const detail::CastParams& p)
+      : p_(p), c_(du_, p), ovf_(hn::Zero(du_)), nan_in_(ovf_), flushed_(ovf_), sub_(ovf_) {}
+
+  // x rounded, every lane counted.
+  HWY_INLINE VF Round(VF x) {
+    RneMasks<DU> m;
+    const VU r = RneVec<kConstShift>(du_, c_, hn::BitCast(du_, x), &m);
+    ovf_ = CountInto(du_, ovf_, m.ovf);
+    nan_in_ = CountInto(du_, nan_in_, m.nan_in);
+    flushed_ = CountInto(du_, flushed_, m.flushed);
+    sub_ = CountInto(du_, sub_, m.sub);
+    return hn::BitCast(DF(), r);
   }
-  // The lanes of `valid` only (a ragged end), straight into the totals.
-  void AddLanes(DU du, const RneMasks<DU>& m, hn::Mask<DU> valid) {
-    total_ovf += hn::CountTrue(du, hn::And(m.ovf, valid));
-    total_nan_in += hn::CountTrue(du, hn::And(m.nan_in, valid));
-    total_flushed += hn::CountTrue(du, hn::And(m.flushed, valid));
-    total_sub += hn::CountTrue(du, hn::And(m.sub, valid));
+  // x rounded, only the lanes of `valid` counted (a ragged end), straight into the totals.
+  VF RoundLanes(VF x, hn::Mask<DU> valid) {
+    RneMasks<DU> m;
+    const VU r = RneVec<kConstShift>(du_, c_, hn::BitCast(du_, x), &m);
+    total_ovf_ += hn::CountTrue(du_, hn::And(m.ovf, valid));
+    total_nan_in_ += hn::CountTrue(du_, hn::And(m.nan_in, valid));
+    total_flushed_ += hn::CountTrue(du_, hn::And(m.flushed, valid));
+    total_sub_ += hn::CountTrue(du_, hn::And(m.sub, valid));
+    return hn::BitCast(DF(), r);
   }
-  void Flush(DU du) {
+  void Flush() {
     HWY_ALIGN uint32_t lanes[HWY_MAX_BYTES / 4];
     auto take = [&](VU& v, uint64_t& total) {
-      hn::Store(v, du, lanes);
-      for (size_t l = 0; l < hn::Lanes(du); ++l) total += lanes[l];
-      v = hn::Zero(du);
+      hn::Store(v, du_, lanes);
+      for (size_t l = 0; l < hn::Lanes(du_); ++l) total += lanes[l];
+      v = hn::Zero(du_);
     };
-    take(ovf, total_ovf);
-    take(nan_in, total_nan_in);
-    take(flushed, total_flushed);
-    take(sub, total_sub);
+    take(ovf_, total_ovf_);
+    take(nan_in_, total_nan_in_);
+    take(flushed_, total_flushed_);
+    take(sub_, total_sub_);
   }
   // NaN inputs are among the overflow lanes (their rounded encoding exceeds max_finite's).
-  CastStats Stats(DU du, const detail::CastParams& p) {
-    Flush(du);
+  CastStats Stats() {
+    Flush();
     CastStats st;
-    st.clipped = total_ovf - total_nan_in;
-    st.nan = p.rne.ovf_is_nan ? total_ovf : total_nan_in;
-    st.flushed = total_flushed;
-    st.subnormal = total_sub;
+    st.clipped = total_ovf_ - total_nan_in_;
+    st.nan = p_.rne.ovf_is_nan ? total_ovf_ : total_nan_in_;
+    st.flushed = total_flushed_;
+    st.subnormal = total_sub_;
     return st;
   }
+
+ private:
+  const DU du_;
+  const detail::CastParams& p_;
+  const RneConsts<DU> c_;
+  VU ovf_, nan_in_, flushed_, sub_;
+  uint64_t total_ovf_ = 0, total_nan_in_ = 0, total_flushed_ = 0, total_sub_ = 0;
 };
 
-// cast_span for p.rne.kind != none (rne). Counts per lane in u32 registers: a chunk of kRneChunk
-// elements adds at most kRneChunk / Lanes to a lane, then the lanes are summed into 64-bit counts.
+// cast_span for p.rne.kind != none (rne). The counts per lane are flushed every kRneChunk elements
+// (at most kRneChunk / Lanes a lane).
 template <bool kConstShift>
 CastStats CastSpanRne(const float* in, float* out, size_t n, const detail::CastParams& p) {
   constexpr size_t kRneChunk = size_t{1} << 16;
@@ -170,38 +188,27 @@ CastStats CastSpanRne(const float* in, float* out, size_t n, const detail::CastP
   // keep up on the (shared) measurement machine: fp8 rne at 16M values went from about 0.65 to about
   // 0.8 of a SIMD copy.
   constexpr size_t kAhead = 512;
-  using DU = hn::ScalableTag<uint32_t>;
-  const DU du;
-  const hn::RebindToFloat<DU> df;
-  using VU = hn::Vec<DU>;
-  const size_t N = hn::Lanes(du);
-  const RneConsts<DU> c(du, p);
-  RneMasks<DU> m;
-  RneCounts<DU> counts(du);
+  RneRounder<kConstShift> rounder(p);
+  const hn::ScalableTag<float> df;
+  const size_t N = hn::Lanes(df);
   size_t i = 0;
   while (i + N <= n) {
     const size_t end = std::min(n - N + 1, i + kRneChunk);  // vectors starting before `end`
     for (; i < end; i += N) {
       if (i + kAhead < n) hwy::Prefetch(in + i + kAhead);
-      const VU u = hn::BitCast(du, hn::LoadU(df, in + i));
-      const VU r = RneVec<kConstShift>(du, c, u, &m);
-      hn::StoreU(hn::BitCast(df, r), df, out + i);
-      counts.Add(du, m);
+      hn::StoreU(rounder.Round(hn::LoadU(df, in + i)), df, out + i);
     }
-    counts.Flush(du);
+    rounder.Flush();
   }
   if (i < n) {  // the ragged end, through a full vector in a buffer
     const size_t rest = n - i;
     HWY_ALIGN float tail_in[HWY_MAX_BYTES / 4] = {};
     HWY_ALIGN float tail_out[HWY_MAX_BYTES / 4];
     std::memcpy(tail_in, in + i, rest * sizeof(float));
-    const VU u = hn::BitCast(du, hn::Load(df, tail_in));
-    const VU r = RneVec<kConstShift>(du, c, u, &m);
-    hn::Store(hn::BitCast(df, r), df, tail_out);
+    hn::Store(rounder.RoundLanes(hn::Load(df, tail_in), hn::FirstN(hn::ScalableTag<uint32_t>(), rest)), df, tail_out);
     std::memcpy(out + i, tail_out, rest * sizeof(float));
-    counts.AddLanes(du, m, hn::FirstN(du, rest));
   }
-  return counts.Stats(du, p);
+  return rounder.Stats();
 }
 
 // CastSpanRne over nblocks blocks of b floats (b a multiple of the vector length), each block's
@@ -214,14 +221,9 @@ CastStats CastSpanRne(const float* in, float* out, size_t n, const detail::CastP
 template <bool kConstShift>
 CastStats CastBlocksScaledRne(const float* in, float* out, size_t nblocks, size_t b, const float* mult,
                               const float* inv, uint8_t* ok, const detail::CastParams& p) {
-  using DU = hn::ScalableTag<uint32_t>;
-  const DU du;
-  const hn::RebindToFloat<DU> df;
-  using VU = hn::Vec<DU>;
-  const size_t N = hn::Lanes(du);
-  const RneConsts<DU> c(du, p);
-  RneMasks<DU> m;
-  RneCounts<DU> counts(du);
+  RneRounder<kConstShift> rounder(p);
+  const hn::ScalableTag<float> df;
+  const size_t N = hn::Lanes(df);
   constexpr size_t kChunkBlocks = 1024;  // a lane's counts stay far below 2^32
   for (size_t c0 = 0; c0 < nblocks; c0 += kChunkBlocks) {
     for (size_t bi = c0; bi < std::min(nblocks, c0 + kChunkBlocks); ++bi) {
@@ -238,15 +240,11 @@ CastStats CastBlocksScaledRne(const float* in, float* out, size_t nblocks, size_
         ok[bi] = 0;
         continue;
       }
-      for (size_t i = 0; i < b; i += N) {
-        const VU u = hn::BitCast(du, hn::Mul(hn::LoadU(df, x + i), mv));
-        hn::StoreU(hn::BitCast(df, RneVec<kConstShift>(du, c, u, &m)), df, y + i);
-        counts.Add(du, m);
-      }
+      for (size_t i = 0; i < b; i += N) hn::StoreU(rounder.Round(hn::Mul(hn::LoadU(df, x + i), mv)), df, y + i);
     }
-    counts.Flush(du);
+    rounder.Flush();
   }
-  return counts.Stats(du, p);
+  return rounder.Stats();
 }
 
 }  // namespace HWY_NAMESPACE

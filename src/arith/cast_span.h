@@ -117,6 +117,8 @@ CastStats cast_span(const SpanCast& cast, const float* in, float* out, size_t n,
 // written. (No random words: never stochastic rounding.)
 bool cast_blocks_scaled(const SpanCast& cast, const float* in, float* out, size_t nblocks, size_t b, const float* mult,
                         const float* inv, uint8_t* ok, CastStats* st);
+// Whether the cast has that kernel (cast_blocks_scaled can then decline only for b).
+inline bool has_rne_kernel(const SpanCast& cast) { return cast.params.rne.kind != detail::CastParams::Rne::none; }
 
 // The scalar twin: the same contract, element by element through round_to. It is the reference
 // cast_span is tested against, bit for bit and count for count.

@@ -105,6 +105,38 @@ HWY_INLINE V ExactProductOrNaN(D d, V a, V b, bool use_fma) {
 
 constexpr size_t kRows = 6;  // 6 x 2 vectors: 12 accumulators + 2 B vectors + 1 broadcast fit 16 registers
 
+// The fp32 kernel's steps k0..k1 for R rows from i0 (rows of them real), the sums continued in
+// acc: R x 2 accumulators stay in registers (constant trip counts, unrolled by the compiler). A
+// partial tile repeats its last real row in the rows it lacks: their sums are never stored, and a
+// loop over `rows` would put the accumulators in memory.
+template <size_t R, class D, class V = hn::Vec<D>>
+HWY_INLINE void Fp32Steps(D d, const FastOperands& op, size_t i0, size_t rows, size_t k0, size_t k1, const float* strip,
+                          V (&acc)[R][2]) {
+  const size_t L = hn::Lanes(d);
+  const float* ar[R];
+  for (size_t r = 0; r < R; ++r) ar[r] = op.a + (i0 + std::min(r, rows - 1)) * op.lda;
+  const float* bp = strip + k0 * 2 * L;
+  for (size_t t = k0; t < k1; ++t, bp += 2 * L) {
+    const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
+    for (size_t r = 0; r < R; ++r) {
+      const V x = hn::Set(d, ar[r][t]);
+      acc[r][0] = AccumulateProduct(x, b0, acc[r][0], op.use_fma);
+      acc[r][1] = AccumulateProduct(x, b1, acc[r][1], op.use_fma);
+    }
+  }
+}
+
+// Block bi's scale of a tile's row r (a row past a partial tile's end reads its last row's: never
+// stored), and of the tile's column vector h; 1 for an operand without block scales.
+template <class D>
+HWY_INLINE hn::Vec<D> BlockRowScale(D d, const FastOperands& op, size_t i0, size_t rows, size_t r, size_t bi) {
+  return hn::Set(d, op.sa ? op.sa[(i0 + std::min(r, rows - 1)) * op.nblocks + bi] : 1.0f);
+}
+template <class D>
+HWY_INLINE hn::Vec<D> BlockColScale(D d, const FastOperands& op, size_t j0, size_t h, size_t bi) {
+  return op.sb ? hn::LoadU(d, op.sb + bi * op.npad + j0 + h * hn::Lanes(d)) : hn::Set(d, 1.0f);
+}
+
 // The inner sums of one block for a tile: acc[r][h] for rows [i0, i0+rows), columns of strip `bp`.
 template <bool kCount, FastInner kInner, class D, class V = hn::Vec<D>, class VI>
 HWY_INLINE void InnerBlock(D d, const FastOperands& op, size_t i0, size_t rows, size_t j0, size_t k0, size_t k1,
@@ -169,19 +201,7 @@ HWY_INLINE void InnerBlock(D d, const FastOperands& op, size_t i0, size_t rows, 
       }
     }
   } else {
-    // kRows x 2 accumulators stay in registers for the whole block (constant trip counts, unrolled
-    // by the compiler). A partial tile repeats its last row in the rows it lacks: their sums are
-    // never stored, and a loop over `rows` would put the accumulators in memory.
-    const float* ar[kRows];
-    for (size_t r = 0; r < kRows; ++r) ar[r] = op.a + (i0 + std::min(r, rows - 1)) * op.lda;
-    for (size_t t = k0; t < k1; ++t, bp += 2 * L) {
-      const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
-      for (size_t r = 0; r < kRows; ++r) {
-        const V x = hn::Set(d, ar[r][t]);
-        acc[r][0] = AccumulateProduct(x, b0, acc[r][0], op.use_fma);
-        acc[r][1] = AccumulateProduct(x, b1, acc[r][1], op.use_fma);
-      }
-    }
+    Fp32Steps(d, op, i0, rows, k0, k1, strip, acc);
   }
 }
 
@@ -246,8 +266,6 @@ HWY_NOINLINE void Fp32TileWide(const FastOperands& op, size_t i0, size_t rows, s
   const size_t L = hn::Lanes(d);
   using V = hn::Vec<decltype(d)>;
   const float* strip = op.b + (j0 / (2 * L)) * op.k * 2 * L;
-  const float* ar[kWideRows];
-  for (size_t r = 0; r < kWideRows; ++r) ar[r] = op.a + (i0 + std::min(r, rows - 1)) * op.lda;
   HWY_ALIGN float outer[kWideRows * 2 * HWY_MAX_BYTES / sizeof(float)];
   if (!kOneBlock)
     for (size_t r = 0; r < kWideRows * 2 * L; ++r) outer[r] = 0.0f;
@@ -255,21 +273,12 @@ HWY_NOINLINE void Fp32TileWide(const FastOperands& op, size_t i0, size_t rows, s
   for (size_t bi = 0; bi < op.nblocks; ++bi) {
     const size_t k0 = bi * op.kblock, k1 = std::min(op.k, k0 + op.kblock);
     for (size_t r = 0; r < kWideRows; ++r) acc[r][0] = acc[r][1] = hn::Zero(d);
-    const float* bp = strip + k0 * 2 * L;
-    for (size_t t = k0; t < k1; ++t, bp += 2 * L) {
-      const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
-      for (size_t r = 0; r < kWideRows; ++r) {
-        const V x = hn::Set(d, ar[r][t]);
-        acc[r][0] = hn::MulAdd(x, b0, acc[r][0]);
-        acc[r][1] = hn::MulAdd(x, b1, acc[r][1]);
-      }
-    }
+    Fp32Steps(d, op, i0, rows, k0, k1, strip, acc);
     if (kOneBlock) break;
     // As Tile: s = fp32(sa * sb), t = fp32(inner * s), outer = fp32(outer + t).
-    const V sb0 = op.sb ? hn::LoadU(d, op.sb + bi * op.npad + j0) : hn::Set(d, 1.0f);
-    const V sb1 = op.sb ? hn::LoadU(d, op.sb + bi * op.npad + j0 + L) : hn::Set(d, 1.0f);
+    const V sb0 = BlockColScale(d, op, j0, 0, bi), sb1 = BlockColScale(d, op, j0, 1, bi);
     for (size_t r = 0; r < kWideRows; ++r) {
-      const V sa = hn::Set(d, op.sa ? op.sa[(i0 + std::min(r, rows - 1)) * op.nblocks + bi] : 1.0f);
+      const V sa = BlockRowScale(d, op, i0, rows, r, bi);
       float* o = outer + r * 2 * L;
       hn::Store(hn::Add(hn::Load(d, o), hn::Mul(acc[r][0], hn::Mul(sa, sb0))), d, o);
       hn::Store(hn::Add(hn::Load(d, o + L), hn::Mul(acc[r][1], hn::Mul(sa, sb1))), d, o + L);
@@ -307,13 +316,6 @@ HWY_NOINLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0
   auto inner_count = hn::Zero(di), outer_count = hn::Zero(di);
   const bool scaled = op.sa || op.sb;
   const float* strip = op.b ? op.b + (j0 / (2 * L)) * op.k * 2 * L : nullptr;  // no float B for the fused model
-  // Row r's scale for block bi (a row past a partial tile's end reads its last row's: never stored).
-  auto row_scale = [&](size_t r, size_t bi) {
-    return hn::Set(d, op.sa ? op.sa[(i0 + std::min(r, rows - 1)) * op.nblocks + bi] : 1.0f);
-  };
-  auto col_scale = [&](size_t h, size_t bi) {
-    return op.sb ? hn::LoadU(d, op.sb + bi * op.npad + j0 + h * L) : hn::Set(d, 1.0f);
-  };
   if constexpr (!kCount) {
     (void)outer_buf;
     V outer[kRows][2];
@@ -325,9 +327,9 @@ HWY_NOINLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0
       // Always added, also into a fresh outer sum: fp32(+0 + -0) is +0, as in the reference.
       if (scaled) {
         // s = fp32(sa * sb), then t = fp32(inner * s): two IEEE multiplies, never fused.
-        const V sb0 = col_scale(0, bi), sb1 = col_scale(1, bi);
+        const V sb0 = BlockColScale(d, op, j0, 0, bi), sb1 = BlockColScale(d, op, j0, 1, bi);
         for (size_t r = 0; r < kRows; ++r) {
-          const V sa = row_scale(r, bi);
+          const V sa = BlockRowScale(d, op, i0, rows, r, bi);
           outer[r][0] = hn::Add(outer[r][0], hn::Mul(acc[r][0], hn::Mul(sa, sb0)));
           outer[r][1] = hn::Add(outer[r][1], hn::Mul(acc[r][1], hn::Mul(sa, sb1)));
         }
@@ -348,7 +350,7 @@ HWY_NOINLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0
       for (size_t h = 0; h < 2; ++h) {
         float* o = outer_buf + (r * 2 + h) * L;
         V t = acc[r][h];
-        if (scaled) t = hn::Mul(t, hn::Mul(row_scale(r, bi), col_scale(h, bi)));
+        if (scaled) t = hn::Mul(t, hn::Mul(BlockRowScale(d, op, i0, rows, r, bi), BlockColScale(d, op, j0, h, bi)));
         const V before = hn::LoadU(d, o);
         const V after = hn::Add(before, t);
         outer_count = CountSwamped(d, before, t, after, outer_count);

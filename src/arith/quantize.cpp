@@ -404,19 +404,19 @@ void quantize_span_blocks(const T* span, const StridedInputOf<T>& x, size_t k, s
     // one pass (cast_blocks_scaled). A block it declines takes the element path, as below. (The
     // e8m0 range: an all-zero block's multiplier is 2^127, its inverse a subnormal float.)
     const size_t nb = blocks.size();
-    bool fusable = qf && x.cs == 1 && n == nb * b;
-    for (size_t bi = 0; bi < nb && fusable; ++bi)
-      fusable = blocks[bi].nan || (blocks[bi].exact && blocks[bi].mult >= 0x1p-127 && blocks[bi].mult <= 0x1p127);
+    bool fusable = qf && x.cs == 1 && n == nb * b && has_rne_kernel(cast);
+    scratch.block_mult.resize(2 * nb);
+    scratch.block_ok.resize(nb);
+    float* mult = scratch.block_mult.data();
+    float* inv = mult + nb;
+    for (size_t bi = 0; bi < nb && fusable; ++bi) {
+      const QuantRowBlock& blk = blocks[bi];
+      fusable = blk.nan || (blk.exact && blk.mult >= 0x1p-127 && blk.mult <= 0x1p127);
+      mult[bi] = blk.nan || !fusable ? 1.0f : static_cast<float>(blk.mult);  // (a NaN block's is not set)
+      inv[bi] = 1.0f / mult[bi];  // (exact: a power of two in [2^-127, 2^127])
+      scratch.block_ok[bi] = !blk.nan;
+    }
     if (fusable) {
-      scratch.block_mult.resize(2 * nb);
-      scratch.block_ok.resize(nb);
-      float* mult = scratch.block_mult.data();
-      float* inv = mult + nb;
-      for (size_t bi = 0; bi < nb; ++bi) {
-        mult[bi] = static_cast<float>(blocks[bi].mult);
-        inv[bi] = static_cast<float>(1.0 / blocks[bi].mult);
-        scratch.block_ok[bi] = !blocks[bi].nan;
-      }
       CastStats cs;
       if (cast_blocks_scaled(cast, span, qf, nb, b, mult, inv, scratch.block_ok.data(), &cs)) {
         st.clipped += cs.clipped;
