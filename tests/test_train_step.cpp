@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 #include <hwy/targets.h>
 
+#include <omp.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -234,51 +236,62 @@ TEST_CASE("optimizer: the in-place update gives the scalar rule's bits for every
   }
 }
 
-TEST_CASE("update rules: every SIMD target this CPU runs gives the scalar rule's bits") {
-  const size_t n = 1001;  // not a multiple of any vector width: the loops' tails run too
-  const std::vector<float> g = draws(n, 20, 0.5f), p0 = draws(n, 21, 1.0f), m0 = draws(n, 22, 0.1f);
-  std::vector<float> v0 = draws(n, 23, 0.01f);
-  for (float& x : v0) x = std::fabs(x);
-  const std::vector<int64_t> targets = update_rule_targets();
-  REQUIRE(!targets.empty());
-  struct Reset {
-    ~Reset() { hwy::SetSupportedTargetsForTest(0); }
-  } reset;
-  for (int64_t target : targets) {
-    hwy::SetSupportedTargetsForTest(target);
-    CAPTURE(std::string(hwy::TargetName(target)));
-    for (bool decay : {false, true}) {
-      CAPTURE(decay);
-      AdamwCoeffs a;
-      a.lr = 1e-3f, a.grad_scale = 0.75f, a.weight_decay = 0.1f, a.beta1 = 0.9f, a.beta2 = 0.95f, a.eps = 1e-8f;
-      a.one_minus_beta1 = 1.0f - a.beta1, a.one_minus_beta2 = 1.0f - a.beta2;
-      a.bias1 = 0.271f, a.bias2 = 0.142625f;
-      std::vector<float> p = p0, m = m0, v = v0, pr = p0, mr = m0, vr = v0;
-      adamw_update(p.data(), g.data(), m.data(), v.data(), n, a, decay);
-      for (size_t i = 0; i < n; ++i) {
-        const float gi = g[i] * a.grad_scale;
-        mr[i] = a.beta1 * mr[i] + (1.0f - a.beta1) * gi;
-        vr[i] = a.beta2 * vr[i] + (1.0f - a.beta2) * (gi * gi);
-        float u = (mr[i] / a.bias1) / (std::sqrt(vr[i] / a.bias2) + a.eps);
-        if (decay) u = u + a.weight_decay * pr[i];
-        pr[i] = pr[i] - a.lr * u;
-      }
-      CHECK(same_bits(p, pr));
-      CHECK(same_bits(m, mr));
-      CHECK(same_bits(v, vr));
+TEST_CASE("update rules: every SIMD target this CPU runs gives the scalar rule's bits, on one thread or two") {
+  // 1001: not a multiple of any vector width (the loops' tails run too); 70001: past the size at
+  // which the update splits its chunks over a team, whose last chunk is partial.
+  for (const size_t n : {size_t{1001}, size_t{70001}})
+    for (const int threads : {1, 2}) {
+      CAPTURE(n);
+      CAPTURE(threads);
+      const std::vector<float> g = draws(n, 20, 0.5f), p0 = draws(n, 21, 1.0f), m0 = draws(n, 22, 0.1f);
+      std::vector<float> v0 = draws(n, 23, 0.01f);
+      for (float& x : v0) x = std::fabs(x);
+      const std::vector<int64_t> targets = update_rule_targets();
+      REQUIRE(!targets.empty());
+      struct Reset {
+        int threads = omp_get_max_threads();  // (the team size before this case)
+        ~Reset() {
+          hwy::SetSupportedTargetsForTest(0);
+          omp_set_num_threads(threads);
+        }
+      } reset;
+      omp_set_num_threads(threads);
+      for (int64_t target : targets) {
+        hwy::SetSupportedTargetsForTest(target);
+        CAPTURE(std::string(hwy::TargetName(target)));
+        for (bool decay : {false, true}) {
+          CAPTURE(decay);
+          AdamwCoeffs a;
+          a.lr = 1e-3f, a.grad_scale = 0.75f, a.weight_decay = 0.1f, a.beta1 = 0.9f, a.beta2 = 0.95f, a.eps = 1e-8f;
+          a.one_minus_beta1 = 1.0f - a.beta1, a.one_minus_beta2 = 1.0f - a.beta2;
+          a.bias1 = 0.271f, a.bias2 = 0.142625f;
+          std::vector<float> p = p0, m = m0, v = v0, pr = p0, mr = m0, vr = v0;
+          adamw_update(p.data(), g.data(), m.data(), v.data(), n, a, decay);
+          for (size_t i = 0; i < n; ++i) {
+            const float gi = g[i] * a.grad_scale;
+            mr[i] = a.beta1 * mr[i] + (1.0f - a.beta1) * gi;
+            vr[i] = a.beta2 * vr[i] + (1.0f - a.beta2) * (gi * gi);
+            float u = (mr[i] / a.bias1) / (std::sqrt(vr[i] / a.bias2) + a.eps);
+            if (decay) u = u + a.weight_decay * pr[i];
+            pr[i] = pr[i] - a.lr * u;
+          }
+          CHECK(same_bits(p, pr));
+          CHECK(same_bits(m, mr));
+          CHECK(same_bits(v, vr));
 
-      SgdCoeffs s;
-      s.lr = 1e-2f, s.grad_scale = 0.5f, s.weight_decay = 0.01f, s.momentum = 0.9f;
-      p = p0, m = m0, pr = p0, mr = m0;
-      sgd_update(p.data(), g.data(), m.data(), n, s, decay);
-      for (size_t i = 0; i < n; ++i) {
-        float gi = g[i] * s.grad_scale;
-        if (decay) gi = gi + s.weight_decay * pr[i];
-        mr[i] = s.momentum * mr[i] + gi;
-        pr[i] = pr[i] - s.lr * mr[i];
+          SgdCoeffs s;
+          s.lr = 1e-2f, s.grad_scale = 0.5f, s.weight_decay = 0.01f, s.momentum = 0.9f;
+          p = p0, m = m0, pr = p0, mr = m0;
+          sgd_update(p.data(), g.data(), m.data(), n, s, decay);
+          for (size_t i = 0; i < n; ++i) {
+            float gi = g[i] * s.grad_scale;
+            if (decay) gi = gi + s.weight_decay * pr[i];
+            mr[i] = s.momentum * mr[i] + gi;
+            pr[i] = pr[i] - s.lr * mr[i];
+          }
+          CHECK(same_bits(p, pr));
+          CHECK(same_bits(m, mr));
+        }
       }
-      CHECK(same_bits(p, pr));
-      CHECK(same_bits(m, mr));
     }
-  }
 }

@@ -3,6 +3,7 @@
 // and without the accumulating add, and with row strides wider than the rows.
 #include <doctest/doctest.h>
 #include <hwy/targets.h>
+#include <omp.h>
 
 #include <cstring>
 #include <vector>
@@ -22,6 +23,33 @@ float draw(uint64_t stream, uint64_t i) {
 }
 
 }  // namespace
+
+TEST_CASE("transpose_floats: a transpose large enough to split over a team gives the statement's bits") {
+  // 300 x 250 floats: past the size at which the column panels are split over the threads, with a
+  // last panel pair of 10 columns; one thread and two.
+  const size_t rows = 300, cols = 250, lds = cols + 5, ldd = rows + 1;
+  std::vector<float> src(rows * lds), dst0(cols * ldd);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = draw(3, i);
+  for (size_t i = 0; i < dst0.size(); ++i) dst0[i] = draw(4, i);
+  struct Reset {
+    int threads = omp_get_max_threads();
+    ~Reset() { omp_set_num_threads(threads); }
+  } reset;
+  for (bool add : {false, true}) {
+    std::vector<float> want = dst0;
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t c = 0; c < cols; ++c)
+        want[c * ldd + r] = add ? dst0[c * ldd + r] + src[r * lds + c] : src[r * lds + c];
+    for (int threads : {1, 2}) {
+      CAPTURE(add);
+      CAPTURE(threads);
+      omp_set_num_threads(threads);
+      std::vector<float> got = dst0;
+      transpose_floats(src.data(), rows, cols, lds, got.data(), ldd, add);
+      CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+    }
+  }
+}
 
 TEST_CASE("transpose_floats == the element-by-element transpose, with and without add, every target") {
   const std::vector<int64_t> targets = transpose_targets();

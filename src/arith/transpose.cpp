@@ -3,8 +3,11 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 
+#include <omp.h>
+
 #include <algorithm>
 
+#include "arith/parallel.h"
 #include "arith/transpose.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -55,12 +58,17 @@ void TransposeFloats(const float* src, size_t rows, size_t cols, size_t lds, flo
   // 1024 x 128 transpose, 32-column ones 3.5x slower on a 512 x 512 transpose-add. Source rows go in
   // blocks of 64 through two neighbouring panels, so the second reads the source lines of the first
   // (one line: 16 floats) from L1.
+  // Large transposes split the pairs of panels over a team (outside other teams): each writes its
+  // own destination rows.
   constexpr size_t kPanel = 8, kRowBlock = 64;
-  for (size_t c0 = 0; c0 < cols; c0 += 2 * kPanel)
+  const size_t pairs = (cols + 2 * kPanel - 1) / (2 * kPanel);
+  for_each_index(pairs, worth_threads_elements(rows * cols) && pairs > 1 && !omp_in_parallel(), [&](size_t pi) {
+    const size_t c0 = pi * 2 * kPanel;
     for (size_t r0 = 0; r0 < rows; r0 += kRowBlock)
       for (size_t p = c0; p < std::min(cols, c0 + 2 * kPanel); p += kPanel)
         TransposePanel(src + r0 * lds, std::min(kRowBlock, rows - r0), p, std::min(cols, p + kPanel), lds, dst + r0,
                        ldd, add);
+  });
 }
 
 }  // namespace HWY_NAMESPACE

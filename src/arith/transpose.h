@@ -10,7 +10,8 @@
 namespace drift {
 
 // dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols; with `add`, dst[...] = dst[...] + src[...]
-// (one IEEE fp32 add each). src and dst must not overlap. Single-threaded; 4 x 4 vector blocks.
+// (one IEEE fp32 add each). src and dst must not overlap. 4 x 4 vector blocks; large calls made outside an
+// OpenMP team split their columns over one.
 void transpose_floats(const float* src, size_t rows, size_t cols, size_t lds, float* dst, size_t ldd, bool add);
 
 // The same, element by element: the reference transpose_floats is tested against.

@@ -38,6 +38,7 @@
 #include <string>
 
 #include "arith/dense_f64.h"
+#include "arith/parallel.h"
 #include "model/init.h"
 #include "model/layers.h"
 #include "model/model.h"
@@ -335,10 +336,14 @@ class ProxyModel final : public Model<T> {
     x.resize(b * din);
     std::vector<double> xd(b * din), yd(b * O);
     auto as_data = [&](double v) { return this->float_data ? static_cast<T>(static_cast<float>(v)) : static_cast<T>(v); };
-    for (size_t i = 0; i < b * din; ++i) {
-      x[i] = as_data(normal_draw(seed_, stream, draw * b * din + i));
-      xd[i] = static_cast<double>(x[i]);
-    }
+    // (Each draw is its own counter's: a team splits a large batch's draws without changing a bit.)
+    constexpr size_t kDrawChunk = 1024;
+    for_each_index((b * din + kDrawChunk - 1) / kDrawChunk, b * din >= 8 * kDrawChunk, [&](size_t chunk) {
+      for (size_t i = chunk * kDrawChunk; i < std::min(b * din, (chunk + 1) * kDrawChunk); ++i) {
+        x[i] = as_data(normal_draw(seed_, stream, draw * b * din + i));
+        xd[i] = static_cast<double>(x[i]);
+      }
+    });
     teacher_.forward(yd.data(), xd.data(), b);
     if (noise) noise->assign(b * O, 0.0);
     if (noise_stream && c.label_noise > 0)
