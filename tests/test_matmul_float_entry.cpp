@@ -481,6 +481,79 @@ TEST_CASE("matmul sites: the CPU backend's float entry == double staging (layout
   }
 }
 
+TEST_CASE("matmul sites: a product computed as Cᵀ = Bᵀ·Aᵀ has the bits and telemetry of the named one") {
+  // Two registries on the same seed and step, one made to keep every product as the caller named it:
+  // each call whose trade moves fewer elements (dW = Xᵀ·dY's layout and its mirror, with and
+  // without accumulation; a forward product of a small batch with a wide weight, written and added)
+  // must write the same floats and report the same telemetry whichever orientation ran. Every policy
+  // without position-drawn randomness trades; one with stochastic rounding anywhere keeps its
+  // orientation. A delayed-scaling policy's states must end where the named product leaves them.
+  struct Call {
+    size_t m, k, n;
+    bool ta, tb, tc, acc;
+  };
+  const Call calls[] = {{160, 24, 130, true, false, true, true},    // dW of a layer 160 wide in, 130 out
+                        {150, 20, 120, true, false, true, false},   // the same written, not added
+                        {130, 16, 140, false, true, true, true},    // A row-major, B stored N x K
+                        {40, 300, 420, false, true, false, false},  // Y = X·Wᵀ, batch 40, W 420 x 300
+                        {48, 200, 400, false, true, false, true}};  // the same added into C
+  std::vector<Named> named = policies();
+  named.push_back({"delayed e4m3", scaled("fp8_e4m3", ScaleKind::delayed, 0)});
+  {
+    MatmulPolicy p;
+    p.out_format = fmt("bf16");
+    p.out_round.mode = Rounding::sr;
+    named.push_back({"fp32, stochastic bf16 output", p});
+  }
+  {
+    MatmulPolicy p;
+    p.inner.format = fmt("bf16");
+    p.inner.round.mode = Rounding::sr;
+    named.push_back({"stochastic bf16 accumulation", p});
+  }
+  {
+    MatmulPolicy p;
+    p.a.format = p.b.format = fmt("bf16");
+    p.inner.fused = find_tc_preset("h100_bf16")->model;
+    named.push_back({"bf16 into the H100 fused model", p});
+  }
+  for (const Named& np : named) {
+    const std::string policy = np.name;
+    CAPTURE(policy);
+    const MatmulPolicy& p = np.p;
+    auto sr = [](const RoundSpec& r) { return r.mode == Rounding::sr; };
+    const bool random = sr(p.a.round) || sr(p.b.round) || (p.product_format && sr(p.product_round)) ||
+                        sr(p.inner.round) || sr(p.outer.round) || sr(p.out_round);
+    MatmulSites traded, named_way;
+    named_way.keep_orientation = true;
+    for (MatmulSites* s : {&traded, &named_way}) {
+      s->add("layer", Role::grad_weight, TensorClass::activation, TensorClass::gradient);
+      s->sites()[0].policy = p;
+      s->seed = 21;
+      s->begin_step(4);
+    }
+    for (size_t ci = 0; ci < std::size(calls); ++ci) {
+      CAPTURE(ci);
+      const Call& c = calls[ci];
+      const auto a = random_floats(c.m * c.k, 80 + ci, false), b = random_floats(c.k * c.n, 90 + ci, false);
+      const size_t lda = c.ta ? c.m : c.k, ldb = c.tb ? c.k : c.n, ldc = (c.tc ? c.m : c.n) + 3;
+      std::vector<float> ct = random_floats((c.tc ? c.n : c.m) * ldc, 100 + ci, false), cn = ct;
+      traded.matmul<float>(0, c.m, c.k, c.n, a.data(), lda, c.ta, b.data(), ldb, c.tb, ct.data(), ldc, c.tc, c.acc);
+      named_way.matmul<float>(0, c.m, c.k, c.n, a.data(), lda, c.ta, b.data(), ldb, c.tb, cn.data(), ldc, c.tc,
+                              c.acc);
+      CHECK(std::memcmp(ct.data(), cn.data(), ct.size() * sizeof(float)) == 0);
+    }
+    const MatmulSite &st = traded.sites()[0], &sn = named_way.sites()[0];
+    CHECK(sn.traded_calls == 0);
+    CHECK(st.traded_calls == (random ? 0u : std::size(calls)));
+    check_same_telemetry(st.tel, sn.tel);
+    CHECK(same_bits(st.delayed_a.scale, sn.delayed_a.scale));
+    CHECK(same_bits(st.delayed_b.scale, sn.delayed_b.scale));
+    CHECK(st.delayed_a.history == sn.delayed_a.history);
+    CHECK(st.delayed_b.history == sn.delayed_b.history);
+  }
+}
+
 TEST_CASE("hand-derived: fp32 operands keeping subnormals are copied, and only subnormals counted") {
   // Row 0: 1.5, 2^-130 (a float subnormal), -0, -3: every value is on fp32's grid, so the cast keeps
   // each bit; one subnormal, amax 3, nothing flushed. Row 1 holds an inf, which the quantizer's

@@ -51,24 +51,25 @@ HWY_INLINE void TransposePanel(const float* src, size_t rows, size_t c0, size_t 
     }
 }
 
-void TransposeFloats(const float* src, size_t rows, size_t cols, size_t lds, float* dst, size_t ldd, bool add) {
-  // Panels of 8 columns: the 8 destination rows being filled stay in L1 while the source rows pass
-  // their pieces. With a power-of-two destination stride every one of those rows falls into the same
-  // cache sets, and L1 holds 8 to 12 lines per set: 16-column panels ran 3.4x slower on a
-  // 1024 x 128 transpose, 32-column ones 3.5x slower on a 512 x 512 transpose-add. Source rows go in
-  // blocks of 64 through two neighbouring panels, so the second reads the source lines of the first
-  // (one line: 16 floats) from L1.
-  // Large transposes split the pairs of panels over a team (outside other teams): each writes its
-  // own destination rows.
-  constexpr size_t kPanel = 8, kRowBlock = 64;
+// Panels of 8 columns: the 8 destination rows being filled stay in L1 while the source rows pass
+// their pieces. With a power-of-two destination stride every one of those rows falls into the same
+// cache sets, and L1 holds 8 to 12 lines per set: 16-column panels ran 3.4x slower on a
+// 1024 x 128 transpose, 32-column ones 3.5x slower on a 512 x 512 transpose-add. Source rows go in
+// blocks of 64 through two neighbouring panels, so the second reads the source lines of the first
+// (one line: 16 floats) from L1.
+constexpr size_t kPanel = 8, kRowBlock = 64;
+
+// Part `part` of `parts` of the transpose: its share of the pairs of panels (whole pairs, so that
+// every part writes its own destination rows).
+void TransposeFloats(const float* src, size_t rows, size_t cols, size_t lds, float* dst, size_t ldd, bool add,
+                     size_t part, size_t parts) {
   const size_t pairs = (cols + 2 * kPanel - 1) / (2 * kPanel);
-  for_each_index(pairs, worth_threads_elements(rows * cols) && pairs > 1 && !omp_in_parallel(), [&](size_t pi) {
-    const size_t c0 = pi * 2 * kPanel;
+  const size_t pair0 = pairs * part / parts, pair1 = pairs * (part + 1) / parts;
+  for (size_t c0 = pair0 * 2 * kPanel; c0 < std::min(cols, pair1 * 2 * kPanel); c0 += 2 * kPanel)
     for (size_t r0 = 0; r0 < rows; r0 += kRowBlock)
       for (size_t p = c0; p < std::min(cols, c0 + 2 * kPanel); p += kPanel)
         TransposePanel(src + r0 * lds, std::min(kRowBlock, rows - r0), p, std::min(cols, p + kPanel), lds, dst + r0,
                        ldd, add);
-  });
 }
 
 }  // namespace HWY_NAMESPACE
@@ -81,7 +82,14 @@ namespace drift {
 HWY_EXPORT(TransposeFloats);
 
 void transpose_floats(const float* src, size_t rows, size_t cols, size_t lds, float* dst, size_t ldd, bool add) {
-  HWY_DYNAMIC_DISPATCH(TransposeFloats)(src, rows, cols, lds, dst, ldd, add);
+  // Large transposes split the pairs of panels over a team (outside other teams): each writes its
+  // own destination rows. (The split is made here, outside the SIMD code: a closure built there in
+  // vector registers left their upper halves dirty on return, and the SSE code after a call paid
+  // for it, 40x over in a softmax's expf loop.)
+  const bool team = worth_threads_elements(rows * cols) && !omp_in_parallel();
+  const size_t parts = team ? static_cast<size_t>(omp_get_max_threads()) : 1;
+  for_each_index(parts, team && parts > 1,
+                 [&](size_t t) { HWY_DYNAMIC_DISPATCH(TransposeFloats)(src, rows, cols, lds, dst, ldd, add, t, parts); });
 }
 
 void transpose_floats_scalar(const float* src, size_t rows, size_t cols, size_t lds, float* dst, size_t ldd,

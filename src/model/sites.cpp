@@ -137,11 +137,68 @@ void MatmulSites::matmul(size_t site, size_t m, size_t k, size_t n, const T* a, 
   times->add(key, s);
 }
 
+namespace {
+
+// Whether C (M x N) = A·B and its transpose computed as Bᵀ·Aᵀ, with the operands' quantizers and
+// delayed states traded along with their data, give the same bits. The engine quantizes both
+// operands in one canonical layout (rows x K), which the trade leaves as it was; products commute
+// exactly; every sum runs over K in an order shared by all elements (per-block permutations
+// included). What could tell the two apart is randomness drawn by position: stochastic rounding of
+// an operand (from the operand's own sub-stream), of products, sums, block scales or C (indexed by
+// i*N + j). A call with any of it keeps its orientation.
+bool same_bits_transposed(const MatmulPolicy& p) {
+  auto fixed = [](const RoundSpec& r) { return r.mode != Rounding::sr; };
+  return fixed(p.a.round) && fixed(p.b.round) && (!p.product_format || fixed(p.product_round)) &&
+         fixed(p.inner.round) && fixed(p.outer.round) && fixed(p.out_round);
+}
+
+// Whether computing C = A·B as Cᵀ = Bᵀ·Aᵀ moves fewer elements around the engine. Each operand
+// stored the other way round from the kernel's wish (A K-major, B N x K) is transposed once in
+// packing, and a transposed write of C costs about what a transpose does; a row-major write is
+// free (straight from the kernel) or, accumulating, about a quarter of that. So dW = Xᵀ·dY, whose
+// result is stored transposed, pays for a layer wider in than out (mlp's hidden layer: 64 x 512
+// transposed instead of 512 x 512 plus a transposed add), and so does a forward product of a small
+// batch with a wide weight (mlp: Yᵀ = W·Xᵀ transposes 64 x 512 twice instead of 512 x 512 once);
+// attention's products at its 1024 tokens keep their orientation but fc2's dW, and small calls
+// (per-head products) keep theirs.
+bool traded_product_pays(size_t m, size_t k, size_t n, bool ta, bool tb, bool tc, bool accumulate) {
+  constexpr size_t kMinElements = size_t{1} << 14;
+  if (m * n < kMinElements) return false;
+  auto write = [&](bool transposed) { return transposed ? m * n : accumulate ? m * n / 4 : 0; };
+  const size_t named = (ta ? m * k : 0) + (tb ? n * k : 0) + write(tc);
+  const size_t traded = (tb ? 0 : n * k) + (ta ? 0 : m * k) + write(!tc);
+  return traded < named;
+}
+
+}  // namespace
+
 template <typename T>
 void MatmulSites::matmul_untimed(size_t site, size_t m, size_t k, size_t n, const T* a, size_t lda, bool ta,
                                  const T* b, size_t ldb, bool tb, T* c, size_t ldc, bool tc, bool accumulate) {
-  const MatmulContext ctx = context(site);
+  MatmulContext ctx = context(site);
   const MatmulPolicy& policy = sites_[site].policy;
+  // The product computed as Cᵀ = Bᵀ·Aᵀ where that moves fewer elements and gives the same bits
+  // (diagnostic calls, whose per-operand measurements and captured products are made as the caller
+  // named them, keep their orientation). The telemetry's operands are traded back.
+  const bool diagnostic = ctx.cast_error || ctx.check_bound || (capture_forward && sites_[site].role == Role::forward);
+  if (!keep_orientation && !diagnostic && traded_product_pays(m, k, n, ta, tb, tc, accumulate) &&
+      same_bits_transposed(policy)) {
+    MatmulPolicy traded = policy;
+    std::swap(traded.a, traded.b);
+    std::swap(ctx.delayed_a, ctx.delayed_b);
+    MatmulTelemetry t = write_product(site, n, k, m, b, ldb, !tb, a, lda, !ta, c, ldc, !tc, accumulate, traded, ctx);
+    std::swap(t.a, t.b);
+    record(site, t);
+    ++sites_[site].traded_calls;
+    return;
+  }
+  record(site, write_product(site, m, k, n, a, lda, ta, b, ldb, tb, c, ldc, tc, accumulate, policy, ctx));
+}
+
+template <typename T>
+MatmulTelemetry MatmulSites::write_product(size_t site, size_t m, size_t k, size_t n, const T* a, size_t lda, bool ta,
+                                           const T* b, size_t ldb, bool tb, T* c, size_t ldc, bool tc,
+                                           bool accumulate, const MatmulPolicy& policy, const MatmulContext& ctx) {
   Backend& engine = backend ? *backend : cpu_backend();
   // The product goes straight into c when it is a plain row-major write; else into a scratch C
   // (m x n) that is then added or written transposed. Either way each element of c is written once.
@@ -155,9 +212,9 @@ void MatmulSites::matmul_untimed(size_t site, size_t m, size_t k, size_t n, cons
     ldo = n;
   }
   const MatViewOf<T> va{a, m, k, lda, ta}, vb{b, k, n, ldb, tb};
-  record(site, engine.matmul(va, vb, out, ldo, policy, ctx));
+  const MatmulTelemetry tel = engine.matmul(va, vb, out, ldo, policy, ctx);
   capture(site, out, ldo, m, n);
-  if (direct) return;
+  if (direct) return tel;
   const T* w = scratch.data();
   // Each element of c is written once (c + w when accumulating: one add in T), so the loop order
   // changes no bit: rows stream when c is row-major, and a transposed c is written in square tiles
@@ -171,7 +228,7 @@ void MatmulSites::matmul_untimed(size_t site, size_t m, size_t k, size_t n, cons
       else
         std::copy(src, src + n, dst);
     }
-    return;
+    return tel;
   }
   if constexpr (std::is_same_v<T, float>) {
     transpose_floats(w, m, n, n, c, ldc, accumulate);  // the same adds, in 4 x 4 vector blocks
@@ -189,6 +246,7 @@ void MatmulSites::matmul_untimed(size_t site, size_t m, size_t k, size_t n, cons
         }
       }
   }
+  return tel;
 }
 
 template void MatmulSites::matmul<float>(size_t, size_t, size_t, size_t, const float*, size_t, bool, const float*,

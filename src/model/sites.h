@@ -38,6 +38,8 @@ struct MatmulSite {
   // Calls per route (MatmulTelemetry::route) since the sites were made: which kernel computed this
   // site's products, for the run's summary and the benchmark (never reset by reset_telemetry()).
   std::vector<std::pair<const char*, uint64_t>> routes;
+  // Calls computed as Cᵀ = Bᵀ·Aᵀ (MatmulSites::matmul): the same bits, fewer elements moved.
+  uint64_t traded_calls = 0;
   // With MatmulSites::capture_forward (diagnostics): the products of this forward site's calls,
   // C row by row, one call after another, since the last clear_captured().
   std::vector<double> captured;
@@ -95,11 +97,14 @@ class MatmulSites {
   Backend* backend = nullptr;
   // Off (nullptr) in training: the benchmark's record of where matmul time goes (not owned).
   MatmulTimes* times = nullptr;
+  // Tests only: compute every product as the caller named it, never as Cᵀ = Bᵀ·Aᵀ.
+  bool keep_orientation = false;
 
   // C (M x N) = A (M x K) * B (K x N) at `site`. Operands are stored row-major with leading
   // dimension ld; `ta`/`tb` say the stored matrix is the transpose (A stored K x M, B stored N x K).
   // The result is written to c[i*ldc + j] (or c[j*ldc + i] when `tc`), added to what is there when
-  // `accumulate` (an fp32 elementwise add for T = float).
+  // `accumulate` (an fp32 elementwise add for T = float). The product may be computed as
+  // Cᵀ = Bᵀ·Aᵀ, with the same bits and telemetry, where that moves fewer elements.
   template <typename T>
   void matmul(size_t site, size_t m, size_t k, size_t n, const T* a, size_t lda, bool ta, const T* b, size_t ldb,
               bool tb, T* c, size_t ldc, bool tc, bool accumulate);
@@ -108,6 +113,11 @@ class MatmulSites {
   template <typename T>
   void matmul_untimed(size_t site, size_t m, size_t k, size_t n, const T* a, size_t lda, bool ta, const T* b,
                       size_t ldb, bool tb, T* c, size_t ldc, bool tc, bool accumulate);
+  // The engine's call under (policy, ctx) and the write-back of its C into c.
+  template <typename T>
+  MatmulTelemetry write_product(size_t site, size_t m, size_t k, size_t n, const T* a, size_t lda, bool ta,
+                                const T* b, size_t ldb, bool tb, T* c, size_t ldc, bool tc, bool accumulate,
+                                const MatmulPolicy& policy, const MatmulContext& ctx);
   std::vector<MatmulSite> sites_;
   std::vector<uint64_t> step_calls_;
   uint64_t step_ = 0;
