@@ -5,6 +5,7 @@
 // not depend on which thread runs them, so this changes speed only, never a bit.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 
 namespace drift {
@@ -28,6 +29,13 @@ void for_each_index(size_t n, bool parallel, Body&& body) {
   } else {
     for (size_t i = 0; i < n; ++i) body(i);
   }
+}
+
+// fn(begin, len) for the consecutive chunks of [0, n), `chunk` elements each but the last, split
+// over a team when `parallel` (for_each_index over the chunks).
+template <typename Fn>
+void for_each_chunk(size_t n, size_t chunk, bool parallel, Fn&& fn) {
+  for_each_index((n + chunk - 1) / chunk, parallel, [&](size_t c) { fn(c * chunk, std::min(chunk, n - c * chunk)); });
 }
 
 }  // namespace drift

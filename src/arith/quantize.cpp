@@ -953,8 +953,7 @@ void quantize_into_impl(QuantizedOperand& out, const StridedInputOf<T>& x_in, si
       if (src.rs == 1) {
         // 4 x 4 vector blocks; a large operand in chunks of 64 rows over a team (values only move).
         constexpr size_t kChunk = 64;
-        for_each_index((rows + kChunk - 1) / kChunk, worth_threads_elements(rows * k), [&](size_t ci) {
-          const size_t r0 = ci * kChunk, nr = std::min(kChunk, rows - r0);
+        for_each_chunk(rows, kChunk, worth_threads_elements(rows * k), [&](size_t r0, size_t nr) {
           transpose_floats(src.p + r0, k, nr, src.cs, dst + r0 * k, k, false);
         });
         quantize_rows(out, StridedInputOf<T>{dst, k, 1}, rows, k, qz, seed, stream, state, ws);

@@ -70,9 +70,8 @@ template <typename T>
 void tanh_forward(T* out, const T* inp, size_t n) {
   if constexpr (std::is_same_v<T, float>) {
     constexpr size_t kChunk = 4096;
-    for_each_index((n + kChunk - 1) / kChunk, worth_threads_elements(n), [&](size_t ci) {
-      tanh_fp32_span(inp + ci * kChunk, out + ci * kChunk, std::min(kChunk, n - ci * kChunk));
-    });
+    for_each_chunk(n, kChunk, worth_threads_elements(n),
+                   [&](size_t lo, size_t len) { tanh_fp32_span(inp + lo, out + lo, len); });
   } else
     for (size_t i = 0; i < n; ++i) out[i] = std::tanh(inp[i]);
 }
@@ -96,9 +95,8 @@ T gelu_u(T x) {
 // (blocks are independent: on a team when the pass is large).
 template <typename T, typename Fn>
 void for_each_gelu_block(const T* inp, size_t n, Fn fn) {
-  for_each_index((n + kGeluBlock - 1) / kGeluBlock, worth_threads_elements(n), [&](size_t bi) {
+  for_each_chunk(n, kGeluBlock, worth_threads_elements(n), [&](size_t b, size_t len) {
     T t[kGeluBlock] = {};  // (only [0, len) is read; zeroed to keep the compiler's flow analysis quiet)
-    const size_t b = bi * kGeluBlock, len = std::min(kGeluBlock, n - b);
     for (size_t j = 0; j < len; ++j) t[j] = gelu_u(inp[b + j]);
     tanh_forward(t, t, len);
     fn(b, len, static_cast<const T*>(t));

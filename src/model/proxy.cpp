@@ -338,8 +338,8 @@ class ProxyModel final : public Model<T> {
     auto as_data = [&](double v) { return this->float_data ? static_cast<T>(static_cast<float>(v)) : static_cast<T>(v); };
     // (Each draw is its own counter's: a team splits a large batch's draws without changing a bit.)
     constexpr size_t kDrawChunk = 1024;
-    for_each_index((b * din + kDrawChunk - 1) / kDrawChunk, b * din >= 8 * kDrawChunk, [&](size_t chunk) {
-      for (size_t i = chunk * kDrawChunk; i < std::min(b * din, (chunk + 1) * kDrawChunk); ++i) {
+    for_each_chunk(b * din, kDrawChunk, b * din >= 8 * kDrawChunk, [&](size_t lo, size_t len) {
+      for (size_t i = lo; i < lo + len; ++i) {
         x[i] = as_data(normal_draw(seed_, stream, draw * b * din + i));
         xd[i] = static_cast<double>(x[i]);
       }

@@ -9,8 +9,6 @@
 
 #include "train/update_rules.h"
 
-#include <algorithm>
-
 #include "arith/parallel.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -85,27 +83,19 @@ namespace drift {
 HWY_EXPORT(SgdUpdate);
 HWY_EXPORT(AdamwUpdate);
 
-namespace {
-
-// fn(lo, len) over [0, n) in fixed chunks, split over an OpenMP team when n is large: every element's
-// rule is its own, so the split changes no bit.
-template <typename Fn>
-void for_each_chunk(size_t n, Fn fn) {
-  constexpr size_t kChunk = size_t{1} << 14;
-  for_each_index((n + kChunk - 1) / kChunk, worth_threads_elements(n),
-                 [&](size_t c) { fn(c * kChunk, std::min(kChunk, n - c * kChunk)); });
-}
-
-}  // namespace
+// Large updates in fixed chunks over a team: every element's rule is its own, so the split changes
+// no bit.
+constexpr size_t kUpdateChunk = size_t{1} << 14;
 
 void sgd_update(float* p, const float* g, float* m, size_t n, const SgdCoeffs& k, bool decay) {
   // Decay with wd = 0 is skipped, not added as 0*p (which would turn -0 into +0 and inf into NaN).
   const bool d = decay && k.weight_decay != 0.0f;
-  for_each_chunk(n, [&](size_t lo, size_t len) { HWY_DYNAMIC_DISPATCH(SgdUpdate)(p + lo, g + lo, m + lo, len, k, d); });
+  for_each_chunk(n, kUpdateChunk, worth_threads_elements(n),
+                 [&](size_t lo, size_t len) { HWY_DYNAMIC_DISPATCH(SgdUpdate)(p + lo, g + lo, m + lo, len, k, d); });
 }
 
 void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const AdamwCoeffs& k, bool decay) {
-  for_each_chunk(n, [&](size_t lo, size_t len) {
+  for_each_chunk(n, kUpdateChunk, worth_threads_elements(n), [&](size_t lo, size_t len) {
     HWY_DYNAMIC_DISPATCH(AdamwUpdate)(p + lo, g + lo, m + lo, v + lo, len, k, decay);
   });
 }
