@@ -61,15 +61,23 @@ TEST_CASE("dense_f64 == the sequential triple loop, bit for bit, every target an
       }
     dense_f64_scalar(scalar.data(), x.data(), w.data(), s.n, s.c, s.oc);
     CHECK(same_bits(scalar, want));
+    // Weights laid out once on the best target, then used on every target (on the others the call
+    // lays out its own panels), and weights laid out on each target itself.
+    const DenseF64Weights packed_best(w, s.c, s.oc);
     for (int64_t target : targets) {
       hwy::SetSupportedTargetsForTest(target);
+      const DenseF64Weights packed_here(w, s.c, s.oc);
       for (int threads : {1, 2, 3}) {
         CAPTURE(hwy::TargetName(target));
         CAPTURE(threads);
         omp_set_num_threads(threads);
-        std::vector<double> got(s.n * s.oc, 1.0);
+        std::vector<double> got(s.n * s.oc, 1.0), got_best(s.n * s.oc, 1.0), got_here(s.n * s.oc, 1.0);
         dense_f64(got.data(), x.data(), w.data(), s.n, s.c, s.oc);
+        dense_f64(got_best.data(), x.data(), packed_best, s.n);
+        dense_f64(got_here.data(), x.data(), packed_here, s.n);
         CHECK(same_bits(got, want));
+        CHECK(same_bits(got_best, want));
+        CHECK(same_bits(got_here, want));
       }
     }
     hwy::SetSupportedTargetsForTest(0);
@@ -88,9 +96,12 @@ TEST_CASE("dense_f64: a large call on a team equals the one-thread result") {
   dense_f64(one.data(), x.data(), w.data(), n, c, oc);
   omp_set_num_threads(4);
   dense_f64(team.data(), x.data(), w.data(), n, c, oc);
+  std::vector<double> team_packed(n * oc);
+  dense_f64(team_packed.data(), x.data(), DenseF64Weights(w, c, oc), n);
   omp_set_num_threads(omp_get_num_procs());
   CHECK(same_bits(one, want));
   CHECK(same_bits(team, want));
+  CHECK(same_bits(team_packed, want));
 }
 
 }  // namespace drift

@@ -4,6 +4,7 @@
 #include "hwy/highway.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "arith/dense_f64.h"
@@ -38,27 +39,33 @@ HWY_INLINE void DenseTile(D d, double* y, const double* x, const double* panel, 
   }
 }
 
-// The whole product. w's whole tiles of columns are first copied into panels (c x 2L contiguous
-// doubles each): read in place, a tile's rows lie oc doubles apart, and at the power-of-two widths
-// models use they all fall into one L1 cache set, so every load went to L2 (3x slower). Rows are
-// split over a team when `parallel` (each row's sums are the same whichever thread forms them), in
-// blocks whose x rows stay in L2 while every panel passes over them.
-void DenseAll(double* y, const double* x, const double* w, size_t n, size_t c, size_t oc, bool parallel) {
-  const hn::ScalableTag<double> d;
-  const size_t L = hn::Lanes(d), P = 2 * L;
-  const size_t panels = oc / P;
-  std::vector<double> packed(panels * c * P);
+size_t PanelWidth() { return 2 * hn::Lanes(hn::ScalableTag<double>()); }
+
+// w's whole tiles of columns copied into panels (c x P contiguous doubles each, P = PanelWidth()):
+// read in place, a tile's rows lie oc doubles apart, and at the power-of-two widths models use they
+// all fall into one L1 cache set, so every load went to L2 (3x slower).
+void PackPanels(double* packed, const double* w, size_t c, size_t oc, bool parallel) {
+  const size_t P = PanelWidth(), panels = oc / P;
   for_each_index(panels, parallel, [&](size_t p) {
-    double* dst = packed.data() + p * c * P;
+    double* dst = packed + p * c * P;
     for (size_t k = 0; k < c; ++k)
       for (size_t l = 0; l < P; ++l) dst[k * P + l] = w[k * oc + p * P + l];
   });
+}
+
+// The whole product from w's panels (packed by PackPanels for this target). Rows are split over a
+// team when `parallel` (each row's sums are the same whichever thread forms them), in blocks whose
+// x rows stay in L2 while every panel passes over them.
+void DenseAll(double* y, const double* x, const double* w, const double* packed, size_t n, size_t c, size_t oc,
+              bool parallel) {
+  const hn::ScalableTag<double> d;
+  const size_t P = PanelWidth(), panels = oc / P;
   constexpr size_t kRowBlock = 64;  // a multiple of the 8-row tile
   const size_t blocks = (n + kRowBlock - 1) / kRowBlock;
   for_each_index(blocks, parallel, [&](size_t b) {
     const size_t i0 = b * kRowBlock, i1 = std::min(n, i0 + kRowBlock);
     for (size_t p = 0; p < panels; ++p) {
-      const double* panel = packed.data() + p * c * P;
+      const double* panel = packed + p * c * P;
       size_t i = i0;
       for (; i + 8 <= i1; i += 8) DenseTile<8>(d, y, x, panel, i, p * P, c, oc);
       for (; i + 4 <= i1; i += 4) DenseTile<4>(d, y, x, panel, i, p * P, c, oc);
@@ -80,10 +87,38 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace drift {
 
+HWY_EXPORT(PanelWidth);
+HWY_EXPORT(PackPanels);
 HWY_EXPORT(DenseAll);
 
+DenseF64Weights::DenseF64Weights(std::vector<double> weights, size_t rows, size_t cols)
+    : w(std::move(weights)), c(rows), oc(cols), panel_width(HWY_DYNAMIC_DISPATCH(PanelWidth)()) {
+  panels.resize(oc / panel_width * panel_width * c);
+  HWY_DYNAMIC_DISPATCH(PackPanels)(panels.data(), w.data(), c, oc, false);
+}
+
+namespace {
+
+bool worth_team(size_t n, size_t c, size_t oc) { return worth_threads_products(n * c * oc) && n > 64; }
+
+// The product with w's panels laid out for this call.
+void dense_packing_here(double* y, const double* x, const double* w, size_t n, size_t c, size_t oc) {
+  const bool parallel = worth_team(n, c, oc);
+  const size_t P = HWY_DYNAMIC_DISPATCH(PanelWidth)();
+  std::vector<double> panels(oc / P * P * c);
+  HWY_DYNAMIC_DISPATCH(PackPanels)(panels.data(), w, c, oc, parallel);
+  HWY_DYNAMIC_DISPATCH(DenseAll)(y, x, w, panels.data(), n, c, oc, parallel);
+}
+
+}  // namespace
+
+void dense_f64(double* y, const double* x, const DenseF64Weights& w, size_t n) {
+  if (HWY_DYNAMIC_DISPATCH(PanelWidth)() != w.panel_width) return dense_packing_here(y, x, w.w.data(), n, w.c, w.oc);
+  HWY_DYNAMIC_DISPATCH(DenseAll)(y, x, w.w.data(), w.panels.data(), n, w.c, w.oc, worth_team(n, w.c, w.oc));
+}
+
 void dense_f64(double* y, const double* x, const double* w, size_t n, size_t c, size_t oc) {
-  HWY_DYNAMIC_DISPATCH(DenseAll)(y, x, w, n, c, oc, worth_threads_products(n * c * oc) && n > 64);
+  dense_packing_here(y, x, w, n, c, oc);
 }
 
 void dense_f64_scalar(double* y, const double* x, const double* w, size_t n, size_t c, size_t oc) {

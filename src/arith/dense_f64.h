@@ -11,8 +11,24 @@
 
 namespace drift {
 
-// y (n x oc, row stride oc) = x (n x c, row stride c) · w (c x oc, row stride oc). OpenMP over rows
-// when the call is large enough (rows are independent: any thread count gives the same bits).
+// A weight w (c x oc, row stride oc) kept with its whole column tiles already copied into the
+// kernel's panels for the SIMD target in use, so that a weight many products reuse (the proxy's
+// fixed teacher) is laid out once rather than once per call. A product on another target (tests
+// switch targets) lays out its own panels for that call: the bits never depend on this.
+struct DenseF64Weights {
+  DenseF64Weights() = default;
+  DenseF64Weights(std::vector<double> w, size_t c, size_t oc);
+
+  std::vector<double> w;       // c x oc, row-major
+  size_t c = 0, oc = 0;
+  size_t panel_width = 0;      // columns per panel of the target `panels` was laid out for
+  std::vector<double> panels;  // (oc / panel_width) panels of c x panel_width contiguous doubles
+};
+
+// y (n x oc, row stride oc) = x (n x c, row stride c) · w. OpenMP over rows when the call is large
+// enough (rows are independent: any thread count gives the same bits).
+void dense_f64(double* y, const double* x, const DenseF64Weights& w, size_t n);
+// The same for a weight used once (its panels are laid out for this call).
 void dense_f64(double* y, const double* x, const double* w, size_t n, size_t c, size_t oc);
 
 // The same as a scalar triple loop: the definition dense_f64 is tested against.

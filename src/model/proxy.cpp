@@ -36,6 +36,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "arith/dense_f64.h"
 #include "arith/parallel.h"
@@ -56,8 +57,16 @@ constexpr uint64_t kTeacherStream = 0x7eac0000;  // + teacher tensor index
 struct Teacher {
   size_t din = 0, d = 0, f = 0, o = 0, layers = 0;
   bool gelu = false, mlp = false;
-  std::vector<double> w_in, w_out;  // transposed: (fan_in, out)
-  std::vector<std::vector<double>> w1, w2;
+  DenseF64Weights w_in, w_out;  // transposed: (fan_in, out)
+  std::vector<DenseF64Weights> w1, w2;
+  // forward()'s activations, kept from call to call: at a study size they are megabytes each, and
+  // fresh ones cost the kernel's page faults and their zeroing every batch. (A model is driven by
+  // one caller at a time; its own forward() writes its state too.)
+  struct Workspace {
+    std::vector<double> h, a, u, v, r, mean, rstd, ones, zeros;
+    std::vector<double> inputs, targets;  // the batch in double, for ProxyModel::draw_batch
+  };
+  mutable Workspace work;
 
   explicit Teacher(const ModelConfig& c)
       : din(c.input_dim), d(c.d_model), f(c.mlp_mult * c.d_model), o(c.output_dim), layers(c.layers),
@@ -77,7 +86,7 @@ struct Teacher {
           wt[k * out + r] = sd * (uniform ? uniform_draw(c.teacher_seed, stream, i) : normal_draw(c.teacher_seed, stream, i));
         }
       ++index;
-      return wt;
+      return DenseF64Weights(std::move(wt), fan_in, out);
     };
     if (mlp) {
       f = c.teacher_width ? c.teacher_width : c.d_model;
@@ -99,10 +108,10 @@ struct Teacher {
   // The weights as the paper's torch modules hold them, (out, in), named after their layers.
   std::vector<GeneratorTensor> tensors() const {
     std::vector<GeneratorTensor> out;
-    auto add = [&](const std::string& name, const std::vector<double>& wt, size_t fan_in, size_t n_out) {
+    auto add = [&](const std::string& name, const DenseF64Weights& wt, size_t fan_in, size_t n_out) {
       std::vector<double> w(n_out * fan_in);
       for (size_t r = 0; r < n_out; ++r)
-        for (size_t k = 0; k < fan_in; ++k) w[r * fan_in + k] = wt[k * n_out + r];
+        for (size_t k = 0; k < fan_in; ++k) w[r * fan_in + k] = wt.w[k * n_out + r];
       out.push_back({"teacher." + name, {n_out, fan_in}, std::move(w)});
     };
     const size_t width = mlp ? din : d;
@@ -125,28 +134,35 @@ struct Teacher {
 
   // y (B, o) from x (B, din).
   void forward(double* y, const double* x, size_t b) const {
+    auto& [h, a, u, v, r, mean, rstd, ones, zeros, inputs, targets] = work;  // (Workspace's members, in order)
     if (mlp) {
-      std::vector<double> h(x, x + b * din), u(b * f), v(b * f);
+      h.assign(x, x + b * din);
+      u.resize(b * f);
+      v.resize(b * f);
       for (size_t l = 0; l < layers; ++l) {
-        dense_f64(u.data(), h.data(), w1[l].data(), b, din, f);
+        dense_f64(u.data(), h.data(), w1[l], b);
         act(v.data(), u.data(), b * f);
-        dense_f64(h.data(), v.data(), w2[l].data(), b, f, din);
+        dense_f64(h.data(), v.data(), w2[l], b);
       }
       std::copy(h.begin(), h.end(), y);
       return;
     }
-    std::vector<double> h(b * d), a(b * d), u(b * f), v(b * f), r(b * d), mean(b), rstd(b);
-    const std::vector<double> ones(d, 1.0), zeros(d, 0.0);
-    dense_f64(h.data(), x, w_in.data(), b, din, d);
+    for (auto* buf : {&h, &a, &r}) buf->resize(b * d);
+    for (auto* buf : {&u, &v}) buf->resize(b * f);
+    mean.resize(b);
+    rstd.resize(b);
+    ones.assign(d, 1.0);
+    zeros.assign(d, 0.0);
+    dense_f64(h.data(), x, w_in, b);
     for (size_t l = 0; l < layers; ++l) {
       layernorm_forward(a.data(), mean.data(), rstd.data(), h.data(), ones.data(), zeros.data(), b, d);
-      dense_f64(u.data(), a.data(), w1[l].data(), b, d, f);
+      dense_f64(u.data(), a.data(), w1[l], b);
       act(v.data(), u.data(), b * f);
-      dense_f64(r.data(), v.data(), w2[l].data(), b, f, d);
+      dense_f64(r.data(), v.data(), w2[l], b);
       for (size_t i = 0; i < b * d; ++i) h[i] += r[i];
     }
     layernorm_forward(a.data(), mean.data(), rstd.data(), h.data(), ones.data(), zeros.data(), b, d);
-    dense_f64(y, a.data(), w_out.data(), b, d, o);
+    dense_f64(y, a.data(), w_out, b);
   }
 };
 
@@ -334,7 +350,10 @@ class ProxyModel final : public Model<T> {
     const auto& c = this->cfg;
     const size_t din = c.input_dim, O = c.output_dim;
     x.resize(b * din);
-    std::vector<double> xd(b * din), yd(b * O);
+    std::vector<double>& xd = teacher_.work.inputs;
+    std::vector<double>& yd = teacher_.work.targets;
+    xd.resize(b * din);
+    yd.resize(b * O);
     auto as_data = [&](double v) { return this->float_data ? static_cast<T>(static_cast<float>(v)) : static_cast<T>(v); };
     // (Each draw is its own counter's: a team splits a large batch's draws without changing a bit.)
     constexpr size_t kDrawChunk = 1024;
