@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "arith/parallel.h"
+#include "arith/tanh_f64.h"
 #include "arith/tanh_fp32.h"
 #include "model/elementwise.h"
 #include "model/sites.h"
@@ -63,17 +64,19 @@ void linear_backward(MatmulSites& s, const LinearSites& site, T* dinp, T* dw, T*
       for (size_t j = 0; j < oc; ++j) dbias[j] += dout[i * oc + j];
 }
 
-// out (N) = tanh(inp (N)): for float drift's own tanh (arith/tanh_fp32.h: computed in double,
-// rounded once, the same bits on every machine; glibc's tanhf is neither correctly rounded nor the
-// same across versions), for double (the gradient checks) std::tanh.
+// out (N) = tanh(inp (N)) by drift's own tanh, the same bits on every machine: for float
+// arith/tanh_fp32.h (computed in double, rounded once; glibc's tanhf is neither correctly rounded nor
+// the same across versions), for double (the proxy's teacher, the gradient checks) arith/tanh_f64.h
+// (fdlibm's algorithm, whose glibc build differs between CPUs).
 template <typename T>
 void tanh_forward(T* out, const T* inp, size_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    constexpr size_t kChunk = 4096;
-    for_each_chunk(n, kChunk, worth_threads_elements(n),
-                   [&](size_t lo, size_t len) { tanh_fp32_span(inp + lo, out + lo, len); });
-  } else
-    for (size_t i = 0; i < n; ++i) out[i] = std::tanh(inp[i]);
+  constexpr size_t kChunk = 4096;
+  for_each_chunk(n, kChunk, worth_threads_elements(n), [&](size_t lo, size_t len) {
+    if constexpr (std::is_same_v<T, float>)
+      tanh_fp32_span(inp + lo, out + lo, len);
+    else
+      tanh_f64_span(inp + lo, out + lo, len);
+  });
 }
 // dinp (N) = dout * (1 - out^2)
 template <typename T>
