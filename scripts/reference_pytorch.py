@@ -653,13 +653,35 @@ def corpus_bytes(path):
     return np.frombuffer(data, dtype=np.uint8).astype(np.int64)
 
 
+def blas_core():
+    """The kernel family of the OpenBLAS this process loaded (torch's BLAS on Debian), or "unknown".
+    OpenBLAS picks kernels by CPU model; an OpenBLAS older than the CPU runs narrower ones (bookworm's
+    0.3.21 runs AVX2 "Haswell" kernels on AMD Zen 5), which halves the reference's speed."""
+    import ctypes
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = sorted({line.split()[-1] for line in maps if "blas" in line and line.split()[-1].startswith("/")})
+    except OSError:
+        paths = []
+    for path in paths:
+        try:
+            get = ctypes.CDLL(path).openblas_get_corename
+        except (OSError, AttributeError):
+            continue
+        get.restype = ctypes.c_char_p
+        return get().decode()
+    return "unknown"
+
+
 def bench(args):
     torch.set_num_threads(args.threads)
+    torch.ones(64, 64) @ torch.ones(64, 64)  # loads torch's BLAS, so blas_core() can find it
     tokens = corpus_bytes(args.data)
     train = tokens[: len(tokens) - int(len(tokens) * 0.1)]
     rng = np.random.default_rng(0)
     gen = torch.Generator().manual_seed(0)
     rows = []
+    core = blas_core()
     for name, m in BENCH_MODELS.items():
         if args.models and name not in args.models:
             continue
@@ -703,11 +725,12 @@ def bench(args):
         dt = (time.perf_counter() - t0) / steps
         ct = (time.process_time() - c0) / steps
         rows.append({"model": name, "policy": "pytorch_fp32", "threads": args.threads, "steps": steps,
-                     "ms_per_step": dt * 1e3, "steps_per_s": 1.0 / dt, "cpu_ms_per_step": ct * 1e3})
+                     "ms_per_step": dt * 1e3, "steps_per_s": 1.0 / dt, "cpu_ms_per_step": ct * 1e3,
+                     "blas_core": core})
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
-        print("PyTorch %s float32, %d thread(s)" % (torch.__version__, args.threads))
+        print("PyTorch %s float32, %d thread(s), BLAS kernels: %s" % (torch.__version__, args.threads, core))
         print("%-6s %-14s %8s %12s %12s %12s" % ("model", "policy", "steps", "ms/step", "steps/s", "cpu ms/step"))
         for r in rows:
             print("%-6s %-14s %8d %12.3f %12.2f %12.3f" % (r["model"], r["policy"], r["steps"], r["ms_per_step"],

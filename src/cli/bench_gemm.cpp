@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "backend/timing.h"
 #include "cli/bench_operands.h"
+#include "cli/blas_reference.h"
 #include "cli/commands.h"
 #include "policy/matmul_json.h"
 
@@ -136,7 +137,10 @@ void run_bench_gemm(const BenchOptions& o) {
   }
   if (o.backend != "cpu") throw InputError("--backend: expected cpu or cuda, got '" + o.backend + "'");
   nlohmann::json rows = nlohmann::json::array();
-  if (!o.json) std::printf("%-18s %-16s %12s %12s %8s %s\n", "policy", "shape MxNxK", "GFLOP/s", "sgemm GF/s", "ratio", "path");
+  if (!o.json) {
+    std::printf("%s\n", openblas_reference_line().c_str());
+    std::printf("%-18s %-16s %12s %12s %8s %s\n", "policy", "shape MxNxK", "GFLOP/s", "sgemm GF/s", "ratio", "path");
+  }
   for (const auto& sh : shapes) {
     std::vector<float> af = bench_operand(1, sh.m * sh.k), bf = bench_operand(2, sh.k * sh.n);
     const double flops = 2.0 * sh.m * sh.n * sh.k;
@@ -188,7 +192,8 @@ void run_bench_gemm(const BenchOptions& o) {
                     fast ? "fast" : "reference");
       std::fflush(stdout);
       rows.push_back({{"policy", bp.name}, {"m", sh.m}, {"n", sh.n}, {"k", sh.k}, {"gflops", gflops},
-                      {"sgemm_gflops", sgemm_gflops}, {"ratio", ratio}, {"path", fast ? "fast" : "reference"}});
+                      {"sgemm_gflops", sgemm_gflops}, {"sgemm_core", openblas_core()}, {"ratio", ratio},
+                      {"path", fast ? "fast" : "reference"}});
     }
   }
   if (o.json) std::printf("%s\n", rows.dump(2).c_str());

@@ -37,6 +37,7 @@
 #include "arith/matmul_workspace.h"
 #include "backend/timing.h"
 #include "cli/bench_operands.h"
+#include "cli/blas_reference.h"
 #include "cli/commands.h"
 #include "io/npy.h"
 #include "train/config.h"
@@ -286,6 +287,7 @@ bool selected(const std::vector<std::string>& wanted, const std::string& name) {
 struct TorchFigures {
   std::string model;
   double ms = 0, cpu_ms = 0;  // wall and process-CPU milliseconds per step
+  std::string blas_core;      // the OpenBLAS kernels torch ran (empty: not recorded)
 };
 
 // Rows of reference_pytorch.py --bench --json.
@@ -309,7 +311,8 @@ std::vector<TorchFigures> read_pytorch(const std::string& path) {
         !positive(r, "cpu_ms_per_step"))
       throw InputError("--pytorch: '" + path +
                        "': each row needs \"model\" (string), \"ms_per_step\" and \"cpu_ms_per_step\" (> 0)");
-    out.push_back({r["model"].get<std::string>(), r["ms_per_step"].get<double>(), r["cpu_ms_per_step"].get<double>()});
+    const std::string core = r.contains("blas_core") && r["blas_core"].is_string() ? r["blas_core"].get<std::string>() : "";
+    out.push_back({r["model"].get<std::string>(), r["ms_per_step"].get<double>(), r["cpu_ms_per_step"].get<double>(), core});
   }
   return out;
 }
@@ -342,6 +345,9 @@ void run_bench_train(const Options& o) {
     std::printf("drift train's own loop, %d thread(s); corpus %s; ms per step between logged steps "
                 "(log_every 10), CPU ms of the process; e2e: the whole command\n",
                 o.threads, o.data.c_str());
+    if (!pytorch.empty() && !pytorch.front().blas_core.empty())
+      std::printf("PyTorch's BLAS kernels: %s%s\n", pytorch.front().blas_core.c_str(),
+                  narrow_kernels_note(pytorch.front().blas_core).c_str());
     print_header(!pytorch.empty(), o.end_to_end);
   }
   for (const auto& bm : kModels) {
@@ -389,6 +395,7 @@ void run_bench_train(const Options& o) {
       if (torch) {
         row["pytorch_ms_per_step"] = torch->ms;
         row["pytorch_cpu_ms_per_step"] = torch->cpu_ms;
+        if (!torch->blas_core.empty()) row["pytorch_blas_core"] = torch->blas_core;
         row["speed_vs_pytorch"] = ratio;
         row["cpu_speed_vs_pytorch"] = cpu_ratio;
         row["target"] = bp.target;

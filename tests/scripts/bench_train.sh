@@ -10,7 +10,7 @@ source "$(dirname "$0")/common.bash" "$@"
 
 # Figures in the shape reference_pytorch.py --bench --json prints (made up: only the join is tested).
 cat > torch.json <<'JSON'
-[{"model": "mlp", "policy": "pytorch_fp32", "threads": 1, "steps": 5, "ms_per_step": 7.5, "steps_per_s": 133.3, "cpu_ms_per_step": 7.0},
+[{"model": "mlp", "policy": "pytorch_fp32", "threads": 1, "steps": 5, "ms_per_step": 7.5, "steps_per_s": 133.3, "cpu_ms_per_step": 7.0, "blas_core": "Haswell"},
  {"model": "proxy", "policy": "pytorch_fp32", "threads": 1, "steps": 5, "ms_per_step": 90.0, "steps_per_s": 11.1, "cpu_ms_per_step": 80.0}]
 JSON
 OMP_NUM_THREADS=1 "$drift" bench train --steps 1 --models mlp proxy --e2e-steps 3 \
@@ -39,6 +39,8 @@ for r in rows:
     assert abs(r["e2e_tokens_per_s"] - 3 * r["tokens_per_step"] / r["e2e_wall_s"]) <= 1e-9 * r["e2e_tokens_per_s"], r
     ms, cpu = torch[r["model"]]
     assert r["pytorch_ms_per_step"] == ms and r["pytorch_cpu_ms_per_step"] == cpu, r
+    # The BLAS kernels torch ran, where its row records them (mlp's here, not proxy's).
+    assert r.get("pytorch_blas_core") == ("Haswell" if r["model"] == "mlp" else None), r
     assert abs(r["speed_vs_pytorch"] - ms / r["ms_per_step"]) <= 1e-12 * r["speed_vs_pytorch"], r
     assert abs(r["cpu_speed_vs_pytorch"] - cpu / r["cpu_ms_per_step"]) <= 1e-12 * r["cpu_speed_vs_pytorch"], r
     assert r["target"] == (2.0 if r["policy"] == "fp32" else 1.0), r

@@ -1,0 +1,39 @@
+#include "cli/blas_reference.h"
+
+#include <hwy/targets.h>
+#ifdef DRIFT_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+#include <array>
+#include <string>
+
+namespace drift::cli {
+
+std::string narrow_kernels_note(const std::string& core) {
+  // OpenBLAS's AVX-512 kernel families, as openblas_get_corename names them.
+  constexpr std::array<const char*, 3> kAvx512Cores = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+  for (const char* c : kAvx512Cores)
+    if (core == c) return "";
+  if (!(hwy::SupportedTargets() & HWY_AVX3)) return "";
+  return " (narrower than this CPU's AVX-512, which drift uses: OPENBLAS_CORETYPE=SkylakeX, for drift and "
+         "reference_pytorch.py alike, gives the reference AVX-512 too)";
+}
+
+#ifdef DRIFT_HAVE_OPENBLAS
+std::string openblas_core() {
+  const char* core = openblas_get_corename();
+  return core ? core : "unknown";
+}
+
+std::string openblas_reference_line() {
+  const char* config = openblas_get_config();
+  const std::string core = openblas_core();
+  return "reference: " + std::string(config ? config : "OpenBLAS") + ", " + core + " kernels" + narrow_kernels_note(core);
+}
+#else
+std::string openblas_core() { return "none"; }
+std::string openblas_reference_line() { return "reference: none (this drift was built without OpenBLAS)"; }
+#endif
+
+}  // namespace drift::cli

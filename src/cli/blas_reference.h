@@ -1,0 +1,23 @@
+// Which OpenBLAS kernels a benchmark's reference runs. OpenBLAS picks its kernels by CPU model, and
+// a release older than the CPU falls back to narrower ones: Debian bookworm's 0.3.21 runs its AVX2
+// (Haswell) kernels on AMD Zen 5, which has AVX-512, so sgemm, and PyTorch's twin on the same
+// library, run at a fraction of their speed there and every "drift vs reference" ratio grows. The
+// benchmarks print the reference's kernels so that a ratio is never read without them.
+#pragma once
+
+#include <string>
+
+namespace drift::cli {
+
+// The kernel family this drift's OpenBLAS chose (openblas_get_corename), or "none".
+std::string openblas_core();
+
+// "" when OpenBLAS's `core` kernels use AVX-512 or this CPU has none; otherwise a warning that the
+// reference runs narrower kernels than drift, and how to select wider ones (OPENBLAS_CORETYPE,
+// set for drift and for reference_pytorch.py alike).
+std::string narrow_kernels_note(const std::string& core);
+
+// "reference: <OpenBLAS build>, <core> kernels" and the note, for `drift bench gemm`.
+std::string openblas_reference_line();
+
+}  // namespace drift::cli
