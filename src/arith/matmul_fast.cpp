@@ -682,14 +682,18 @@ void magnitude_of(const float* v, size_t len, double& min_out, double& max_out, 
   const size_t pieces = (len + kPiece - 1) / kPiece;
   float mn = INFINITY, mx = 0;
   int bad = 0;
-#pragma omp parallel for schedule(static) reduction(min : mn) reduction(max : mx) reduction(| : bad) \
-    if (worth_threads_elements(len))
-  for (size_t p = 0; p < pieces; ++p) {
+  auto piece = [&](size_t p, float& lo, float& hi, int& nonfinite) {
     FloatScan r;
     HWY_DYNAMIC_DISPATCH(FloatMagnitudeRange)(v + p * kPiece, 1, std::min(kPiece, len - p * kPiece), 0, &r);
-    mn = std::min(mn, static_cast<float>(r.min_nonzero));
-    mx = std::max(mx, static_cast<float>(r.max));
-    bad |= r.nonfinite;
+    lo = std::min(lo, static_cast<float>(r.min_nonzero));
+    hi = std::max(hi, static_cast<float>(r.max));
+    nonfinite |= r.nonfinite;
+  };
+  if (worth_threads_elements(len)) {
+#pragma omp parallel for schedule(static) reduction(min : mn) reduction(max : mx) reduction(| : bad)
+    for (size_t p = 0; p < pieces; ++p) piece(p, mn, mx, bad);
+  } else {
+    for (size_t p = 0; p < pieces; ++p) piece(p, mn, mx, bad);  // (kept out of OpenMP: see arith/parallel.h)
   }
   min_out = std::min(min_out, static_cast<double>(mn));
   max_out = std::max(max_out, static_cast<double>(mx));
@@ -699,9 +703,12 @@ void magnitude_of(const float* v, size_t len, double& min_out, double& max_out, 
 void magnitude_of(const double* v, size_t len, double& min_out, double& max_out, int& bad_out) {
   double mn = INFINITY, mx = 0;
   int bad = 0;
-#pragma omp parallel for schedule(static) reduction(min : mn) reduction(max : mx) reduction(| : bad) \
-    if (worth_threads_elements(len))
-  for (size_t i = 0; i < len; ++i) note_magnitude(v[i], mn, mx, bad);
+  if (worth_threads_elements(len)) {
+#pragma omp parallel for schedule(static) reduction(min : mn) reduction(max : mx) reduction(| : bad)
+    for (size_t i = 0; i < len; ++i) note_magnitude(v[i], mn, mx, bad);
+  } else {
+    for (size_t i = 0; i < len; ++i) note_magnitude(v[i], mn, mx, bad);
+  }
   min_out = std::min(min_out, mn);
   max_out = std::max(max_out, mx);
   bad_out |= bad;
@@ -939,8 +946,8 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
   if (A.in_float) {
     const float* qf = A.qf.data();
     magnitude_of(qf, m * k, r.a_min, r.a_max, r.a_bad);
-#pragma omp parallel for schedule(static) if (worth_threads_elements(m * k))
-    for (size_t i = 0; i < m; ++i) HWY_DYNAMIC_DISPATCH(FusedExpCodes)(qf + i * k, k, in_emin, ea + i * k);
+    for_each_index(m, worth_threads_elements(m * k),
+                   [&](size_t i) { HWY_DYNAMIC_DISPATCH(FusedExpCodes)(qf + i * k, k, in_emin, ea + i * k); });
     fo.aqf = qf;
     if (lanes32) {
       fo.af = qf;
@@ -992,10 +999,10 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
     // Narrow codes (the int8 exponent pass) where every code fits: values below 2^31, in_emin >= -30.
     codes8 = directed && in_emin >= -kFusedCode8Limit && r.a_max < 0x1p31 && r.b_max < 0x1p31;
     const size_t threads = worth_threads_elements(n * k) ? static_cast<size_t>(omp_get_max_threads()) : 1;
-#pragma omp parallel for schedule(static) if (threads > 1)
-    for (size_t part = 0; part < threads; ++part)
+    for_each_index(threads, threads > 1, [&](size_t part) {
       HWY_DYNAMIC_DISPATCH(FusedPackStrips)(bt, npad, k, strips * part / threads, strips * (part + 1) / threads,
                                             in_emin, codes8, bf, bd, eb);
+    });
     fo.bqf = qf;
     fo.bqf_k_major = B.k_major;
   } else {
@@ -1094,11 +1101,15 @@ void pack_floats(const PreparedOperands& ops, const InPlaceOperand* ia, const In
     const double* aq = A.q.data();
     double a_min = r.a_min, a_max = r.a_max;
     int a_bad = r.a_bad;
-#pragma omp parallel for schedule(static) reduction(min : a_min) reduction(max : a_max) reduction(| : a_bad) \
-    if (worth_threads_elements(m * k))
-    for (size_t i = 0; i < m * k; ++i) {
-      note_magnitude(aq[i], a_min, a_max, a_bad);
+    auto element = [&](size_t i, double& lo, double& hi, int& nonfinite) {
+      note_magnitude(aq[i], lo, hi, nonfinite);
       a[i] = static_cast<float>(aq[i]);
+    };
+    if (worth_threads_elements(m * k)) {
+#pragma omp parallel for schedule(static) reduction(min : a_min) reduction(max : a_max) reduction(| : a_bad)
+      for (size_t i = 0; i < m * k; ++i) element(i, a_min, a_max, a_bad);
+    } else {
+      for (size_t i = 0; i < m * k; ++i) element(i, a_min, a_max, a_bad);
     }
     r.a_min = a_min;
     r.a_max = a_max;
@@ -1190,8 +1201,7 @@ void finish_output(const FastOperands& op, const MatmulPolicy& policy, const Mat
   uint64_t outer_scalar_swamped = 0;
   const float* cbuf = op.c;
   const size_t out_rows = direct ? 0 : m;  // (direct: C is finished)
-#pragma omp parallel for schedule(static) reduction(+ : outer_scalar_swamped) if (worth_threads_elements(out_rows * n))
-  for (size_t i = 0; i < out_rows; ++i)
+  auto finish_row = [&](size_t i, uint64_t& swamped) {
     for (size_t j = 0; j < n; ++j) {
       double y = cbuf[i * n + j];
       if (outer_scalar) {
@@ -1199,7 +1209,7 @@ void finish_output(const FastOperands& op, const MatmulPolicy& policy, const Mat
         if (op.nblocks == 1) {
           const double t = y;
           y = op_add(0.0, t, policy.outer.format, policy.outer.round);
-          if (t != 0 && y == 0) ++outer_scalar_swamped;
+          if (t != 0 && y == 0) ++swamped;
         } else {
           y = 0.0;
         }
@@ -1210,6 +1220,13 @@ void finish_output(const FastOperands& op, const MatmulPolicy& policy, const Mat
                                            ? y
                                            : round_to(y, policy.out_format, policy.out_round, rnd));
     }
+  };
+  if (worth_threads_elements(out_rows * n)) {
+#pragma omp parallel for schedule(static) reduction(+ : outer_scalar_swamped)
+    for (size_t i = 0; i < out_rows; ++i) finish_row(i, outer_scalar_swamped);
+  } else {
+    for (size_t i = 0; i < out_rows; ++i) finish_row(i, outer_scalar_swamped);
+  }
   static constexpr const char* kRouteOf[] = {"fast.fp32", "fast.narrow_rne", "fast.narrow_rtz", "fast.fused"};
   tel.route = kRouteOf[static_cast<size_t>(op.inner)];
   tel.swamping_counted = ctx.count_swamping;

@@ -174,26 +174,35 @@ void count_inputs(const StridedInputOf<T>& x, size_t rows, size_t k, QuantStats&
   if constexpr (std::is_same_v<T, float>) {
     if ((by_rows ? x.cs : x.rs) == 1) {  // contiguous memory rows: their float counts
       const size_t ld = by_rows ? x.rs : x.cs;
-#pragma omp parallel for schedule(static) reduction(+ : nonfinite) reduction(max : amax) \
-    if (worth_threads_elements(rows * k))
-      for (size_t o = 0; o < outer; ++o) {
+      auto row = [&](size_t o, uint64_t& bad, double& top) {
         const FloatRowCounts rc = float_row_counts(x.p + o * ld, inner);
-        nonfinite += rc.nonfinite;
-        amax = std::max(amax, static_cast<double>(rc.amax));
+        bad += rc.nonfinite;
+        top = std::max(top, static_cast<double>(rc.amax));
+      };
+      if (worth_threads_elements(rows * k)) {
+#pragma omp parallel for schedule(static) reduction(+ : nonfinite) reduction(max : amax)
+        for (size_t o = 0; o < outer; ++o) row(o, nonfinite, amax);
+      } else {
+        for (size_t o = 0; o < outer; ++o) row(o, nonfinite, amax);  // (kept out of OpenMP: arith/parallel.h)
       }
       st.nonfinite = nonfinite;
       st.amax = amax;
       return;
     }
   }
-#pragma omp parallel for schedule(static) reduction(+ : nonfinite) reduction(max : amax) \
-    if (worth_threads_elements(rows * k))
-  for (size_t o = 0; o < outer; ++o)
+  auto line = [&](size_t o, uint64_t& bad, double& top) {
     for (size_t i = 0; i < inner; ++i) {
       const double v = by_rows ? x.at(o, i) : x.at(i, o);
-      if (!finite(v)) ++nonfinite;
-      else amax = std::max(amax, abs_of(v));
+      if (!finite(v)) ++bad;
+      else top = std::max(top, abs_of(v));
     }
+  };
+  if (worth_threads_elements(rows * k)) {
+#pragma omp parallel for schedule(static) reduction(+ : nonfinite) reduction(max : amax)
+    for (size_t o = 0; o < outer; ++o) line(o, nonfinite, amax);
+  } else {
+    for (size_t o = 0; o < outer; ++o) line(o, nonfinite, amax);
+  }
   st.nonfinite = nonfinite;
   st.amax = amax;
 }
@@ -960,9 +969,7 @@ void quantize_into_impl(QuantizedOperand& out, const StridedInputOf<T>& x_in, si
         return;
       }
     }
-#pragma omp parallel for schedule(static) if (worth_threads_elements(rows * k))
-    for (size_t r0 = 0; r0 < rows; r0 += kT) {
-      const size_t nr = std::min(kT, rows - r0);
+    for_each_chunk(rows, kT, worth_threads_elements(rows * k), [&](size_t r0, size_t nr) {
       T buf[kT][kT];
       for (size_t c0 = 0; c0 < k; c0 += kT) {
         const size_t nc = std::min(kT, k - c0);
@@ -971,7 +978,7 @@ void quantize_into_impl(QuantizedOperand& out, const StridedInputOf<T>& x_in, si
         for (size_t rr = 0; rr < nr; ++rr)
           for (size_t cc = 0; cc < nc; ++cc) dst[(r0 + rr) * k + c0 + cc] = buf[rr][cc];
       }
-    }
+    });
     quantize_rows(out, StridedInputOf<T>{dst, k, 1}, rows, k, qz, seed, stream, state, ws);
   } else {
     quantize_rows(out, x_in, rows, k, qz, seed, stream, state, ws);
