@@ -63,10 +63,11 @@ struct Teacher {
   // fresh ones cost the kernel's page faults and their zeroing every batch. (A model is driven by
   // one caller at a time; its own forward() writes its state too.)
   struct Workspace {
-    std::vector<double> h, a, u, v, r, mean, rstd, ones, zeros;
+    std::vector<double> h, a, u, v, r, mean, rstd;
     std::vector<double> inputs, targets;  // the batch in double, for ProxyModel::draw_batch
   };
   mutable Workspace work;
+  std::vector<double> ln_weight, ln_bias;  // the LayerNorms' fixed affine: 1 and 0 (d each)
 
   explicit Teacher(const ModelConfig& c)
       : din(c.input_dim), d(c.d_model), f(c.mlp_mult * c.d_model), o(c.output_dim), layers(c.layers),
@@ -97,6 +98,8 @@ struct Teacher {
       }
       return;
     }
+    ln_weight.assign(d, 1.0);
+    ln_bias.assign(d, 0.0);
     w_in = draw(d, din);
     for (size_t l = 0; l < layers; ++l) {
       w1.push_back(draw(f, d));
@@ -134,7 +137,7 @@ struct Teacher {
 
   // y (B, o) from x (B, din).
   void forward(double* y, const double* x, size_t b) const {
-    auto& [h, a, u, v, r, mean, rstd, ones, zeros, inputs, targets] = work;  // (Workspace's members, in order)
+    auto &h = work.h, &a = work.a, &u = work.u, &v = work.v, &r = work.r, &mean = work.mean, &rstd = work.rstd;
     if (mlp) {
       h.assign(x, x + b * din);
       u.resize(b * f);
@@ -151,17 +154,15 @@ struct Teacher {
     for (auto* buf : {&u, &v}) buf->resize(b * f);
     mean.resize(b);
     rstd.resize(b);
-    ones.assign(d, 1.0);
-    zeros.assign(d, 0.0);
     dense_f64(h.data(), x, w_in, b);
     for (size_t l = 0; l < layers; ++l) {
-      layernorm_forward(a.data(), mean.data(), rstd.data(), h.data(), ones.data(), zeros.data(), b, d);
+      layernorm_forward(a.data(), mean.data(), rstd.data(), h.data(), ln_weight.data(), ln_bias.data(), b, d);
       dense_f64(u.data(), a.data(), w1[l], b);
       act(v.data(), u.data(), b * f);
       dense_f64(r.data(), v.data(), w2[l], b);
       for (size_t i = 0; i < b * d; ++i) h[i] += r[i];
     }
-    layernorm_forward(a.data(), mean.data(), rstd.data(), h.data(), ones.data(), zeros.data(), b, d);
+    layernorm_forward(a.data(), mean.data(), rstd.data(), h.data(), ln_weight.data(), ln_bias.data(), b, d);
     dense_f64(y, a.data(), w_out, b);
   }
 };
