@@ -23,6 +23,15 @@ DRIFT_HD uint32_t random_u32(uint64_t seed, uint64_t stream, uint64_t index) {
   return philox_block(seed, stream, index >> 2).v[index & 3];
 }
 
+// splitmix64's finalizer: a bijective mix, so distinct (step, site, call) keys give distinct random
+// streams with overwhelming odds (the models' matmul and elementwise sites derive theirs with it).
+DRIFT_HD uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
 // Fills out[0..n) with the words of indices first..first+n (4 per Philox call).
 inline void random_fill(uint64_t seed, uint64_t stream, uint64_t first, uint32_t* out, uint64_t n) {
   uint64_t i = 0;

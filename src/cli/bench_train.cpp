@@ -77,12 +77,12 @@ const BenchModel kModels[] = {
 
 // Each policy as the precision.matmul rules a training config holds, with its target speed ratio
 // (drift's steps per second / PyTorch float32's, issue 16).
-struct BenchPolicy {
+struct TrainPolicy {
   const char* name;
   const char* rules;
   double target;
 };
-const BenchPolicy kPolicies[] = {
+const TrainPolicy kPolicies[] = {
     {"fp32", R"([{"preset": "fp32"}])", 2.0},
     {"mxfp8_e4m3", R"([{"preset": "mxfp8_e4m3"}])", 1.0},
 };
@@ -113,7 +113,7 @@ double children_cpu_seconds() {
 }
 
 // The config a user would write for this model and policy (every other key at its default).
-nlohmann::json bench_config(const BenchModel& bm, const BenchPolicy& bp, const Options& o, size_t steps,
+nlohmann::json bench_config(const BenchModel& bm, const TrainPolicy& bp, const Options& o, size_t steps,
                             const std::string& out) {
   nlohmann::json c = {{"seed", 0},
                       {"model", nlohmann::json::parse(bm.model_json)},
@@ -178,7 +178,7 @@ double engine_seconds(const StepTiming& t, double min_seconds) {
 // Times the training loop of `drift train` between logged steps: the first mark is the first logged
 // step after a warm-up (scratch buffers grown, pages faulted in), the last the first logged step
 // at which enough steps and seconds have passed; train() then stops as after Ctrl-C.
-StepTiming time_training(const BenchModel& bm, const BenchPolicy& bp, const Options& o, const fs::path& scratch) {
+StepTiming time_training(const BenchModel& bm, const TrainPolicy& bp, const Options& o, const fs::path& scratch) {
   constexpr size_t kHuge = 100000000;  // steps (the most a config allows): the schedule stays in warm-up/early cosine
   nlohmann::json j = bench_config(bm, bp, o, kHuge, (scratch / (std::string("steps-") + bm.name + "-" + bp.name)).string());
   j["train"]["eval_every"] = kHuge;  // no evaluation inside the timed steps
@@ -239,7 +239,7 @@ struct EndToEnd {
 };
 
 // The whole `drift train --config C --out D --quiet` command, this binary as a child process.
-EndToEnd time_command(const BenchModel& bm, const BenchPolicy& bp, const Options& o, const fs::path& scratch) {
+EndToEnd time_command(const BenchModel& bm, const TrainPolicy& bp, const Options& o, const fs::path& scratch) {
   EndToEnd e;
   e.steps = o.e2e_steps ? o.e2e_steps : bm.e2e_steps;
   // A directory of its own per model and policy (drift train refuses to replace a finished run).

@@ -6,22 +6,25 @@
 
 #include "arith/catalogue.h"
 #include "diag/grad_quality.h"
+#include "io/json_number.h"
 #include "policy/site_rules.h"
 
 namespace drift {
 
 using ojson = nlohmann::ordered_json;
+using io::finite_or_null;
 
 namespace {
 
-ojson num(double x) { return std::isfinite(x) ? ojson(x) : ojson(nullptr); }
 
 // Relative deviations below this magnitude of the reference are measured against it instead
 // (a logit of exactly 0 would otherwise make any deviation infinite).
 constexpr double kTinyLogit = 1e-30;
 
 ojson quality_json(const GradQuality& q) {
-  return {{"cosine", num(q.cosine)}, {"rel_error", num(q.rel_error)}, {"bias", num(q.bias)}};
+  return {{"cosine", finite_or_null(q.cosine)},
+          {"rel_error", finite_or_null(q.rel_error)},
+          {"bias", finite_or_null(q.bias)}};
 }
 
 ojson grad_json(const ParamTable& table, const float* g, const double* ref) {
@@ -37,8 +40,8 @@ ojson grad_json(const ParamTable& table, const float* g, const double* ref) {
 
 ojson cast_json(const CastErrorStats& s) {
   if (s.elements == 0) return nullptr;  // not measured (Hadamard-rotated operand) or empty
-  return {{"rel_error", num(s.rel_error())}, {"one_sidedness", num(s.one_sidedness())},
-          {"shrank", num(s.shrank_fraction())}};
+  return {{"rel_error", finite_or_null(s.rel_error())}, {"one_sidedness", finite_or_null(s.one_sidedness())},
+          {"shrank", finite_or_null(s.shrank_fraction())}};
 }
 
 template <typename T>
@@ -159,24 +162,25 @@ ojson Diagnostics::run(uint64_t step, const Model<float>& run_model, const float
     const bool fwd = s.role == Role::forward && s.calls;
     const std::vector<double>& ref = exact_->sites.sites()[i].captured;
     sites[s.name()] = {{"calls", s.calls},
-                       {"out_rel_error", fwd ? num(rel_error_norm(s.captured, ref)) : ojson(nullptr)},
-                       {"out_max_rel_dev", fwd ? num(max_rel_deviation(s.captured, ref)) : ojson(nullptr)},
+                       {"out_rel_error", fwd ? finite_or_null(rel_error_norm(s.captured, ref)) : ojson(nullptr)},
+                       {"out_max_rel_dev", fwd ? finite_or_null(max_rel_deviation(s.captured, ref)) : ojson(nullptr)},
                        {"a_cast", cast_json(s.tel.a_cast)},
                        {"b_cast", cast_json(s.tel.b_cast)},
                        {"bound", {{"checked", s.tel.bound.checked},
                                   {"unchecked", s.tel.bound.unchecked},
                                   {"violations", s.tel.bound.violations},
-                                  {"max_ratio", num(s.tel.bound.max_ratio)}}}};
+                                  {"max_ratio", finite_or_null(s.tel.bound.max_ratio)}}}};
   }
 
   ojson line = {{"step", step},
-                {"loss", num(loss)},
-                {"exact_loss", num(exact_loss)},
+                {"loss", finite_or_null(loss)},
+                {"exact_loss", finite_or_null(exact_loss)},
                 {"replay_identical", identical},
-                {"logits_max_rel_dev", num(max_rel_deviation(replay_->last_logits(), exact_->last_logits()))},
+                {"logits_max_rel_dev",
+                 finite_or_null(max_rel_deviation(replay_->last_logits(), exact_->last_logits()))},
                 {"bound_checked", total.checked},
                 {"bound_violations", total.violations},
-                {"bound_max_ratio", num(total.max_ratio)},
+                {"bound_max_ratio", finite_or_null(total.max_ratio)},
                 {"grad", grad_json(table, grad, ref.data())},
                 {"sites", sites}};
 
@@ -188,8 +192,9 @@ ojson Diagnostics::run(uint64_t step, const Model<float>& run_model, const float
     replay_->sites.diagnose = false;
     const double ploss = forward_backward(*replay_, batch, loss_scale);
     probes.push_back({{"name", p.name},
-                      {"loss", num(ploss)},
-                      {"logits_max_rel_dev", num(max_rel_deviation(replay_->last_logits(), exact_->last_logits()))},
+                      {"loss", finite_or_null(ploss)},
+                      {"logits_max_rel_dev",
+                 finite_or_null(max_rel_deviation(replay_->last_logits(), exact_->last_logits()))},
                       {"grad", grad_json(table, replay_->grads.data(), ref.data())}});
   }
   line["probes"] = probes;

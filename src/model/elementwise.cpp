@@ -3,20 +3,16 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "arith/random.h"
+
 namespace drift {
 
 namespace {
 const char* const kNames[] = {"ln_weight", "ln_bias", "ln_out", "act_in", "act_out", "softmax"};
 constexpr int kKinds = 6;
 
-// splitmix64, as the matmul sites use it; the elementwise site index is offset by 2^32 so that its
-// streams never coincide with a matmul site's (whose indices are small).
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+// Streams come from splitmix64 (arith/random.h), as the matmul sites' do; the elementwise site index
+// is offset by 2^32 so that its streams never coincide with a matmul site's (whose indices are small).
 constexpr uint64_t kSiteOffset = uint64_t{1} << 32;
 }  // namespace
 
@@ -98,7 +94,7 @@ void ElementwiseSites::quantize(size_t id, T* x, size_t rows, size_t k) {
   }
   work_.resize(n);
   for (size_t i = 0; i < n; ++i) work_[i] = static_cast<double>(x[i]);
-  const uint64_t stream = mix(mix(mix(step_) ^ (kSiteOffset + id)) ^ call);
+  const uint64_t stream = splitmix64(splitmix64(splitmix64(step_) ^ (kSiteOffset + id)) ^ call);
   quantize_into(q_, StridedInput{work_.data(), k, 1}, rows, k, *s.quantizer, seed, stream, &s.delayed, &qws_);
   if (record_) offsets_[id].emplace_back(n);
   for (size_t r = 0; r < rows; ++r)

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "arith/random.h"
 #include "arith/transpose.h"
 #include "backend/backend.h"
 
@@ -65,21 +66,11 @@ void MatmulSites::reset_telemetry() {
   }
 }
 
-namespace {
-// splitmix64: a bijective mix, so distinct (step, site, call) give distinct streams with overwhelming odds.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-}  // namespace
-
 MatmulContext MatmulSites::context(size_t id) {
   MatmulSite& s = sites_.at(id);
   MatmulContext ctx;
   ctx.seed = seed;
-  ctx.stream = mix(mix(mix(step_) ^ id) ^ step_calls_[id]++);
+  ctx.stream = splitmix64(splitmix64(splitmix64(step_) ^ id) ^ step_calls_[id]++);
   ctx.delayed_a = &s.delayed_a;
   ctx.delayed_b = &s.delayed_b;
   ctx.force_reference = force_reference;

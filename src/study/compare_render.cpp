@@ -7,9 +7,12 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "io/json_number.h"
+
 namespace drift {
 
 using ojson = nlohmann::ordered_json;
+using io::finite_or_null;
 
 namespace {
 
@@ -29,7 +32,6 @@ std::string shortest(double x) {
   return std::string(buf, r.ptr);
 }
 
-ojson num(double x) { return std::isfinite(x) ? ojson(x) : ojson(nullptr); }
 ojson step_json(const std::optional<int64_t>& s) { return s ? ojson(*s) : ojson(nullptr); }
 
 std::string seed_cell(const RunRecord& r) {
@@ -191,27 +193,30 @@ ojson comparison_json(const std::vector<PolicyRow>& rows, CompareTables tables, 
         steps.push_back({{"seed", r->seed}, {"step", r->divergence_step ? ojson(*r->divergence_step) : ojson(nullptr)}});
         dirs.push_back(r->dir);
       }
-      for (size_t c = 0; c < kTensorClasses.size(); ++c) clip[kTensorClasses[c]] = num(row.clip_rate[c]);
+      for (size_t c = 0; c < kTensorClasses.size(); ++c) clip[kTensorClasses[c]] = finite_or_null(row.clip_rate[c]);
       pol.push_back({{"policy", row.label},
                      {"seeds", row.seeds},
                      {"diverged", row.diverged},
                      {"divergence_steps", steps},
-                     {"median_divergence_step", num(row.median_divergence_step)},
-                     {"median_final_train_loss", num(row.median_train_loss)},
-                     {"median_final_val_loss", num(row.median_val_loss)},
+                     {"median_divergence_step", finite_or_null(row.median_divergence_step)},
+                     {"median_final_train_loss", finite_or_null(row.median_train_loss)},
+                     {"median_final_val_loss", finite_or_null(row.median_val_loss)},
                      {"clip_rate", clip},
-                     {"val_loss_range", {num(row.min_val_loss), num(row.max_val_loss)}},
-                     {"divergence_step_range", {num(row.min_divergence_step), num(row.max_divergence_step)}},
-                     {"clip_rate_elementwise", num(row.elementwise_clip_rate)},
-                     {"diag", {{"grad_cosine", num(row.diag_cosine)}, {"grad_rel_error", num(row.diag_rel_error)},
-                               {"grad_bias", num(row.diag_bias)},
+                     {"val_loss_range", {finite_or_null(row.min_val_loss), finite_or_null(row.max_val_loss)}},
+                     {"divergence_step_range",
+                      {finite_or_null(row.min_divergence_step), finite_or_null(row.max_divergence_step)}},
+                     {"clip_rate_elementwise", finite_or_null(row.elementwise_clip_rate)},
+                     {"diag", {{"grad_cosine", finite_or_null(row.diag_cosine)},
+                               {"grad_rel_error", finite_or_null(row.diag_rel_error)},
+                               {"grad_bias", finite_or_null(row.diag_bias)},
                                {"bound_violations", row.bound_violations ? ojson(*row.bound_violations) : ojson(nullptr)}}},
                      {"runs", dirs}});
       if (columns.loss_at_step)
-        pol.back()["loss_at_step"] = {{"step", *columns.loss_at_step}, {"median", num(median_loss_at(row, *columns.loss_at_step))}};
+        pol.back()["loss_at_step"] = {{"step", *columns.loss_at_step},
+                                      {"median", finite_or_null(median_loss_at(row, *columns.loss_at_step))}};
       for (const auto& site : columns.sites) {
         const auto c = mean_site_clip_rate(row, site);
-        pol.back()["site_clip_rate"][site] = {{"a", num(c[0])}, {"b", num(c[1])}};
+        pol.back()["site_clip_rate"][site] = {{"a", finite_or_null(c[0])}, {"b", finite_or_null(c[1])}};
       }
     }
     j["policies"] = pol;
@@ -228,8 +233,8 @@ ojson comparison_json(const std::vector<PolicyRow>& rows, CompareTables tables, 
                          {"first_nonfinite_step", step_json(r->first_nonfinite_step)},
                          {"spike_step", step_json(r->spike_step)},
                          {"departure_step", step_json(r->departure_step)},
-                         {"final_train_loss", num(r->final_train_loss)},
-                         {"final_val_loss", num(r->final_val_loss)},
+                         {"final_train_loss", finite_or_null(r->final_train_loss)},
+                         {"final_val_loss", finite_or_null(r->final_val_loss)},
                          {"dir", r->dir}});
     j["seeds"] = seeds;
   }

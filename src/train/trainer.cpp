@@ -12,6 +12,7 @@
 
 #include "diag/diagnostics.h"
 #include "backend/backend.h"
+#include "io/json_number.h"
 #include "io/json_read.h"
 #include "io/npy.h"
 #include "io/out_dir.h"
@@ -26,6 +27,7 @@
 namespace drift {
 
 using ojson = nlohmann::ordered_json;
+using io::finite_or_null;
 
 PreparedRun prepare_run(const RunConfig& cfg) {
   PreparedRun r;
@@ -127,7 +129,6 @@ ojson elementwise_metrics(const ElementwiseSites& e) {
 }
 
 // A JSON number, or null when not finite.
-ojson num(double x) { return std::isfinite(x) ? ojson(x) : ojson(nullptr); }
 ojson step_or_null(int64_t s) { return s >= 0 ? ojson(s) : ojson(nullptr); }
 
 double evaluate(PreparedRun& run, TrainStep& batches, uint64_t step) {
@@ -529,14 +530,14 @@ void log_line(Session& s, const StepRecord& r, const std::function<void(const Pr
   s.steps_since_log = 0;
   const double gnorm = r.norms.global;
   ojson line = {{"step", r.step},
-                {"loss", num(s.st.loss)},
-                {"val_loss", num(r.val)},
+                {"loss", finite_or_null(s.st.loss)},
+                {"val_loss", finite_or_null(r.val)},
                 {"lr", r.lr},
-                {"grad_norm", num(gnorm)},
-                {"grad_norm_max", num(r.norms.max_tensor.norm)},
+                {"grad_norm", finite_or_null(gnorm)},
+                {"grad_norm_max", finite_or_null(r.norms.max_tensor.norm)},
                 {"grad_norm_max_tensor", r.norms.max_tensor.tensor},
-                {"loss_z", num(r.loss_z)},
-                {"grad_norm_z", num(r.grad_z)},
+                {"loss_z", finite_or_null(r.loss_z)},
+                {"grad_norm_z", finite_or_null(r.grad_z)},
                 {"grad_clipped", grad_clipped(c.train, gnorm)}};
   if (s.st.scaler.active(c.precision.loss_scale)) {
     line["loss_scale"] = r.scale_used;
@@ -624,10 +625,10 @@ void finish_run(Session& s, RunSummary& sum) {
              {"steps_completed", sum.steps_completed},
              {"skipped_steps", sum.skipped_steps},
              {"final_loss_scale", s.st.scaler.scale},
-             {"final_train_loss", num(sum.final_train_loss)},
-             {"smoothed_train_loss", num(div.has_ema ? div.ema : NAN)},
-             {"final_val_loss", num(sum.final_val_loss)},
-             {"best_val_loss", num(sum.best_val_loss)},
+             {"final_train_loss", finite_or_null(sum.final_train_loss)},
+             {"smoothed_train_loss", finite_or_null(div.has_ema ? div.ema : NAN)},
+             {"final_val_loss", finite_or_null(sum.final_val_loss)},
+             {"best_val_loss", finite_or_null(sum.best_val_loss)},
              {"wall_s", sum.wall_s},
              {"steps_per_s", sum.steps_per_s},
              {"tokens_per_s", sum.tokens_per_s},
