@@ -154,7 +154,20 @@ job=$(python3 -c 'import json; print(json.load(open("sl/sweep.json"))["slurm"]["
 status() { "$drift" sweep --status sl > status.txt || fail "--status exited $?: $(cat status.txt)"; }
 row() { grep -E "^$1 +" status.txt || true; }  # the --status line of run <index>
 
-# Queued: one task at a time, so runs 1-3 wait (JobArrayTaskLimit) while run 0 starts.
+# The runs are tiny: on a quiet machine run 0 could end before the checks below see it running, so
+# it is held still (SIGSTOP) from the moment its task process appears, let forward a few
+# milliseconds at a time up to step 60, and held there until the preemption signal is on its way,
+# then let go (SIGCONT): the signal then lands mid-run whatever the machine's speed. (On a loaded
+# machine the poll itself is slow enough for the whole 300 steps to pass between polls.)
+task_pid=""
+for _ in $(seq 6000); do
+  task_pid=$(pgrep -f -- "sweep --run-task" | head -n 1 || true)
+  [ -n "$task_pid" ] && break
+  sleep 0.01
+done
+[ -n "$task_pid" ] && kill -STOP "$task_pid"
+
+# Queued: one task at a time, so runs 1-3 wait (JobArrayTaskLimit) while run 0 runs.
 status
 for i in 1 2 3; do
   row $i | grep -qE "^$i +queued +(fp32|bf16)/seed[12] +job ${job}_$i, " || fail "run $i not queued: $(cat status.txt)"
@@ -170,19 +183,7 @@ rc=0; "$drift" sweep --config tiny.json --seeds 3 --policies fp32.json --launche
 
 # Running: once run 0 has logged step 60 (0-based 59), --status shows it with its step and loss...
 metric_step() { tail -n 1 "$1/metrics.jsonl" 2>/dev/null | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["step"])' 2>/dev/null || echo -1; }
-# The run is tiny: on a quiet machine it could finish between the poll and --status, so it is held
-# still (SIGSTOP) from step 60 until the preemption signal is on its way, then let go (SIGCONT):
-# the signal then lands mid-run whatever the machine's speed.
-# (Held from the moment its task process appears and let forward a few milliseconds at a time: on
-# a loaded machine the poll itself is slow enough for the whole 300 steps to pass between polls.)
-task_pid=""
-for _ in $(seq 6000); do
-  task_pid=$(pgrep -f -- "sweep --run-task" | head -n 1 || true)
-  [ -n "$task_pid" ] && break
-  sleep 0.01
-done
 if [ -n "$task_pid" ]; then
-  kill -STOP "$task_pid"
   for _ in $(seq 6000); do
     [ "$(metric_step sl/fp32/seed1)" -ge 59 ] && break
     kill -CONT "$task_pid"; sleep 0.003; kill -STOP "$task_pid"
