@@ -190,7 +190,7 @@ ojson comparison_json(const std::vector<PolicyRow>& rows, CompareTables tables, 
     for (const auto& row : rows) {
       ojson steps = ojson::array(), dirs = ojson::array(), clip = ojson::object();
       for (const RunRecord* r : row.runs) {
-        steps.push_back({{"seed", r->seed}, {"step", r->divergence_step ? ojson(*r->divergence_step) : ojson(nullptr)}});
+        steps.push_back({{"seed", r->seed}, {"step", step_json(r->divergence_step)}});
         dirs.push_back(r->dir);
       }
       for (size_t c = 0; c < kTensorClasses.size(); ++c) clip[kTensorClasses[c]] = finite_or_null(row.clip_rate[c]);
@@ -228,7 +228,7 @@ ojson comparison_json(const std::vector<PolicyRow>& rows, CompareTables tables, 
         seeds.push_back({{"policy", row.label},
                          {"seed", r->seed},
                          {"diverged", r->diverged},
-                         {"divergence_step", r->divergence_step ? ojson(*r->divergence_step) : ojson(nullptr)},
+                         {"divergence_step", step_json(r->divergence_step)},
                          {"reason", r->diverged ? ojson(r->reason) : ojson(nullptr)},
                          {"first_nonfinite_step", step_json(r->first_nonfinite_step)},
                          {"spike_step", step_json(r->spike_step)},
