@@ -10,10 +10,9 @@
 #include "arith/catalogue.h"
 #include "arith/quantize.h"
 #include "arith/random.h"
+#include "same_bits.h"
 
 namespace drift::testing {
-
-inline bool same_bits(double a, double b) { return bits_of(a) == bits_of(b); }
 
 // Values of every kind a quantizer meets: zeros of both signs, tiny, subnormal, huge, the e4m3 top
 // and just past it; with `specials`, some NaN and inf (each such block reads as NaN under block

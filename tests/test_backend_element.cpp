@@ -19,6 +19,12 @@
 #include "backend/matmul_plan.h"
 #include "policy/matmul_json.h"
 #include "policy/presets.h"
+#include "same_bits.h"
+
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_backend_element {
+
+using drift::testing::same_bits;
 
 using namespace drift;
 
@@ -41,10 +47,6 @@ std::vector<double> random_values(size_t n, uint64_t seed, bool extremes) {
     v[i] = x;
   }
   return v;
-}
-
-bool same_bits(const std::vector<double>& x, const std::vector<double>& y) {
-  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(double)) == 0;
 }
 
 struct Shape {
@@ -201,3 +203,5 @@ TEST_CASE("backends: cpu runs the engine; unknown or absent backends are refused
     }
   }
 }
+
+}  // namespace test_backend_element

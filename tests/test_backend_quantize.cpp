@@ -17,6 +17,9 @@
 #include "backend/quantize_plan.h"
 #include "quant_check.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_backend_quantize {
+
 using namespace drift;
 using namespace drift::testing;
 
@@ -227,3 +230,5 @@ TEST_CASE("quantize steps: hand-checked MX block") {
   CHECK(out.stats.scale_exp_sum == -5.0);
   CHECK(out.stats.amax == 10.0);
 }
+
+}  // namespace test_backend_quantize

@@ -6,6 +6,9 @@
 
 #include "study/bisect_plan.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_bisect_plan {
+
 using namespace drift;
 using json = nlohmann::json;
 using layers = std::vector<std::string>;
@@ -84,3 +87,5 @@ TEST_CASE("classes in order, cheapest first; those not lossy are skipped with a 
   CHECK(lp[1].sets ==
         layers{R"(precision.matmul=[{"preset":"mxfp8_e4m3"},{"match":{"layer":"head","role":"forward"},"preset":"fp32"}])"});
 }
+
+}  // namespace test_bisect_plan

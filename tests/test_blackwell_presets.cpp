@@ -11,6 +11,9 @@
 #include "arith/tc_presets.h"
 #include "policy/presets.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_blackwell_presets {
+
 using namespace drift;
 
 namespace {
@@ -147,3 +150,5 @@ TEST_CASE("blackwell hypotheses: inner.scales checks") {
   q.a.scaling.kind = q.b.scaling.kind = ScaleKind::none;
   CHECK(validate_policy(q).find("needs block-scaled operands") != std::string::npos);
 }
+
+}  // namespace test_blackwell_presets

@@ -17,7 +17,7 @@
 #include "arith/random.h"
 #include "hwy/targets.h"
 
-namespace drift {
+namespace drift::test_cast_span {
 namespace {
 
 struct Named {
@@ -442,4 +442,4 @@ TEST_CASE("block_amax == a plain loop over the encodings: block sizes, ragged en
   }
 }
 
-}  // namespace drift
+}  // namespace drift::test_cast_span

@@ -9,6 +9,9 @@
 #include "study/compare_render.h"
 #include "study/run_index.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_compare {
+
 using namespace drift;
 using json = nlohmann::json;
 
@@ -221,3 +224,5 @@ TEST_CASE("compare: spread across seeds, loss at a step, site columns, elementwi
   CHECK(j["policies"][0]["site_clip_rate"]["fc.forward"]["a"] == 0.375);
   CHECK(j["policies"][0]["diag"]["bound_violations"] == 2);
 }
+
+}  // namespace test_compare

@@ -16,6 +16,9 @@
 #include "train/config.h"
 #include "train/config_schema.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_config_schema {
+
 using namespace drift;
 using json = nlohmann::json;
 
@@ -130,3 +133,5 @@ TEST_CASE("a section's unknown key lists the section's table") {
     CHECK(e.message == "unknown key (expected one of: path, tokenizer, val_fraction)");
   }
 }
+
+}  // namespace test_config_schema

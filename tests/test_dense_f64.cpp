@@ -12,8 +12,12 @@
 
 #include "arith/dense_f64.h"
 #include "arith/random.h"
+#include "same_bits.h"
 
-namespace drift {
+namespace drift::test_dense_f64 {
+
+using drift::testing::same_bits;
+
 namespace {
 
 double draw(uint64_t stream, uint64_t i) {
@@ -22,10 +26,6 @@ double draw(uint64_t stream, uint64_t i) {
   // Mantissa from the draw, exponent in [-540, 540): products span the subnormal range and beyond.
   const double m = 1.0 + static_cast<double>(r >> 8) / 16777216.0;
   return std::ldexp((r & 1) ? -m : m, static_cast<int>(random_u32(9, stream + 1, i) % 1080) - 540);
-}
-
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
 }  // namespace
@@ -104,4 +104,4 @@ TEST_CASE("dense_f64: a large call on a team equals the one-thread result") {
   CHECK(same_bits(team_packed, want));
 }
 
-}  // namespace drift
+}  // namespace drift::test_dense_f64

@@ -18,6 +18,9 @@
 #include "policy/probes.h"
 #include "train/config.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_diag {
+
 using namespace drift;
 
 namespace {
@@ -526,3 +529,5 @@ TEST_CASE("diagnostics config: defaults, bad values name the key, the resolved c
   CHECK(c2.diagnostics.every == 25);
   CHECK(c2.diagnostics.probes == c.diagnostics.probes);
 }
+
+}  // namespace test_diag

@@ -15,6 +15,9 @@
 #include "io/npy.h"
 #include "train/dump_init.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_dump_init {
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -157,3 +160,5 @@ TEST_CASE("dump_init of the proxy model (no corpus): the weights, the batches it
                         "teacher.block0.mlp.proj.w.npy", "teacher.head.w.npy"})
     CHECK(fs::exists(rd / "init" / f));
 }
+
+}  // namespace test_dump_init

@@ -17,6 +17,9 @@
 #include "train/config.h"
 #include "train_checks.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_elementwise {
+
 using namespace drift;
 using json = nlohmann::json;
 
@@ -371,3 +374,5 @@ TEST_CASE("straight-through backward: every parameter gradient is the surrogate'
     check_ste(tiny_model(m.kind, m.layers, m.activation), json::parse(kCoarseRules));
   }
 }
+
+}  // namespace test_elementwise

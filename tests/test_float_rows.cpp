@@ -12,8 +12,12 @@
 
 #include "arith/float_rows.h"
 #include "arith/random.h"
+#include "same_bits.h"
 
-namespace drift {
+namespace drift::test_float_rows {
+
+using drift::testing::same_bits;
+
 namespace {
 
 // Value i of a row: mostly finite floats of every magnitude (subnormals included), with the edge
@@ -37,11 +41,6 @@ float edge_value(uint64_t seed, size_t i) {
 struct ResetTargets {
   ~ResetTargets() { hwy::SetSupportedTargetsForTest(0); }
 };
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  // (Empty rows compare without memcmp, whose pointers must not be null even for no bytes.)
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
 
 const size_t kLengths[] = {0, 1, 3, 15, 16, 17, 31, 32, 33, 64, 70, 257};
 
@@ -221,4 +220,4 @@ TEST_CASE("scale_floats_pow2_each: the statement against fp64, every target agai
     }
 }
 
-}  // namespace drift
+}  // namespace drift::test_float_rows

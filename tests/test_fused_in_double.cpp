@@ -15,6 +15,12 @@
 #include "arith/random.h"
 #include "arith/round.h"
 #include "arith/tc_presets.h"
+#include "same_bits.h"
+
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_fused_in_double {
+
+using drift::testing::same_bits;
 
 using namespace drift;
 
@@ -57,8 +63,6 @@ double accumulator(const Format& f, int e, uint64_t seed, uint64_t i) {
                             f, rs, 0);
   return (r & 128) ? -x : x;
 }
-
-bool same_bits(double x, double y) { return std::memcmp(&x, &y, sizeof x) == 0; }
 
 // x's significand (with its sign) times 2^e: on the same grid while 2^e stays in the normal range.
 double with_exponent(double x, int e) {
@@ -221,3 +225,5 @@ TEST_CASE("cut_to_integer: trunc(p * scale), and the device's fma-toward-zero sp
   CHECK(device_cut(0x1p51 - 0.25, 1.0) == 0x1p51 - 1);
   CHECK(checked == 400000);
 }
+
+}  // namespace test_fused_in_double

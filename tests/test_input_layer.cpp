@@ -15,6 +15,9 @@
 #include "io/read_file.h"
 #include "train/run_lock.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_input_layer {
+
 namespace fs = std::filesystem;
 using namespace drift;
 
@@ -145,3 +148,5 @@ TEST_CASE("check_allocation: sizes beyond memory are refused saying what was ask
   // No overflow for counts near 2^64.
   CHECK_THROWS_AS(io::check_allocation(UINT64_MAX, 8, "x", 1 << 30), io::TooLarge);
 }
+
+}  // namespace test_input_layer

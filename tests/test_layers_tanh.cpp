@@ -12,6 +12,12 @@
 #include "arith/tanh_f64.h"
 #include "arith/tanh_fp32.h"
 #include "model/layers.h"
+#include "same_bits.h"
+
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_layers_tanh {
+
+using drift::testing::same_bits;
 
 using namespace drift;
 
@@ -22,11 +28,6 @@ std::vector<T> inputs(size_t n) {
   std::vector<T> x(n);
   for (size_t i = 0; i < n; ++i) x[i] = static_cast<T>((static_cast<double>(i) - 0.5 * static_cast<double>(n)) * 0.0137);
   return x;
-}
-
-template <typename T>
-bool same_bits(T a, T b) {
-  return std::memcmp(&a, &b, sizeof(T)) == 0;
 }
 
 // GPT-2's gelu, one element, with `th` as tanh: the statement gelu_forward/gelu_backward implement.
@@ -70,3 +71,5 @@ TEST_CASE("float layers use tanh_fp32, element for element") {
 TEST_CASE("double layers use tanh_f64, element for element") {
   for (size_t n : {1, 255, 256, 257, 1000, 9000}) check_layers<double>(n, [](double u) { return tanh_f64(u); });
 }
+
+}  // namespace test_layers_tanh

@@ -14,6 +14,12 @@
 #include "arith/random.h"
 #include "arith/tc_presets.h"
 #include "hwy/targets.h"
+#include "same_bits.h"
+
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_matmul {
+
+using drift::testing::same_bits;
 
 using namespace drift;
 
@@ -48,10 +54,6 @@ MatmulPolicy scaled_policy(const char* elem, ScaleKind kind, int block) {
   p.a.scaling.kind = p.b.scaling.kind = kind;
   p.a.scaling.block = p.b.scaling.block = block;
   return p;
-}
-
-bool same_bits(const std::vector<double>& x, const std::vector<double>& y) {
-  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(double)) == 0;
 }
 
 struct Shape {
@@ -625,3 +627,5 @@ TEST_CASE("ulp_of: the grid spacing of a format at a value") {
   CHECK(ulp_of(1e-7, fp16) == std::ldexp(1, -24));
   CHECK(ulp_of(1e6, fp16) == std::ldexp(1, 15 - 10));  // beyond max: the top binade's spacing
 }
+
+}  // namespace test_matmul

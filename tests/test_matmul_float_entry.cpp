@@ -25,6 +25,9 @@
 #include "quant_check.h"
 #include "staged_cpu_backend.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_matmul_float_entry {
+
 using namespace drift;
 using namespace drift::testing;
 
@@ -584,3 +587,5 @@ TEST_CASE("hand-derived: fp32 operands keeping subnormals are copied, and only s
   CHECK(q.stats.subnormal == 0);
   CHECK(q.stats.flushed == 1);
 }
+
+}  // namespace test_matmul_float_entry

@@ -16,16 +16,18 @@
 #include "arith/narrow_range.h"
 #include "arith/random.h"
 #include "hwy/targets.h"
+#include "same_bits.h"
+
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_matmul_narrow {
+
+using drift::testing::same_bits;
 
 using namespace drift;
 
 namespace {
 
 Format fmt(const char* name) { return *find_format(name); }
-
-bool same_bits(const std::vector<double>& x, const std::vector<double>& y) {
-  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(double)) == 0;
-}
 
 struct TargetReset {
   ~TargetReset() { hwy::SetSupportedTargetsForTest(0); }
@@ -242,3 +244,5 @@ TEST_CASE("narrow kernel: results do not depend on the number of threads") {
     CHECK(same_bits(results[0], results[2]));
   }
 }
+
+}  // namespace test_matmul_narrow

@@ -16,6 +16,12 @@
 #include "arith/random.h"
 #include "policy/presets.h"
 #include "workspace_poison.h"
+#include "same_bits.h"
+
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_matmul_workspace {
+
+using drift::testing::same_bits;
 
 using namespace drift;
 
@@ -27,11 +33,6 @@ std::vector<T> draws(size_t n, uint64_t seed) {
   for (size_t i = 0; i < n; ++i)
     v[i] = static_cast<T>((static_cast<double>(random_u32(seed, 11, i)) / 4294967296.0 - 0.5) * 6.0);
   return v;
-}
-
-template <typename T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
 // Every value a workspace holds turned to NaN (workspace_poison.h).
@@ -136,3 +137,5 @@ TEST_CASE("matmul workspace: the calls reach the kernels the test means to cover
   CHECK(route("deepseek_fp8_h100") == "fast.fused");
   CHECK(route("b200_nvfp4_folded") == "reference");
 }
+
+}  // namespace test_matmul_workspace

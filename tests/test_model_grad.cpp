@@ -12,6 +12,9 @@
 #include "model/model.h"
 #include "policy/matmul_json.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_model_grad {
+
 using namespace drift;
 
 namespace {
@@ -300,3 +303,5 @@ TEST_CASE("linear sites cast both operands along the reduction axis (MXFP8, chec
   CHECK(s.sites()[site.fwd].tel.a.elements == n * c);
   CHECK(s.sites()[site.fwd].tel.b.elements == oc * c);
 }
+
+}  // namespace test_model_grad

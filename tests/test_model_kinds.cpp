@@ -12,6 +12,9 @@
 #include "model/model.h"
 #include "train/config.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_model_kinds {
+
 using namespace drift;
 
 namespace {
@@ -80,3 +83,5 @@ TEST_CASE("model kinds: model.kind in a config takes exactly the table's kinds")
   }
   CHECK_THROWS_AS(parse_run_config({{"model", {{"kind", "rnn"}}}}), ConfigError);
 }
+
+}  // namespace test_model_kinds

@@ -17,6 +17,9 @@
 #include "policy/presets.h"
 #include "quant_check.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_mx_emulation {
+
 using namespace drift;
 using namespace drift::testing;
 using nlohmann::json;
@@ -163,3 +166,5 @@ TEST_CASE("emulate: the SIMD cast, the element path and the CUDA quantizer's ste
   CHECK_THROWS_AS(run_quantize_plan_host(staged, StridedInput{xd.data(), k, 1}, rows, k, elem, 1, 2, nullptr, false),
                   std::invalid_argument);
 }
+
+}  // namespace test_mx_emulation

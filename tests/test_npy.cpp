@@ -11,6 +11,9 @@
 
 #include "io/npy.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_npy {
+
 namespace fs = std::filesystem;
 using drift::io::Array;
 using drift::io::Dtype;
@@ -224,3 +227,5 @@ TEST_CASE("writes are atomic: a failed write leaves neither output nor temporary
   }
   CHECK(files == 1);
 }
+
+}  // namespace test_npy

@@ -8,6 +8,9 @@
 #include "policy/matmul_json.h"
 #include "policy/presets.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_policy_json {
+
 using drift::ConfigError;
 using nlohmann::json;
 
@@ -262,3 +265,5 @@ TEST_CASE("command-line JSON arguments") {
     CHECK(e.message.find("/no/such/file.json") != std::string::npos);
   }
 }
+
+}  // namespace test_policy_json

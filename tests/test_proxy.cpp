@@ -9,6 +9,9 @@
 #include "model/model.h"
 #include "policy/matmul_json.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_proxy {
+
 using namespace drift;
 
 namespace {
@@ -161,3 +164,5 @@ TEST_CASE("proxy model: the student learns the fixed teacher (plain SGD in float
   INFO("validation loss " << before << " -> " << after);
   CHECK(after < 0.5 * before);
 }
+
+}  // namespace test_proxy

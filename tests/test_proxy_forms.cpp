@@ -25,6 +25,9 @@
 #include "run_files.h"
 #include "train_checks.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_proxy_forms {
+
 using namespace drift;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -310,3 +313,5 @@ TEST_CASE("resume: a run written before the proxy-form and adam_one_minus_beta k
   CHECK(test::resume_error(noisy).find("model.label_noise") != std::string::npos);
   fs::remove_all(dir);
 }
+
+}  // namespace test_proxy_forms

@@ -13,6 +13,9 @@
 #include "arith/parallel.h"
 #include "quant_check.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_quantize_k_major {
+
 using namespace drift;
 using namespace drift::testing;
 
@@ -116,3 +119,5 @@ TEST_CASE("quantize k-major: the usual order's values, scales, stats and state, 
       }
   }
 }
+
+}  // namespace test_quantize_k_major

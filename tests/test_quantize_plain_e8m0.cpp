@@ -17,6 +17,9 @@
 
 #include "quant_check.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_quantize_plain_e8m0 {
+
 using namespace drift;
 using namespace drift::testing;
 
@@ -133,3 +136,5 @@ TEST_CASE("MX quantization of float operands equals that of the same values as d
     }
   }
 }
+
+}  // namespace test_quantize_plain_e8m0

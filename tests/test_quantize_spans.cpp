@@ -15,6 +15,9 @@
 #include "arith/parallel.h"
 #include "quant_check.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_quantize_spans {
+
 using namespace drift;
 using namespace drift::testing;
 
@@ -85,3 +88,5 @@ TEST_CASE("quantize: rows in spans give what rows one at a time give") {
     if (c.q.scaling.kind == ScaleKind::block && c.q.scaling.rule == ExpRule::floor) CHECK(seen.clipped > 0);
   }
 }
+
+}  // namespace test_quantize_spans

@@ -15,6 +15,9 @@
 #include "quant_check.h"
 #include "workspace_poison.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_quantize_workspace {
+
 using namespace drift;
 using namespace drift::testing;
 
@@ -114,3 +117,5 @@ TEST_CASE("quantize workspace: reused and poisoned, every call as without one") 
     }
   }
 }
+
+}  // namespace test_quantize_workspace

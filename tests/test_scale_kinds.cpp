@@ -16,6 +16,9 @@
 #include "policy/presets.h"
 #include "policy/site_rules.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_scale_kinds {
+
 using namespace drift;
 using nlohmann::json;
 
@@ -205,3 +208,5 @@ TEST_CASE("scale kinds: descriptions built from the table") {
   q.scaling.rule = ExpRule::rceil;
   CHECK(describe_operand_rounding(q) == "fp8_e4m3 rne saturate; scale e8m0 per 32 along K, rceil offset 1");
 }
+
+}  // namespace test_scale_kinds

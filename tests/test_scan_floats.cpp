@@ -14,7 +14,7 @@
 #include "arith/matmul_in_place.h"
 #include "arith/random.h"
 
-namespace drift {
+namespace drift::test_scan_floats {
 namespace {
 
 float value(uint64_t stream, uint64_t i, bool specials) {
@@ -85,4 +85,4 @@ TEST_CASE("scan_floats == a plain loop, every target, shapes around the vector w
       }
 }
 
-}  // namespace drift
+}  // namespace drift::test_scan_floats

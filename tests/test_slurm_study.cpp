@@ -12,6 +12,9 @@
 #include "study/slurm_job.h"
 #include "study/train_run.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_slurm_study {
+
 using namespace drift;
 using strings = std::vector<std::string>;
 
@@ -140,3 +143,5 @@ TEST_CASE("train_run_from_args: the inverse of train_args; other lists refused")
                              strings{"train", "--config", "c", "--seed", "1", "--out"}})
     CHECK_THROWS_AS(train_run_from_args(bad), std::invalid_argument);
 }
+
+}  // namespace test_slurm_study

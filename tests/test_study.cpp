@@ -12,6 +12,9 @@
 #include "study/step_table.h"
 #include "study/svg_figures.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_study {
+
 using namespace drift;
 using ojson = nlohmann::ordered_json;
 
@@ -127,3 +130,5 @@ TEST_CASE("study: an SVG line plot: gaps at non-finite values, log axis drops va
   for (const char* label : {">1.6<", ">1.8<", ">2<", ">2.2<", ">2.4<"}) CHECK(narrow.find(label) != std::string::npos);
   CHECK(narrow.find(">1.58489<") == std::string::npos);
 }
+
+}  // namespace test_study

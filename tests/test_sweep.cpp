@@ -13,6 +13,9 @@
 #include "study/train_run.h"
 #include "train/config.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_sweep {
+
 using namespace drift;
 using json = nlohmann::json;
 using strings = std::vector<std::string>;
@@ -135,3 +138,5 @@ TEST_CASE("a child drift train: its arguments, its resolved config, a finished r
   CHECK_THROWS_WITH_AS(planned_config(unknown_preset), doctest::Contains("nope"), ConfigError);
   std::filesystem::remove_all(tmp);
 }
+
+}  // namespace test_sweep

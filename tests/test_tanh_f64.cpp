@@ -25,7 +25,7 @@
 #include "arith/tanh_f64.h"
 #include "hwy/targets.h"
 
-namespace drift {
+namespace drift::test_tanh_f64 {
 namespace {
 
 uint64_t bits(double x) {
@@ -188,4 +188,4 @@ TEST_CASE("tanh_f64: odd, special values, and the saturated and tiny ranges") {
   CHECK(tanh_f64(1.0) <= tanh_f64(std::nextafter(1.0, 2.0)));
 }
 
-}  // namespace drift
+}  // namespace drift::test_tanh_f64

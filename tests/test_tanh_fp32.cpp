@@ -15,7 +15,7 @@
 #include "arith/tanh_fp32.h"
 #include "hwy/targets.h"
 
-namespace drift {
+namespace drift::test_tanh_fp32 {
 namespace {
 
 uint32_t bits(float f) {
@@ -235,4 +235,4 @@ TEST_CASE("tanh_fp32 special values") {
     for (uint32_t d = 0; d < 64; ++d) CHECK(tanh_fp32(from_bits(u - 32 + d)) <= tanh_fp32(from_bits(u - 31 + d)));
 }
 
-}  // namespace drift
+}  // namespace drift::test_tanh_fp32

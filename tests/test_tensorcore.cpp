@@ -17,6 +17,9 @@
 #include "arith/tcverify.h"
 #include "io/tc_vectors.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_tensorcore {
+
 using namespace drift;
 
 namespace {
@@ -448,3 +451,5 @@ TEST_CASE("tensorcore: tcverify reports bad input with file and line") {
   CHECK_THROWS_WITH_AS(verify_dir(dir.string(), p, {}), doctest::Contains("no c_*_fp32.txt"), TcDataError);
   fs::remove_all(dir);
 }
+
+}  // namespace test_tensorcore

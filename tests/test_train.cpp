@@ -25,6 +25,9 @@
 #include "run_files.h"
 #include "train_checks.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_train {
+
 using namespace drift;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -497,3 +500,5 @@ TEST_CASE("trainer: a new run clears the previous run's files; --resume before a
   CHECK(resume_error(none).find("checkpoint.bin") != std::string::npos);
   CHECK(fs::is_empty(empty));
 }
+
+}  // namespace test_train

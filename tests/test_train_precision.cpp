@@ -21,6 +21,9 @@
 #include "train/telemetry.h"
 #include "train/trainer.h"
 
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_train_precision {
+
 using namespace drift;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -430,3 +433,5 @@ TEST_CASE("simulated data parallelism: two ranks give the one-rank loss at step 
   CHECK(std::fabs(ga - gb) < 0.02 * ga);
   fs::remove_all(d);
 }
+
+}  // namespace test_train_precision

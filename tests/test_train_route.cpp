@@ -19,7 +19,7 @@
 #include "train/config.h"
 #include "train/trainer.h"
 
-namespace drift {
+namespace drift::test_train_route {
 namespace {
 
 namespace fs = std::filesystem;
@@ -76,4 +76,4 @@ TEST_CASE("training through the float entry == training through double staging, 
   fs::remove_all(tmp);
 }
 
-}  // namespace drift
+}  // namespace drift::test_train_route

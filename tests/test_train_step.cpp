@@ -21,6 +21,12 @@
 #include "train/optimizer.h"
 #include "train/telemetry.h"
 #include "train/update_rules.h"
+#include "same_bits.h"
+
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_train_step {
+
+using drift::testing::same_bits;
 
 using namespace drift;
 
@@ -36,10 +42,6 @@ std::vector<float> draws(size_t n, uint64_t stream, float scale) {
     if (r % 89 == 0) v[i] = -0.0f;
   }
   return v;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 }  // namespace
@@ -295,3 +297,5 @@ TEST_CASE("update rules: every SIMD target this CPU runs gives the scalar rule's
       }
     }
 }
+
+}  // namespace test_train_step

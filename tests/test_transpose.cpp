@@ -11,7 +11,7 @@
 #include "arith/random.h"
 #include "arith/transpose.h"
 
-namespace drift {
+namespace drift::test_transpose {
 namespace {
 
 float draw(uint64_t stream, uint64_t i) {
@@ -87,4 +87,4 @@ TEST_CASE("transpose_floats == the element-by-element transpose, with and withou
       }
 }
 
-}  // namespace drift
+}  // namespace drift::test_transpose
