@@ -422,10 +422,11 @@ void quantize_span_blocks(const T* span, const StridedInputOf<T>& x, size_t k, s
       const QuantRowBlock& blk = blocks[bi];
       fusable = blk.nan || (blk.exact && blk.mult >= 0x1p-127 && blk.mult <= 0x1p127);
       mult[bi] = blk.nan || !fusable ? 1.0f : static_cast<float>(blk.mult);  // (a NaN block's is not set)
-      inv[bi] = 1.0f / mult[bi];  // (exact: a power of two in [2^-127, 2^127])
       scratch.block_ok[bi] = !blk.nan;
     }
     if (fusable) {
+      // (exact: a power of two in [2^-127, 2^127]; a loop of its own, which vectorises)
+      for (size_t bi = 0; bi < nb; ++bi) inv[bi] = 1.0f / mult[bi];
       CastStats cs;
       if (cast_blocks_scaled(cast, span, qf, nb, b, mult, inv, scratch.block_ok.data(), &cs)) {
         st.clipped += cs.clipped;
@@ -464,8 +465,14 @@ void quantize_span_blocks(const T* span, const StridedInputOf<T>& x, size_t k, s
   cast_run(run, n);
 }
 
-void set_block_scale(QuantizedOperand& out, const Region& g, double s) {
-  for (size_t r = g.r0; r < g.r1; ++r) out.block_scale[r * out.blocks_per_row + g.c0 / out.block_k] = s;
+// The index in out.block_scale of the scale of region g's first row (g starts on a block boundary).
+size_t first_block_of(const QuantizedOperand& out, const Region& g) {
+  return g.r0 * out.blocks_per_row + g.c0 / out.block_k;
+}
+
+// Region g's scale s, its first row's at out.block_scale[first] (first_block_of).
+void set_block_scale(QuantizedOperand& out, const Region& g, size_t first, double s) {
+  for (size_t r = g.r0; r < g.r1; ++r) out.block_scale[first + (r - g.r0) * out.blocks_per_row] = s;
 }
 
 void mark_region_nan(QuantizedOperand& out, const Region& g) {
@@ -474,7 +481,7 @@ void mark_region_nan(QuantizedOperand& out, const Region& g) {
       if (out.in_float) out.qf[r * out.k + c] = std::numeric_limits<float>::quiet_NaN();
       else out.q[r * out.k + c] = quiet_nan();
     }
-  set_block_scale(out, g, quiet_nan());
+  set_block_scale(out, g, first_block_of(out, g), quiet_nan());
 }
 
 }  // namespace
@@ -717,7 +724,7 @@ bool quantize_blocks_k_major(QuantizedOperand& out, const StridedInputF& x, size
       }
       if (!counted_apart) st.amax = std::max(st.amax, static_cast<double>(amax[j]));
       bool exact;
-      const double m = block_multiplier(Region{j, j + 1, t0, t0 + h}, amax[j], st, &exact);
+      const double m = block_multiplier(Region{j, j + 1, t0, t0 + h}, j * bands + bi, amax[j], st, &exact);
       if (!exact || !(m >= 0x1p-126 && m <= 0x1p126)) {
         declined = true;
         return;
@@ -789,10 +796,11 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
   const BlockScaleSpec spec = block_scale_spec(qz, s_enc);
   // A block's scale (stored, and recorded in st) and the multiplier its elements are scaled by
   // (*exact: a power of two, exact in double), from its amax (finite): block_scale_of, the
-  // step the CUDA quantizer runs too.
-  auto block_multiplier = [&](const Region& g, double amax, QuantStats& st, bool* exact) -> double {
+  // step the CUDA quantizer runs too. `first`: first_block_of(out, g), which the callers walking
+  // the blocks in order know without its division.
+  auto block_multiplier = [&](const Region& g, size_t first, double amax, QuantStats& st, bool* exact) -> double {
     const BlockScale bs = block_scale_of(spec, amax);
-    set_block_scale(out, g, bs.stored);
+    set_block_scale(out, g, first, bs.stored);
     if (amax != 0) record_scale(st, bs.stored);
     *exact = bs.exact;
     return bs.mult;
@@ -800,9 +808,9 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
   // The same for the MX presets (plain_e8m0_floor) from the amax of float elements (a float): the
   // exponent from its bits, counted as an int (what block_scale_of and record_scale would give).
   const bool plain_e8m0 = plain_e8m0_floor(spec);
-  auto plain_multiplier = [&](const Region& g, double amax, QuantStats& st, bool* exact) -> double {
+  auto plain_multiplier = [&](const Region&, size_t first, double amax, QuantStats& st, bool* exact) -> double {
     const int e = plain_e8m0_exponent(static_cast<float>(amax), spec);
-    out.block_scale[g.r0 * out.blocks_per_row + g.c0 / b] = pow2(e);
+    out.block_scale[first] = pow2(e);  // (a 1-D block: one row)
     if (amax != 0) record_scale_exponent(st, e);
     *exact = true;
     return pow2(-e);
@@ -828,7 +836,7 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
         return;
       }
       bool exact;
-      const double mult = block_multiplier(g, amax, st, &exact);
+      const double mult = block_multiplier(g, first_block_of(out, g), amax, st, &exact);
       quantize_region_with_multiplier(x, k, g, mult, exact, qz, cast, seed, stream, false, out, st, scratch);
     });
   } else {
@@ -869,9 +877,10 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
         }
       }
       auto scale_span = [&](auto multiplier) {
-        for (size_t bi = 0; bi < nblocks; ++bi) {
-          const size_t r = span.r0 + bi / bpr, c0 = (bi % bpr) * b;
+        for (size_t bi = 0, r = span.r0, c0 = 0; bi < nblocks; ++bi) {  // (block bi: row r, columns from c0)
           const Region g{r, r + 1, c0, std::min(k, c0 + b)};
+          c0 += b;
+          if (c0 >= k) c0 = 0, ++r;
           bool nonfinite;
           double amax;
           if (span_counted) {
@@ -889,7 +898,7 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
             mark_region_nan(out, g);
             continue;
           }
-          blocks[bi].mult = multiplier(g, amax, st, &blocks[bi].exact);
+          blocks[bi].mult = multiplier(g, span.r0 * bpr + bi, amax, st, &blocks[bi].exact);
         }
       };
       if (span_counted && plain_e8m0) scale_span(plain_multiplier);  // (float amaxes)
