@@ -44,6 +44,10 @@
 #include "train/telemetry.h"
 #include "train/trainer.h"
 
+#ifdef DRIFT_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
 namespace drift::cli {
 namespace {
 
@@ -97,6 +101,7 @@ struct Options {
   bool end_to_end = true;
   size_t e2e_steps = 0;  // 0: each model's own
   bool json = false;
+  bool shapes = false;  // a per-shape breakdown under each table row
 };
 
 // CPU seconds of this process (every thread), and of its finished children.
@@ -149,15 +154,17 @@ struct StepTiming {
   size_t tokens_per_step = 0;
   std::vector<MatmulTimes::Shape> matmuls;  // per site and shape, calls and time over the timed steps
   std::vector<MatmulPolicy> site_policy;    // each site's policy
+  std::vector<std::string> site_name;       // and its name (MatmulSite::name)
 };
 
 // The engine alone on the timed steps' matmuls: each shape's call (fresh row-major float operands,
 // the site's policy, a reused workspace) timed as `drift bench gemm` times it, times its calls.
 // Set against the steps' own matmul time, it says what the training loop adds around the engine
-// (layouts, transposed or accumulated results, scans) at the model's real shapes.
-double engine_seconds(const StepTiming& t, double min_seconds) {
+// (layouts, transposed or accumulated results, scans) at the model's real shapes. Per shape of
+// t.matmuls, in its order.
+std::vector<double> engine_seconds(const StepTiming& t, double min_seconds) {
   MatmulWorkspace workspace;
-  double total = 0;
+  std::vector<double> seconds;
   for (const MatmulTimes::Shape& sh : t.matmuls) {
     const std::vector<float> a = bench_operand(1, sh.m * sh.k), b = bench_operand(2, sh.k * sh.n);
     std::vector<float> c(sh.m * sh.n);
@@ -170,9 +177,32 @@ double engine_seconds(const StepTiming& t, double min_seconds) {
           matmul(av, bv, c.data(), sh.n, policy, ctx);
         },
         min_seconds);
-    total += per_call * static_cast<double>(sh.calls);
+    seconds.push_back(per_call * static_cast<double>(sh.calls));
   }
-  return total;
+  return seconds;
+}
+
+// OpenBLAS sgemm on the same shapes and calls as engine_seconds (fresh row-major operands): the
+// matmul time of a step that ran at the reference's speed. PyTorch's twin makes the same products
+// on the same library, so PyTorch's step over this is the most drift could gain on PyTorch with its
+// matmuls at sgemm's speed and nothing else costing time (issue 16's "2x PyTorch" needs this above
+// 2). Per shape of t.matmuls; empty without OpenBLAS.
+std::vector<double> sgemm_seconds(const StepTiming& t, double min_seconds) {
+  std::vector<double> seconds;
+#ifdef DRIFT_HAVE_OPENBLAS
+  for (const MatmulTimes::Shape& sh : t.matmuls) {
+    const std::vector<float> a = bench_operand(1, sh.m * sh.k), b = bench_operand(2, sh.k * sh.n);
+    std::vector<float> c(sh.m * sh.n);
+    const int m = static_cast<int>(sh.m), k = static_cast<int>(sh.k), n = static_cast<int>(sh.n);
+    const double per_call = seconds_per_call(
+        [&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n); },
+        min_seconds);
+    seconds.push_back(per_call * static_cast<double>(sh.calls));
+  }
+#else
+  (void)t, (void)min_seconds;
+#endif
+  return seconds;
 }
 
 // Times the training loop of `drift train` between logged steps: the first mark is the first logged
@@ -228,7 +258,10 @@ StepTiming time_training(const BenchModel& bm, const TrainPolicy& bp, const Opti
   t.routes = route_metrics(run.model->sites);
   t.tokens_per_step = run.model->predictions(cfg.train.batch);
   t.matmuls = std::move(matmuls_at_last);
-  for (const MatmulSite& site : run.model->sites.sites()) t.site_policy.push_back(site.policy);
+  for (const MatmulSite& site : run.model->sites.sites()) {
+    t.site_policy.push_back(site.policy);
+    t.site_name.push_back(site.name());
+  }
   run.model->sites.times = nullptr;
   return t;
 }
@@ -317,12 +350,56 @@ std::vector<TorchFigures> read_pytorch(const std::string& path) {
   return out;
 }
 
+// The step's matmuls per site and shape (ms per timed step): in the step, in the engine alone on
+// fresh row-major operands, and in sgemm (where OpenBLAS is built in). Their sums are the row's
+// matmul_ms, engine_matmul_ms and sgemm_matmul_ms.
+ojson shape_rows(const StepTiming& t, const std::vector<double>& engine_s, const std::vector<double>& sgemm_s) {
+  const double n = static_cast<double>(t.steps);
+  ojson rows = ojson::array();
+  for (size_t i = 0; i < t.matmuls.size(); ++i) {
+    const MatmulTimes::Shape& sh = t.matmuls[i];
+    ojson r = {{"site", t.site_name.at(sh.site)},
+               {"m", sh.m},
+               {"k", sh.k},
+               {"n", sh.n},
+               {"transposed_a", sh.ta},
+               {"transposed_b", sh.tb},
+               {"calls_per_step", static_cast<double>(sh.calls) / n},
+               {"ms_per_step", sh.seconds / n * 1e3},
+               {"engine_ms_per_step", engine_s.at(i) / n * 1e3}};
+    if (!sgemm_s.empty()) r["sgemm_ms_per_step"] = sgemm_s.at(i) / n * 1e3;
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+// shape_rows as an indented table, the most costly first.
+void print_shapes(const ojson& shapes) {
+  std::vector<const ojson*> order;
+  for (const ojson& sh : shapes) order.push_back(&sh);
+  std::stable_sort(order.begin(), order.end(), [](const ojson* a, const ojson* b) {
+    return (*a)["ms_per_step"].get<double>() > (*b)["ms_per_step"].get<double>();
+  });
+  std::printf("    %-28s %5s %5s %5s %2s %7s %8s %8s %5s %8s\n", "site", "m", "k", "n", "T", "calls", "ms", "engine",
+              "eff", "sgemm");
+  for (const ojson* p : order) {
+    const ojson& sh = *p;
+    const std::string t = std::string(sh["transposed_a"].get<bool>() ? "a" : "") + (sh["transposed_b"].get<bool>() ? "b" : "");
+    const double ms = sh["ms_per_step"].get<double>(), engine = sh["engine_ms_per_step"].get<double>();
+    std::printf("    %-28s %5zu %5zu %5zu %2s %7.1f %8.3f %8.3f %5.2f %8.3f\n", sh["site"].get<std::string>().c_str(),
+                sh["m"].get<size_t>(), sh["k"].get<size_t>(), sh["n"].get<size_t>(), t.empty() ? "-" : t.c_str(),
+                sh["calls_per_step"].get<double>(), ms, engine, engine / ms,
+                sh.value("sgemm_ms_per_step", 0.0));
+  }
+}
+
 void print_header(bool with_torch, bool e2e) {
   std::printf("%-11s %-10s %5s %8s %8s %7s %7s %7s %7s %8s", "model", "policy", "steps", "ms/step", "cpu ms",
               "fwd", "bwd", "upd", "other", "tok/s");
-  std::printf(" %8s %8s %5s", "mm ms", "engine", "eff");
+  std::printf(" %8s %8s %5s %8s", "mm ms", "engine", "eff", "sgemm");
   if (e2e) std::printf(" %9s", "e2e tok/s");
-  if (with_torch) std::printf(" %8s %8s %8s %8s %6s %s", "torch ms", "torch cpu", "vs torch", "(cpu)", "target", "met");
+  if (with_torch)
+    std::printf(" %8s %8s %8s %8s %6s %-3s %7s", "torch ms", "torch cpu", "vs torch", "(cpu)", "target", "met", "bound");
   std::printf("\n");
 }
 
@@ -363,9 +440,15 @@ void run_bench_train(const Options& o) {
       const double fwd = t.phases.forward_s / n * 1e3, bwd = t.phases.backward_s / n * 1e3,
                    upd = t.phases.update_s / n * 1e3, other = std::max(0.0, ms - fwd - bwd - upd);
       const double tokens_s = static_cast<double>(t.tokens_per_step) / (ms * 1e-3);
-      double mm_s = 0;
-      for (const auto& sh : t.matmuls) mm_s += sh.seconds;
-      const double mm_ms = mm_s / n * 1e3, engine_ms = engine_seconds(t, kEngineSecondsPerShape) / n * 1e3;
+      const std::vector<double> engine_s = engine_seconds(t, kEngineSecondsPerShape);
+      const std::vector<double> sgemm_s = sgemm_seconds(t, kEngineSecondsPerShape);
+      const ojson shapes = shape_rows(t, engine_s, sgemm_s);
+      double mm_ms = 0, engine_ms = 0, sgemm_ms = 0;
+      for (const ojson& sh : shapes) {
+        mm_ms += sh["ms_per_step"].get<double>();
+        engine_ms += sh["engine_ms_per_step"].get<double>();
+        if (sh.contains("sgemm_ms_per_step")) sgemm_ms += sh["sgemm_ms_per_step"].get<double>();
+      }
       ojson row = {{"model", bm.name},
                    {"policy", bp.name},
                    {"threads", o.threads},
@@ -382,6 +465,7 @@ void run_bench_train(const Options& o) {
                    {"matmul_ms", mm_ms},
                    {"engine_matmul_ms", engine_ms},
                    {"matmul_efficiency", engine_ms / mm_ms}};
+      if (sgemm_ms > 0) row["sgemm_matmul_ms"] = sgemm_ms;
       EndToEnd e;
       if (o.end_to_end) {
         e = time_command(bm, bp, o, scratch.path);
@@ -400,20 +484,24 @@ void run_bench_train(const Options& o) {
         row["cpu_speed_vs_pytorch"] = cpu_ratio;
         row["target"] = bp.target;
         row["target_met"] = ratio >= bp.target;
+        if (sgemm_ms > 0) row["bound_vs_pytorch"] = torch->ms / sgemm_ms;
       }
       row["routes"] = t.routes;
+      row["matmul_shapes"] = shapes;
       row["config"] = bench_config(bm, bp, o, o.e2e_steps ? o.e2e_steps : bm.e2e_steps, "runs/bench");
       rows.push_back(row);
       if (o.json) continue;
-      std::printf("%-11s %-10s %5zu %8.3f %8.3f %7.3f %7.3f %7.3f %7.3f %8.0f %8.3f %8.3f %5.2f", bm.name, bp.name,
-                  t.steps, ms, cpu_ms, fwd, bwd, upd, other, tokens_s, mm_ms, engine_ms, engine_ms / mm_ms);
+      std::printf("%-11s %-10s %5zu %8.3f %8.3f %7.3f %7.3f %7.3f %7.3f %8.0f %8.3f %8.3f %5.2f %8.3f", bm.name,
+                  bp.name, t.steps, ms, cpu_ms, fwd, bwd, upd, other, tokens_s, mm_ms, engine_ms, engine_ms / mm_ms,
+                  sgemm_ms);
       if (o.end_to_end) std::printf(" %9.0f", row["e2e_tokens_per_s"].get<double>());
       if (torch)
-        std::printf(" %8.3f %8.3f %7.2fx %7.2fx %5.2fx %s", torch->ms, torch->cpu_ms, ratio, cpu_ratio, bp.target,
-                    ratio >= bp.target ? "yes" : "NO");
+        std::printf(" %8.3f %8.3f %7.2fx %7.2fx %5.2fx %-3s %6.2fx", torch->ms, torch->cpu_ms, ratio, cpu_ratio,
+                    bp.target, ratio >= bp.target ? "yes" : "NO", sgemm_ms > 0 ? torch->ms / sgemm_ms : 0.0);
       else if (!pytorch.empty())
         std::printf(" %9s", "(no row)");
       std::printf("\n");
+      if (o.shapes) print_shapes(shapes);
       std::fflush(stdout);
     }
   }
@@ -445,6 +533,9 @@ void add_bench_train_command(CLI::App& bench) {
   cmd->add_option("--pytorch", o->pytorch,
                   "JSON from `scripts/reference_pytorch.py --bench --json`: adds PyTorch's ms/step, drift's speed as a "
                   "ratio to it and the targets (fp32 >= 2x, mxfp8 >= 1x)");
+  cmd->add_flag("--shapes", o->shapes,
+                "Under each row, its matmuls per site and shape: ms per step in the step, in the engine alone and in "
+                "sgemm (the JSON rows always hold them, as matmul_shapes)");
   cmd->add_flag("--json", o->json, "Print JSON rows instead of a table");
   cmd->callback([o] { run_bench_train(*o); });
 }

@@ -34,6 +34,20 @@ for r in rows:
     assert 0 < r["matmul_ms"] <= r["ms_per_step"] * (1 + 1e-9), r
     assert r["engine_matmul_ms"] > 0, r
     assert abs(r["matmul_efficiency"] - r["engine_matmul_ms"] / r["matmul_ms"]) <= 1e-12 * r["matmul_efficiency"], r
+    # OpenBLAS on the same shapes (setup.sh installs it), and PyTorch's step over it: the bound.
+    assert r["sgemm_matmul_ms"] > 0, r
+    assert abs(r["bound_vs_pytorch"] - torch[r["model"]][0] / r["sgemm_matmul_ms"]) <= 1e-12 * r["bound_vs_pytorch"], r
+    # Per site and shape: they add up to the row's figures, and every site of the step is there, at
+    # its one call per step (mlp and proxy have no per-head products).
+    shapes = r["matmul_shapes"]
+    for key in ("ms_per_step", "engine_ms_per_step", "sgemm_ms_per_step"):
+        total = r[{"ms_per_step": "matmul_ms", "engine_ms_per_step": "engine_matmul_ms",
+                   "sgemm_ms_per_step": "sgemm_matmul_ms"}[key]]
+        assert abs(sum(sh[key] for sh in shapes) - total) <= 1e-9 * total, (key, r)
+    assert sorted(sh["site"] for sh in shapes) == sorted(r["routes"]), r
+    for sh in shapes:
+        assert sh["m"] > 0 and sh["k"] > 0 and sh["n"] > 0 and sh["calls_per_step"] == 1, sh
+        assert sh["ms_per_step"] > 0 and sh["engine_ms_per_step"] > 0 and sh["sgemm_ms_per_step"] > 0, sh
     assert r["tokens_per_step"] == 64, r  # predictions per step: one per window (mlp) or example (proxy), batch 64
     assert r["e2e_steps"] == 3 and r["e2e_wall_s"] > 0, r
     assert abs(r["e2e_tokens_per_s"] - 3 * r["tokens_per_step"] / r["e2e_wall_s"]) <= 1e-9 * r["e2e_tokens_per_s"], r
@@ -55,6 +69,12 @@ PY
 OMP_NUM_THREADS=1 "$drift" bench train --steps 1 --models proxy --policies fp32 --e2e-steps 2 > table.txt
 [ "$(grep -c '^model ' table.txt)" -eq 1 ] || fail "bench train table header not once: $(cat table.txt)"
 [ "$(grep -c '^proxy ' table.txt)" -eq 1 ] || fail "bench train table: no proxy row: $(cat table.txt)"
+# --shapes: the row's sites under it, indented, one line each (the proxy's 4 blocks x 2 layers and its
+# head, 3 sites each, and its input layer's forward and grad_weight: nothing below it takes a gradient).
+OMP_NUM_THREADS=1 "$drift" bench train --steps 1 --models proxy --policies fp32 --no-e2e --shapes > shapes.txt
+[ "$(grep -c '^    site ' shapes.txt)" -eq 1 ] || fail "bench train --shapes: no site header: $(cat shapes.txt)"
+[ "$(grep -cE '^    (block[0-3]\.mlp\.(fc|proj)|input|head)\.(forward|grad_input|grad_weight) ' shapes.txt)" -eq 29 ] \
+  || fail "bench train --shapes: not 29 site lines: $(cat shapes.txt)"
 
 # The same configs through `drift train`: each site takes the route the benchmark reported.
 for model in mlp proxy; do
