@@ -1157,11 +1157,13 @@ double scale_blocks(const PreparedOperands& ops, const MatmulPolicy& policy, boo
                     FastScratch& s) {
   const QuantizedOperand& A = ops.a;
   const QuantizedOperand& B = ops.b;
-  // Kernel block bi of a row reads the operand's block (bi * kblock) / block_k of it: the same
-  // block when their sizes agree (MX: one division per block was most of this phase's time).
-  auto block_of = [&](const QuantizedOperand& Q, std::vector<size_t>& at) {
+  // Kernel block bi of a row reads the operand's block (bi * kblock) / block_k of it, through this
+  // table; null when their sizes agree and it is block bi (MX: one division per block was most of
+  // this phase's time, then the table's indirection, which kept the copy from vectorising).
+  auto block_of = [&](const QuantizedOperand& Q, std::vector<size_t>& at) -> const size_t* {
+    if (Q.block_k == ops.kblock) return nullptr;
     at.resize(op.nblocks);
-    for (size_t bi = 0; bi < op.nblocks; ++bi) at[bi] = Q.block_k == ops.kblock ? bi : (bi * ops.kblock) / Q.block_k;
+    for (size_t bi = 0; bi < op.nblocks; ++bi) at[bi] = (bi * ops.kblock) / Q.block_k;
     return at.data();
   };
   std::vector<size_t> at;
@@ -1170,7 +1172,11 @@ double scale_blocks(const PreparedOperands& ops, const MatmulPolicy& policy, boo
     const size_t* blk = block_of(A, at);
     for (size_t i = 0; i < op.m; ++i) {
       const double* row = A.block_scale.data() + i * A.blocks_per_row;
-      for (size_t bi = 0; bi < op.nblocks; ++bi) s.sa[i * op.nblocks + bi] = static_cast<float>(row[blk[bi]]);
+      float* sa = s.sa.data() + i * op.nblocks;
+      if (!blk)
+        for (size_t bi = 0; bi < op.nblocks; ++bi) sa[bi] = static_cast<float>(row[bi]);
+      else
+        for (size_t bi = 0; bi < op.nblocks; ++bi) sa[bi] = static_cast<float>(row[blk[bi]]);
     }
     op.sa = s.sa.data();
   }
@@ -1179,7 +1185,10 @@ double scale_blocks(const PreparedOperands& ops, const MatmulPolicy& policy, boo
     const size_t* blk = block_of(B, at);
     for (size_t j = 0; j < op.n; ++j) {
       const double* row = B.block_scale.data() + j * B.blocks_per_row;
-      for (size_t bi = 0; bi < op.nblocks; ++bi) s.sb[bi * op.npad + j] = static_cast<float>(row[blk[bi]]);
+      if (!blk)
+        for (size_t bi = 0; bi < op.nblocks; ++bi) s.sb[bi * op.npad + j] = static_cast<float>(row[bi]);
+      else
+        for (size_t bi = 0; bi < op.nblocks; ++bi) s.sb[bi * op.npad + j] = static_cast<float>(row[blk[bi]]);
     }
     op.sb = s.sb.data();
   }

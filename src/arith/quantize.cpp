@@ -661,6 +661,57 @@ inline void record_scale_exponent(QuantStats& st, int e) {
   st.scale_exp_hist.add(std::clamp(e, -QuantStats::kScaleExpOffset, QuantStats::kScaleExpOffset));
 }
 
+// record_scale_exponent's minimum, maximum, sum and count over a run of blocks, kept in registers
+// (a QuantStats, which the loop's stores might alias, would be read and written at every block),
+// then added into a QuantStats once: the same figures (the sum is of integers, exact in any order).
+struct ScaleExpTally {
+  int min = 0, max = 0;
+  int64_t sum = 0;
+  uint64_t count = 0;
+  void add(int e) {
+    min = count ? std::min(min, e) : e;
+    max = count ? std::max(max, e) : e;
+    sum += e;
+    ++count;
+  }
+  void into(QuantStats& st) const {
+    if (count == 0) return;
+    st.scale_exp_min = st.scale_count ? std::min(st.scale_exp_min, min) : min;
+    st.scale_exp_max = st.scale_count ? std::max(st.scale_exp_max, max) : max;
+    st.scale_exp_sum += static_cast<double>(sum);  // (|sum| < 2^53: exact)
+    st.scale_count += count;
+  }
+};
+
+// Whether any of n counts is non-zero.
+bool any_nonzero(const uint32_t* counts, size_t n) {
+  uint32_t any = 0;
+  for (size_t i = 0; i < n; ++i) any |= counts[i];
+  return any != 0;
+}
+
+// quantize_rows' plain_multiplier over a span's n blocks of finite float elements, from their
+// amaxes, in one tight loop: each block's e8m0 scale into scale[bi] (the span's scales lie one
+// after another in out.block_scale), its multiplier into blocks[bi], and their statistics (and the
+// span's amax, unless its inputs were counted apart) into st.
+void plain_scales_of_span(const float* amax, size_t n, const BlockScaleSpec& spec, bool counted_apart, double* scale,
+                          QuantRowBlock* blocks, QuantStats& st) {
+  ScaleExpTally tally;
+  float span_amax = 0;
+  for (size_t bi = 0; bi < n; ++bi) {
+    const int e = plain_e8m0_exponent(amax[bi], spec);
+    scale[bi] = pow2(e);
+    blocks[bi] = QuantRowBlock{false, true, pow2(-e)};
+    span_amax = std::max(span_amax, amax[bi]);
+    if (amax[bi] != 0) {
+      tally.add(e);
+      st.scale_exp_hist.add(std::clamp(e, -QuantStats::kScaleExpOffset, QuantStats::kScaleExpOffset));
+    }
+  }
+  tally.into(st);
+  if (!counted_apart) st.amax = std::max(st.amax, static_cast<double>(span_amax));
+}
+
 }  // namespace
 
 void record_scale(QuantStats& st, double dequant_scale) {
@@ -901,7 +952,10 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
           blocks[bi].mult = multiplier(g, span.r0 * bpr + bi, amax, st, &blocks[bi].exact);
         }
       };
-      if (span_counted && plain_e8m0) scale_span(plain_multiplier);  // (float amaxes)
+      if (span_counted && plain_e8m0 && !any_nonzero(span_bad.data(), nblocks))
+        plain_scales_of_span(span_amax.data(), nblocks, spec, counted_apart, &out.block_scale[span.r0 * bpr],
+                             blocks.data(), st);
+      else if (span_counted && plain_e8m0) scale_span(plain_multiplier);  // (float amaxes)
       else scale_span(block_multiplier);
       quantize_span_blocks(span_p, x, k, span.r0, span.r1, b, qz, *cast, seed, stream, out, st, scratch);
     });
