@@ -651,19 +651,10 @@ void delayed_record_step(DelayedState& state, const Quantizer& qz, double amax, 
 
 namespace {
 
-// Counts one scale of exponent e (record_scale's statistics).
-inline void record_scale_exponent(QuantStats& st, int e) {
-  if (st.scale_count == 0) st.scale_exp_min = st.scale_exp_max = e;
-  st.scale_exp_min = std::min(st.scale_exp_min, e);
-  st.scale_exp_max = std::max(st.scale_exp_max, e);
-  st.scale_exp_sum += e;  // exact (see QuantStats::scale_exp_sum)
-  ++st.scale_count;
-  st.scale_exp_hist.add(std::clamp(e, -QuantStats::kScaleExpOffset, QuantStats::kScaleExpOffset));
-}
-
-// record_scale_exponent's minimum, maximum, sum and count over a run of blocks, kept in registers
-// (a QuantStats, which the loop's stores might alias, would be read and written at every block),
-// then added into a QuantStats once: the same figures (the sum is of integers, exact in any order).
+// record_scale's minimum, maximum, sum and count of scale exponents over a run of blocks, kept in
+// registers (a QuantStats, which a loop's stores might alias, would be read and written at every
+// block), then added into a QuantStats once: the same figures in any grouping (the sum is of
+// integers, exact).
 struct ScaleExpTally {
   int min = 0, max = 0;
   int64_t sum = 0;
@@ -678,10 +669,23 @@ struct ScaleExpTally {
     if (count == 0) return;
     st.scale_exp_min = st.scale_count ? std::min(st.scale_exp_min, min) : min;
     st.scale_exp_max = st.scale_count ? std::max(st.scale_exp_max, max) : max;
-    st.scale_exp_sum += static_cast<double>(sum);  // (|sum| < 2^53: exact)
+    st.scale_exp_sum += static_cast<double>(sum);  // exact (see QuantStats::scale_exp_sum)
     st.scale_count += count;
   }
 };
+
+// A scale of exponent e in the distribution (QuantStats::scale_exp_hist).
+inline void add_to_histogram(QuantStats& st, int e) {
+  st.scale_exp_hist.add(std::clamp(e, -QuantStats::kScaleExpOffset, QuantStats::kScaleExpOffset));
+}
+
+// Counts one scale of exponent e (record_scale's statistics).
+inline void record_scale_exponent(QuantStats& st, int e) {
+  ScaleExpTally one;
+  one.add(e);
+  one.into(st);
+  add_to_histogram(st, e);
+}
 
 // Whether any of n counts is non-zero.
 bool any_nonzero(const uint32_t* counts, size_t n) {
@@ -705,7 +709,7 @@ void plain_scales_of_span(const float* amax, size_t n, const BlockScaleSpec& spe
     span_amax = std::max(span_amax, amax[bi]);
     if (amax[bi] != 0) {
       tally.add(e);
-      st.scale_exp_hist.add(std::clamp(e, -QuantStats::kScaleExpOffset, QuantStats::kScaleExpOffset));
+      add_to_histogram(st, e);
     }
   }
   tally.into(st);
