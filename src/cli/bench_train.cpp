@@ -380,13 +380,17 @@ void print_shapes(const ojson& shapes) {
   std::stable_sort(order.begin(), order.end(), [](const ojson* a, const ojson* b) {
     return (*a)["ms_per_step"].get<double>() > (*b)["ms_per_step"].get<double>();
   });
-  std::printf("    %-28s %5s %5s %5s %2s %7s %8s %8s %5s %8s\n", "site", "m", "k", "n", "T", "calls", "ms", "engine",
+  int width = 4;  // (the longest site name, "site" at least)
+  for (const ojson& sh : shapes) width = std::max(width, static_cast<int>(sh["site"].get<std::string>().size()));
+  std::printf("    (ms per step in the step, in the engine alone and in sgemm; T: the operands the step gives "
+              "transposed)\n");
+  std::printf("    %-*s %5s %5s %5s %2s %7s %8s %8s %5s %8s\n", width, "site", "m", "k", "n", "T", "calls", "ms", "engine",
               "eff", "sgemm");
   for (const ojson* p : order) {
     const ojson& sh = *p;
     const std::string t = std::string(sh["transposed_a"].get<bool>() ? "a" : "") + (sh["transposed_b"].get<bool>() ? "b" : "");
     const double ms = sh["ms_per_step"].get<double>(), engine = sh["engine_ms_per_step"].get<double>();
-    std::printf("    %-28s %5zu %5zu %5zu %2s %7.1f %8.3f %8.3f %5.2f %8.3f\n", sh["site"].get<std::string>().c_str(),
+    std::printf("    %-*s %5zu %5zu %5zu %2s %7.1f %8.3f %8.3f %5.2f %8.3f\n", width, sh["site"].get<std::string>().c_str(),
                 sh["m"].get<size_t>(), sh["k"].get<size_t>(), sh["n"].get<size_t>(), t.empty() ? "-" : t.c_str(),
                 sh["calls_per_step"].get<double>(), ms, engine, engine / ms,
                 sh.value("sgemm_ms_per_step", 0.0));
