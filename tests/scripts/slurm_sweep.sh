@@ -141,7 +141,10 @@ sweep=(--config tiny.json --seeds 1-2 --policies fp32.json bf16.json)
 steps=300
 
 t0=$SECONDS
-"$drift" sweep "${sweep[@]}" -j 2 --out local --progress-every 0.5 > local.txt || fail "local sweep: $(cat local.txt)"
+# A progress line every 0.05 s (the sweep polls every 20 ms): a run of these 300 steps takes about
+# half a second, and with lines 0.5 s apart a fast machine finished a pair of runs before the first
+# line, which then never showed the states asserted below.
+"$drift" sweep "${sweep[@]}" -j 2 --out local --progress-every 0.05 > local.txt || fail "local sweep: $(cat local.txt)"
 echo "local sweep (-j 2): $((SECONDS - t0)) s"
 # Its live progress, written to a file: whole lines, two runs at a time with their steps and losses.
 grep -qE "^sweep [0-9hms.]+: 0/4 done, 2 running, 2 left \| fp32/seed1 step [0-9]+ loss [0-9.]+ \| fp32/seed2 step [0-9]+ loss [0-9.]+ \| ETA [0-9hms.]+$" local.txt \
