@@ -27,6 +27,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <numeric>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -447,12 +448,11 @@ void run_bench_train(const Options& o) {
       const std::vector<double> engine_s = engine_seconds(t, kEngineSecondsPerShape);
       const std::vector<double> sgemm_s = sgemm_seconds(t, kEngineSecondsPerShape);
       const ojson shapes = shape_rows(t, engine_s, sgemm_s);
-      double mm_ms = 0, engine_ms = 0, sgemm_ms = 0;
-      for (const ojson& sh : shapes) {
-        mm_ms += sh["ms_per_step"].get<double>();
-        engine_ms += sh["engine_ms_per_step"].get<double>();
-        if (sh.contains("sgemm_ms_per_step")) sgemm_ms += sh["sgemm_ms_per_step"].get<double>();
-      }
+      double mm_s = 0;
+      for (const auto& sh : t.matmuls) mm_s += sh.seconds;
+      const double mm_ms = mm_s / n * 1e3;
+      const double engine_ms = std::accumulate(engine_s.begin(), engine_s.end(), 0.0) / n * 1e3;
+      const double sgemm_ms = std::accumulate(sgemm_s.begin(), sgemm_s.end(), 0.0) / n * 1e3;
       ojson row = {{"model", bm.name},
                    {"policy", bp.name},
                    {"threads", o.threads},
