@@ -1159,7 +1159,8 @@ double scale_blocks(const PreparedOperands& ops, const MatmulPolicy& policy, boo
   const QuantizedOperand& B = ops.b;
   // Kernel block bi of a row reads the operand's block (bi * kblock) / block_k of it, through this
   // table; null when their sizes agree and it is block bi (MX: one division per block was most of
-  // this phase's time, then the table's indirection, which kept the copy from vectorising).
+  // this phase's time, then the table's indirection, which kept A's row copy from vectorising; B's
+  // copy is a transpose, strided either way).
   auto block_of = [&](const QuantizedOperand& Q, std::vector<size_t>& at) -> const size_t* {
     if (Q.block_k == ops.kblock) return nullptr;
     at.resize(op.nblocks);
@@ -1185,10 +1186,7 @@ double scale_blocks(const PreparedOperands& ops, const MatmulPolicy& policy, boo
     const size_t* blk = block_of(B, at);
     for (size_t j = 0; j < op.n; ++j) {
       const double* row = B.block_scale.data() + j * B.blocks_per_row;
-      if (!blk)
-        for (size_t bi = 0; bi < op.nblocks; ++bi) s.sb[bi * op.npad + j] = static_cast<float>(row[bi]);
-      else
-        for (size_t bi = 0; bi < op.nblocks; ++bi) s.sb[bi * op.npad + j] = static_cast<float>(row[blk[bi]]);
+      for (size_t bi = 0; bi < op.nblocks; ++bi) s.sb[bi * op.npad + j] = static_cast<float>(row[blk ? blk[bi] : bi]);
     }
     op.sb = s.sb.data();
   }

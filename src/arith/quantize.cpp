@@ -486,6 +486,20 @@ void mark_region_nan(QuantizedOperand& out, const Region& g) {
 
 }  // namespace
 
+namespace {
+
+// Adds `count` scales with exponents in [min, max] and exponent sum `sum` to st's scale statistics
+// (its histogram aside): what QuantStats::merge and ScaleExpTally::into both do.
+void add_scale_range(QuantStats& st, int min, int max, double sum, uint64_t count) {
+  if (count == 0) return;
+  st.scale_exp_min = st.scale_count ? std::min(st.scale_exp_min, min) : min;
+  st.scale_exp_max = st.scale_count ? std::max(st.scale_exp_max, max) : max;
+  st.scale_exp_sum += sum;  // exact (see QuantStats::scale_exp_sum)
+  st.scale_count += count;
+}
+
+}  // namespace
+
 void QuantStats::merge(const QuantStats& o) {
   elements += o.elements;
   clipped += o.clipped;
@@ -493,16 +507,7 @@ void QuantStats::merge(const QuantStats& o) {
   subnormal += o.subnormal;
   nonfinite += o.nonfinite;
   amax = std::max(amax, o.amax);
-  if (o.scale_count) {
-    if (scale_count == 0) {
-      scale_exp_min = o.scale_exp_min;
-      scale_exp_max = o.scale_exp_max;
-    }
-    scale_exp_min = std::min(scale_exp_min, o.scale_exp_min);
-    scale_exp_max = std::max(scale_exp_max, o.scale_exp_max);
-  }
-  scale_count += o.scale_count;
-  scale_exp_sum += o.scale_exp_sum;
+  add_scale_range(*this, o.scale_exp_min, o.scale_exp_max, o.scale_exp_sum, o.scale_count);
   scale_exp_hist.merge(o.scale_exp_hist);
 }
 
@@ -665,13 +670,7 @@ struct ScaleExpTally {
     sum += e;
     ++count;
   }
-  void into(QuantStats& st) const {
-    if (count == 0) return;
-    st.scale_exp_min = st.scale_count ? std::min(st.scale_exp_min, min) : min;
-    st.scale_exp_max = st.scale_count ? std::max(st.scale_exp_max, max) : max;
-    st.scale_exp_sum += static_cast<double>(sum);  // exact (see QuantStats::scale_exp_sum)
-    st.scale_count += count;
-  }
+  void into(QuantStats& st) const { add_scale_range(st, min, max, static_cast<double>(sum), count); }  // (exact)
 };
 
 // A scale of exponent e in the distribution (QuantStats::scale_exp_hist).

@@ -144,7 +144,7 @@ struct ScratchDir {
   }
 };
 
-// Timed seconds per shape when the engine's own matmul time is measured (engine_seconds).
+// Timed seconds per shape when a step's matmuls are replayed alone (replay_seconds).
 constexpr double kEngineSecondsPerShape = 0.05;
 
 struct StepTiming {
@@ -158,52 +158,47 @@ struct StepTiming {
   std::vector<std::string> site_name;       // and its name (MatmulSite::name)
 };
 
-// The engine alone on the timed steps' matmuls: each shape's call (fresh row-major float operands,
-// the site's policy, a reused workspace) timed as `drift bench gemm` times it, times its calls.
-// Set against the steps' own matmul time, it says what the training loop adds around the engine
-// (layouts, transposed or accumulated results, scans) at the model's real shapes. Per shape of
-// t.matmuls, in its order.
-std::vector<double> engine_seconds(const StepTiming& t, double min_seconds) {
+// Each of the timed steps' matmul shapes replayed alone on fresh row-major float operands, timed as
+// `drift bench gemm` times a call, times its calls: in seconds per shape of t.matmuls, in its order.
+struct ReplaySeconds {
+  // The engine (the site's policy, a reused workspace). Set against the steps' own matmul time, it
+  // says what the training loop adds around the engine (layouts, transposed or accumulated
+  // results, scans) at the model's real shapes.
+  std::vector<double> engine;
+  // OpenBLAS sgemm on the same operands (empty without OpenBLAS): the matmul time of a step that
+  // ran at the reference's speed. PyTorch's twin makes the same products on the same library, so
+  // PyTorch's step over this is the most drift could gain on PyTorch with its matmuls at sgemm's
+  // speed and nothing else costing time (issue 16's "2x PyTorch" needs this above 2).
+  std::vector<double> sgemm;
+};
+
+ReplaySeconds replay_seconds(const StepTiming& t, double min_seconds) {
   MatmulWorkspace workspace;
-  std::vector<double> seconds;
+  ReplaySeconds r;
   for (const MatmulTimes::Shape& sh : t.matmuls) {
     const std::vector<float> a = bench_operand(1, sh.m * sh.k), b = bench_operand(2, sh.k * sh.n);
     std::vector<float> c(sh.m * sh.n);
+    const double calls = static_cast<double>(sh.calls);
     const MatViewF av{a.data(), sh.m, sh.k, sh.k, false}, bv{b.data(), sh.k, sh.n, sh.n, false};
     const MatmulPolicy& policy = t.site_policy.at(sh.site);
-    const double per_call = seconds_per_call(
-        [&] {
-          MatmulContext ctx;
-          ctx.workspace = &workspace;
-          matmul(av, bv, c.data(), sh.n, policy, ctx);
-        },
-        min_seconds);
-    seconds.push_back(per_call * static_cast<double>(sh.calls));
-  }
-  return seconds;
-}
-
-// OpenBLAS sgemm on the same shapes and calls as engine_seconds (fresh row-major operands): the
-// matmul time of a step that ran at the reference's speed. PyTorch's twin makes the same products
-// on the same library, so PyTorch's step over this is the most drift could gain on PyTorch with its
-// matmuls at sgemm's speed and nothing else costing time (issue 16's "2x PyTorch" needs this above
-// 2). Per shape of t.matmuls; empty without OpenBLAS.
-std::vector<double> sgemm_seconds(const StepTiming& t, double min_seconds) {
-  std::vector<double> seconds;
+    r.engine.push_back(calls * seconds_per_call(
+                                   [&] {
+                                     MatmulContext ctx;
+                                     ctx.workspace = &workspace;
+                                     matmul(av, bv, c.data(), sh.n, policy, ctx);
+                                   },
+                                   min_seconds));
 #ifdef DRIFT_HAVE_OPENBLAS
-  for (const MatmulTimes::Shape& sh : t.matmuls) {
-    const std::vector<float> a = bench_operand(1, sh.m * sh.k), b = bench_operand(2, sh.k * sh.n);
-    std::vector<float> c(sh.m * sh.n);
     const int m = static_cast<int>(sh.m), k = static_cast<int>(sh.k), n = static_cast<int>(sh.n);
-    const double per_call = seconds_per_call(
-        [&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n); },
-        min_seconds);
-    seconds.push_back(per_call * static_cast<double>(sh.calls));
-  }
-#else
-  (void)t, (void)min_seconds;
+    r.sgemm.push_back(calls * seconds_per_call(
+                                  [&] {
+                                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k,
+                                                b.data(), n, 0.0f, c.data(), n);
+                                  },
+                                  min_seconds));
 #endif
-  return seconds;
+  }
+  return r;
 }
 
 // Times the training loop of `drift train` between logged steps: the first mark is the first logged
@@ -354,7 +349,7 @@ std::vector<TorchFigures> read_pytorch(const std::string& path) {
 // The step's matmuls per site and shape (ms per timed step): in the step, in the engine alone on
 // fresh row-major operands, and in sgemm (where OpenBLAS is built in). Their sums are the row's
 // matmul_ms, engine_matmul_ms and sgemm_matmul_ms.
-ojson shape_rows(const StepTiming& t, const std::vector<double>& engine_s, const std::vector<double>& sgemm_s) {
+ojson shape_rows(const StepTiming& t, const ReplaySeconds& replay) {
   const double n = static_cast<double>(t.steps);
   ojson rows = ojson::array();
   for (size_t i = 0; i < t.matmuls.size(); ++i) {
@@ -367,8 +362,8 @@ ojson shape_rows(const StepTiming& t, const std::vector<double>& engine_s, const
                {"transposed_b", sh.tb},
                {"calls_per_step", static_cast<double>(sh.calls) / n},
                {"ms_per_step", sh.seconds / n * 1e3},
-               {"engine_ms_per_step", engine_s.at(i) / n * 1e3}};
-    if (!sgemm_s.empty()) r["sgemm_ms_per_step"] = sgemm_s.at(i) / n * 1e3;
+               {"engine_ms_per_step", replay.engine.at(i) / n * 1e3}};
+    if (!replay.sgemm.empty()) r["sgemm_ms_per_step"] = replay.sgemm.at(i) / n * 1e3;
     rows.push_back(std::move(r));
   }
   return rows;
@@ -445,14 +440,13 @@ void run_bench_train(const Options& o) {
       const double fwd = t.phases.forward_s / n * 1e3, bwd = t.phases.backward_s / n * 1e3,
                    upd = t.phases.update_s / n * 1e3, other = std::max(0.0, ms - fwd - bwd - upd);
       const double tokens_s = static_cast<double>(t.tokens_per_step) / (ms * 1e-3);
-      const std::vector<double> engine_s = engine_seconds(t, kEngineSecondsPerShape);
-      const std::vector<double> sgemm_s = sgemm_seconds(t, kEngineSecondsPerShape);
-      const ojson shapes = shape_rows(t, engine_s, sgemm_s);
+      const ReplaySeconds replay = replay_seconds(t, kEngineSecondsPerShape);
+      const ojson shapes = shape_rows(t, replay);
       double mm_s = 0;
       for (const auto& sh : t.matmuls) mm_s += sh.seconds;
       const double mm_ms = mm_s / n * 1e3;
-      const double engine_ms = std::accumulate(engine_s.begin(), engine_s.end(), 0.0) / n * 1e3;
-      const double sgemm_ms = std::accumulate(sgemm_s.begin(), sgemm_s.end(), 0.0) / n * 1e3;
+      const double engine_ms = std::accumulate(replay.engine.begin(), replay.engine.end(), 0.0) / n * 1e3;
+      const double sgemm_ms = std::accumulate(replay.sgemm.begin(), replay.sgemm.end(), 0.0) / n * 1e3;
       ojson row = {{"model", bm.name},
                    {"policy", bp.name},
                    {"threads", o.threads},
