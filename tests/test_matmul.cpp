@@ -496,6 +496,36 @@ TEST_CASE("fused tensor-core models: fast kernel == reference for every preset (
   }
 }
 
+TEST_CASE("fused models beyond the integer route: fast kernel == reference (the fma routes)") {
+  // The integer route (every preset) needs products exact in float and cut terms below 2^31. Past
+  // it: fp32 inputs (48-bit products) under the H100 FP8 model (float lanes where the target has
+  // per-instruction rounding) and bf16 inputs under the H100 bf16 model with 30 kept bits (cut terms
+  // up to 2^32: double lanes).
+  struct Case {
+    const char* preset;
+    const char* input;
+    int kept_bits;
+  };
+  const Case cases[] = {{"h100_fp8_e4m3", "fp32", 13}, {"h100_bf16", "bf16", 30}};
+  const Shape shapes[] = {{3, 37, 5}, {13, 200, 70}};
+  for (const Case& c : cases) {
+    TcPreset tp = *find_tc_preset(c.preset);
+    tp.model.kept_bits = c.kept_bits;
+    const Format f = fmt(c.input);
+    const MatmulPolicy p = fused_policy(tp, f);
+    for (size_t si = 0; si < std::size(shapes); ++si) {
+      const Shape& s = shapes[si];
+      const std::string base = std::string(c.preset) + " on " + c.input + " shape " + std::to_string(si);
+      check_fast_case(p, grid_matrix(s.m * s.k, 400 + si, f, -4, 3), grid_matrix(s.k * s.n, 410 + si, f, -4, 3), s, 1,
+                      base + " ordinary");
+      check_fast_case(p, small_int_matrix(s.m * s.k, 420 + si, 7), small_int_matrix(s.k * s.n, 430 + si, 7), s, 1,
+                      base + " small integers");
+      check_fast_case(p, grid_matrix(s.m * s.k, 440 + si, f, -40, 30), grid_matrix(s.k * s.n, 450 + si, f, -40, 30), s,
+                      -1, base + " wide");
+    }
+  }
+}
+
 TEST_CASE("hand-derived: the fast fused kernel cuts products of either sign toward zero") {
   // The H100 FP8 model keeps 13 bits below the group's alignment exponent E. With the products
   // 16 * 256 = 2^12 and +-0.25 * 1, E = 4 + 8 = 12, the cut is at 2^(12-13) = 0.5, and 0.25 is cut to

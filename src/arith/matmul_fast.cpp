@@ -457,6 +457,7 @@ const char* FastTargetName() { return hwy::TargetName(HWY_TARGET); }
 bool HasNativeFma() { return HWY_NATIVE_FMA != 0; }
 size_t FloatLanes() { return hn::Lanes(hn::ScalableTag<float>()); }
 bool FusedFloatLanes() { return kFusedDirected; }
+bool FusedIntCuts() { return HWY_TARGET != HWY_SCALAR; }  // (FusedCutSumsInt: float lanes twice a double's)
 
 // The magnitude range of a rows x cols block of floats (row stride ld) for the packing checks and
 // the in-place scan: the smallest non-zero and the largest |v|, whether a NaN or inf is present (the
@@ -545,6 +546,7 @@ HWY_EXPORT(FastMatmul);
 HWY_EXPORT(HasNativeFma);
 HWY_EXPORT(FloatLanes);
 HWY_EXPORT(FusedFloatLanes);
+HWY_EXPORT(FusedIntCuts);
 HWY_EXPORT(FusedExpCodes);
 HWY_EXPORT(FusedPackStrips);
 HWY_EXPORT(FusedSignOrderConsecutive);
@@ -782,6 +784,7 @@ struct FastPlan {
   size_t W = 0;
   bool outer_scalar = false;
   bool inner_fused = false;
+  bool products_fit_float = false;  // the operands' significands fit one float's together
 };
 
 // Phase 1, plan: whether the fast path computes exactly what the reference does for this call (false:
@@ -817,6 +820,7 @@ bool plan_fast(const PreparedOperands& ops, const InPlaceOperand* ia, const InPl
   plan.outer_scalar = !outer_fp32;
   if (plan.outer_scalar && (nblocks > 1 || A.block_k || B.block_k)) return false;
   plan.inner_fused = inner_fused;
+  plan.products_fit_float = exact_in_float;
   const size_t L = HWY_DYNAMIC_DISPATCH(FloatLanes)();
   plan.W = 2 * L;  // columns per strip
   op.npad = (n + plan.W - 1) / plan.W * plan.W;
@@ -844,6 +848,17 @@ bool plan_fast(const PreparedOperands& ops, const InPlaceOperand* ia, const InPl
 bool fused_fits_float_lanes(const FusedModel& m) {
   return HWY_DYNAMIC_DISPATCH(FusedFloatLanes)() && m.min_align_exp != kNoMinAlignExp &&
          m.min_align_exp - m.kept_bits >= -149 && fused_cut_sum_bound(m) <= 0x1p22;
+}
+
+// The int32 accumulators the integer route (matmul_fused-inl.h, FusedCutSumsInt) needs for groups of
+// at most `widest` products, each cut term at most 2^(kept_bits+2) - 1 below 2^31, the accumulators
+// taking the positions in turn: 1 or 2, or 0 where the route does not fit.
+int fused_int_accs(const FusedModel& m, uint32_t widest) {
+  if (m.kept_bits + 2 > 31) return 0;
+  const int64_t term = (int64_t{1} << (m.kept_bits + 2)) - 1;
+  const int64_t per_acc = ((int64_t{1} << 31) - 1) / term;
+  if (widest <= per_acc) return 1;
+  return (widest + 1) / 2 <= per_acc ? 2 : 0;
 }
 
 // The first element of a vector at a cache line (the vector has 64 bytes of room for it), so that
@@ -913,15 +928,26 @@ void build_sign_order(const T* a, size_t m, size_t k, size_t kblock, const Fused
 }
 
 // Phase 2a, pack for the fused kernel (the layouts of FusedOperands): the alignment codes of A and
-// B, A as the lanes read it, B in strips split by sign; the operands' magnitude ranges. Float
+// B, A as the lanes read it, B in strips (split by sign for the fma routes); the route; the
+// operands' magnitude ranges. Float
 // operands (the float entry) are packed by SIMD (B through one transposition), doubles element by
 // element. The plans live in the caller (op points at them).
-void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, FastOperands& op, FastScratch& s,
-                FusedPlan& plan_full, FusedPlan& plan_tail, PackedRanges& r) {
+void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products_fit_float, size_t W, FastOperands& op,
+                FastScratch& s, FusedPlan& plan_full, FusedPlan& plan_tail, PackedRanges& r) {
   const QuantizedOperand& A = ops.a;
   const QuantizedOperand& B = ops.b;
   const size_t m = op.m, n = op.n, k = op.k, npad = op.npad, strips = npad / W;
-  const bool lanes32 = fused_fits_float_lanes(fm);
+  plan_full = build_fused_plan(op.kblock, fm);
+  if (k % op.kblock != 0) plan_tail = build_fused_plan(k % op.kblock, fm);
+  uint32_t widest = 0;
+  for (const FusedGroup& g : plan_full.groups) widest = std::max(widest, g.n);
+  for (const FusedGroup& g : plan_tail.groups) widest = std::max(widest, g.n);
+  // The integer route where the products are exact in float (every preset), else the fma route: in
+  // float lanes where a group's sums fit them, else in double lanes.
+  const int int_accs = products_fit_float && HWY_DYNAMIC_DISPATCH(FusedIntCuts)() ? fused_int_accs(fm, widest) : 0;
+  const bool int_cuts = int_accs > 0;
+  const bool lanes32 = !int_cuts && fused_fits_float_lanes(fm);
+  const bool floats = lanes32 || int_cuts;  // (A and B read as floats)
   const int in_emin = fm.in_emin;
   // Exponents of the formats the fused path takes (fits_float) and kZeroExp fit int16, and so do
   // the kernel's sums of two of them.
@@ -932,11 +958,15 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
   if (s.eb.size() < k * npad) s.eb.resize(k * npad);
   int32_t* ea = s.ea.data();
   int16_t* eb = s.eb.data();
-  double* bd = lanes32 ? nullptr : line_aligned(s.bd, 2 * k * npad);
-  float* bf = lanes32 ? line_aligned(s.b, 2 * k * npad) : nullptr;
+  double* bd = floats ? nullptr : line_aligned(s.bd, 2 * k * npad);
+  float* bf = floats ? line_aligned(s.b, 2 * k * npad) : nullptr;
   FusedOperands& fo = op.fused;
   fo = FusedOperands{};
-  fo.float_lanes = lanes32;
+  // (The integer route runs in float lanes where the target has per-instruction rounding, for its
+  // conversion of the sum, and one accumulator holds a group.)
+  fo.float_lanes = lanes32 || (int_accs == 1 && HWY_DYNAMIC_DISPATCH(FusedFloatLanes)());
+  fo.int_cuts = int_cuts;
+  fo.int_accs = int_accs;
   fo.b = bd;
   fo.bf = bf;
   fo.ea = ea;
@@ -949,7 +979,7 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
     for_each_index(m, worth_threads_elements(m * k),
                    [&](size_t i) { HWY_DYNAMIC_DISPATCH(FusedExpCodes)(qf + i * k, k, in_emin, ea + i * k); });
     fo.aqf = qf;
-    if (lanes32) {
+    if (floats) {
       fo.af = qf;
     } else {
       s.aq_wide.assign(qf, qf + m * k);
@@ -958,7 +988,7 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
   } else {
     const double* aq = A.q.data();
     float* af = nullptr;
-    if (lanes32) {
+    if (floats) {
       if (s.a.size() < m * k) s.a.resize(m * k);
       af = s.a.data();
     }
@@ -1001,7 +1031,7 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
     const size_t threads = worth_threads_elements(n * k) ? static_cast<size_t>(omp_get_max_threads()) : 1;
     for_each_index(threads, threads > 1, [&](size_t part) {
       HWY_DYNAMIC_DISPATCH(FusedPackStrips)(bt, npad, k, strips * part / threads, strips * (part + 1) / threads,
-                                            in_emin, codes8, bf, bd, eb);
+                                            in_emin, codes8, int_cuts, bf, bd, eb);
     });
     fo.bqf = qf;
     fo.bqf_k_major = B.k_major;
@@ -1023,7 +1053,9 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
             const double y = src ? src[t] : 0.0;
             note_magnitude(y, b_min, b_max, b_bad);
             const size_t at = st * k * 2 * W + t * 2 * W + jj;
-            if (lanes32) {
+            if (int_cuts) {
+              bf[st * k * W + t * W + jj] = static_cast<float>(y);  // (plain)
+            } else if (lanes32) {
               bf[at] = y > 0 ? static_cast<float>(y) : 0.0f;
               bf[at + W] = y < 0 ? static_cast<float>(y) : 0.0f;
             } else {
@@ -1040,14 +1072,12 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, size_t W, Fas
     r.b_bad = b_bad;
     fo.bq = bq;
   }
-  plan_full = build_fused_plan(op.kblock, fm);
-  if (k % op.kblock != 0) plan_tail = build_fused_plan(k % op.kblock, fm);
   op.inner = FastInner::fused;
   fo.model = &fm;
   fo.plan_full = &plan_full;
   fo.plan_tail = k % op.kblock != 0 ? &plan_tail : nullptr;
   op.fused.min_align = std::max(static_cast<double>(fm.min_align_exp), kFloorExp);
-  if (directed) {
+  if (directed && !int_cuts) {  // (the fma route's order of products)
     if (lanes32)
       build_sign_order(fo.af, m, k, op.kblock, plan_full, fo.plan_tail, s, fo);
     else
@@ -1260,7 +1290,8 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
                                                      : ctx.workspace->fast_double;
   FusedPlan plan_full, plan_tail;
   PackedRanges ranges;
-  if (plan.inner_fused) pack_fused(ops, *policy.inner.fused, plan.W, op, scratch, plan_full, plan_tail, ranges);
+  if (plan.inner_fused)
+    pack_fused(ops, *policy.inner.fused, plan.products_fit_float, plan.W, op, scratch, plan_full, plan_tail, ranges);
   else pack_floats(ops, ia, ib, plan.W, op, scratch, ranges);
   if (!ranges_allow_fast(ranges, policy, ctx, plan.inner_fused, op)) return false;
   const double alpha = scale_blocks(ops, policy, plan.outer_scalar, op, scratch);

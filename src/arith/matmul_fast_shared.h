@@ -51,6 +51,11 @@ struct FusedOperands {
   // the alignment exponents of A (m x k) and of B (strips of W columns, per k W codes; kZeroExp for
   // zeros).
   bool float_lanes = false;
+  // The integer route (matmul_fused-inl.h, FusedCutSumsInt): products exact in float and a group's
+  // product cut terms adding exactly in int_accs int32 accumulators (1 or 2). B is then packed
+  // plain, W floats per k (bf), not split by sign; A is read as floats (af).
+  bool int_cuts = false;
+  int int_accs = 0;
   const double* a = nullptr;
   const float* af = nullptr;
   const double* b = nullptr;

@@ -35,16 +35,23 @@ constexpr bool kFusedDirected = false;
 //   E = max(product exponents e(x)+e(y) (each clamped at in_emin), c's exponent (clamped at the output
 //   format's emin; none when c = 0), min_align_exp); q = E - kept_bits;
 //   every term trunc(x*y * 2^-q) and trunc(c * 2^-q) is an integer below 2^(kept_bits+2), and their
-//   sum is exact in the lane type T (matmul_fast checks (terms+1) * 2^(kept_bits+2) <= 2^(p-2), p the
-//   significand bits of T: 53 for double, 24 for float);
+//   sum is exact (the fma routes: in the lane type T, matmul_fast checks (terms+1) * 2^(kept_bits+2)
+//   <= 2^(p-2), p the significand bits of T: 53 for double, 24 for float; the integer route: below);
 //   sum * 2^q rounded once to out_man_bits fraction bits (rtz or rne, integer operations on the
 //   lane's bits) is round_result. Results below the output format's smallest normal or at its
 //   overflow threshold, a non-finite c, and (float lanes) an alignment exponent beyond the lanes'
 //   range are redone lane by lane with the scalar core (group_at).
 // The product exponents are found in int16 lanes (one vector holds the strip's W columns, but on the
 // scalar target), or on AVX-512 where every code lies in [-30, 30] (FP8 and fp16 inputs) in int8 lanes,
-// a pair of rows per vector. The cut terms are added in one of two ways:
-//   * AVX-512: by fused multiply-adds with the instruction's own rounding direction into
+// a pair of rows per vector. The cut terms are added in one of three ways:
+//   * the integer route, where every product is exact in float and every cut term fits an int32
+//     (every preset; FusedOperands::int_cuts): trunc(x*y * 2^-q) by two float multiplies and one
+//     conversion toward zero per product, in float lanes, added in int32 lanes (FusedIntCutTerms; one
+//     accumulator, or two taking the positions in turn where a group's sum could pass 2^31). On
+//     AVX-512 with one accumulator the whole group stays in float lanes: c's cut in int32 too, and
+//     the sum converted to float in the conversion's own rounding direction (FusedCutSumsIntFloat);
+//     elsewhere c and the sum in double lanes (FusedCutSumsInt).
+//   * otherwise on AVX-512: by fused multiply-adds with the instruction's own rounding direction into
 //     accumulators that start at M = 1.5 * 2^(p-1+q), whose last bit is then worth 2^q: fma(x, y, acc)
 //     rounded toward zero adds the cut of a product >= 0, rounded upward the cut of a product <= 0
 //     (acc - |x*y| rounded up is acc - floor(|x*y|), in units of 2^q); the fma takes x*y exactly,
@@ -57,10 +64,11 @@ constexpr bool kFusedDirected = false;
 //     rows share B's loads. Two fmas per product and lane (one per direction, the other multiplying
 //     a zero), in double lanes or, where the sums fit (Hopper and Ada FP8: 13 kept bits), in float
 //     lanes, twice as many.
-//   * elsewhere: trunc(x*y * 2^-q) per term in double lanes (multiply, multiply, truncate, add).
+//   * otherwise elsewhere: trunc(x*y * 2^-q) per term in double lanes (multiply, multiply, truncate, add).
 // A tile's rows share one pass for the products' exponents (FusedProductExponents); the rest runs
-// for two rows at a time (FusedGroupRows: FusedCutSumsDirected on AVX-512, else FusedCutExponents and
-// FusedCutSumsTruncated; then FusedRoundResults).
+// for two rows at a time (FusedGroupRows: FusedCutExponents and FusedCutSumsInt(Float), or
+// FusedCutSumsDirected on AVX-512, else FusedCutExponents and FusedCutSumsTruncated; then
+// FusedRoundResults).
 
 // One group for row i and column j by the scalar core (group_at), from the operands as the caller
 // gave them (doubles, or floats widened here: the group's span only); cols: B's columns (n).
@@ -379,6 +387,168 @@ HWY_INLINE void FusedCutSumsTruncated(DT dt, const FastOperands& op, size_t i, s
 }
 #endif
 
+#if HWY_TARGET != HWY_SCALAR
+// trunc(x) in int32 lanes, for |x| < 2^31 (the callers' bound): on x86 the conversion toward zero
+// alone, without Highway's fix-up of lanes out of int32's range.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> TruncToInt32(DF df, hn::Vec<DF> x) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  // (The masked form with every lane set: the plain one's undefined pass-through trips g++ 12's
+  // -Wmaybe-uninitialized.)
+  if constexpr (hn::MaxLanes(DF()) == 16)
+    return hn::Vec<hn::RebindToSigned<DF>>{_mm512_mask_cvttps_epi32(_mm512_castps_si512(x.raw), 0xffff, x.raw)};
+#elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+  if constexpr (hn::MaxLanes(DF()) == 8) return hn::Vec<hn::RebindToSigned<DF>>{_mm256_cvttps_epi32(x.raw)};
+#endif
+  (void)df;
+  return hn::ConvertTo(hn::RebindToSigned<DF>(), x);
+}
+
+// The smallest q of the integer route: 2^-q a normal float, and a product below 2^-126 (rounded by
+// the float multiply) still below 2^q. (The largest, 125 - kept_bits: products below 2^(E+2) <= 2^127.)
+constexpr int kIntCutQMin = -125;
+
+// The integer route's products (FusedOperands::int_cuts) for R rows of a group: per product and
+// lane, trunc(x*y * 2^-q) by two multiplies and one conversion toward zero, added in int32, the
+// kAccs accumulators taking the positions in turn. Float vector v holds the columns [v*Lf, (v+1)*Lf)
+// of the S strips from bs (B's rows of W floats from k0); scale = 2^-q.
+// Exact where q lies in [kIntCutQMin, 125 - kept_bits] (the callers send other lanes to the core):
+// 2^-q is then a normal float; a product at or above 2^q is a normal float below 2^127, exact (its
+// significand fits float's), and so is its scaled value, an integer part at most 2^(kept_bits+2) - 1
+// plus a fraction; a smaller product, rounded or not, stays at or below 2^-126 or below 2^q, so its
+// scaled value stays below 1 and converts to 0, as its cut is. One multiply, one conversion and one
+// integer add per product, where the fma route (FusedSignRun) spends two fmas in double lanes.
+template <size_t R, size_t S, size_t kAccs, class DF, class VF = hn::Vec<DF>,
+          class VI32 = hn::Vec<hn::RebindToSigned<DF>>>
+HWY_INLINE void FusedIntCutTerms(DF df, const float* const (&arow)[R], const float* const (&bs)[S], const uint32_t* idx,
+                                 uint32_t n, const VF (&scale)[R][kFusedMaxNV], VI32 (&acc)[kAccs][R][kFusedMaxNV]) {
+  const size_t Lf = hn::Lanes(df), W = 2 * hn::Lanes(hn::ScalableTag<float>()), NV = W / Lf, NVT = S * NV;
+  for (size_t a = 0; a < kAccs; ++a)
+    for (size_t r = 0; r < R; ++r)
+      for (size_t v = 0; v < NVT; ++v) acc[a][r][v] = hn::Zero(hn::RebindToSigned<DF>());
+  auto add = [&](size_t p, VI32(&to)[R][kFusedMaxNV]) {
+    VF y[kFusedMaxNV];
+    for (size_t st = 0; st < S; ++st)
+      for (size_t v = 0; v < NV; ++v) y[st * NV + v] = hn::LoadU(df, bs[st] + p * W + v * Lf);
+    for (size_t r = 0; r < R; ++r) {
+      const VF x = hn::Set(df, arow[r][p]);
+      for (size_t v = 0; v < NVT; ++v) to[r][v] = hn::Add(to[r][v], TruncToInt32(df, hn::Mul(hn::Mul(x, y[v]), scale[r][v])));
+    }
+  };
+  uint32_t t = 0;
+  for (; t + kAccs <= n; t += kAccs)
+    for (size_t a = 0; a < kAccs; ++a) add(idx[t + a], acc[a]);
+  for (; t < n; ++t) add(idx[t], acc[0]);  // (kAccs = 2: the first takes one more)
+}
+
+// Step 2 by the integer route in double lanes (targets without per-instruction rounding, or two
+// accumulators): the products by FusedIntCutTerms in float lanes of twice the width; c's cut, the
+// accumulators' sum and val = that sum times 2^q (below 2^34 before scaling: all exact) in double lanes.
+template <size_t R, size_t kAccs, class DT, class V = hn::Vec<DT>, class VI = hn::Vec<hn::RebindToSigned<DT>>,
+          class MI = hn::Mask<hn::RebindToSigned<DT>>>
+HWY_INLINE void FusedCutSumsInt(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
+                                const uint32_t* idx, const hn::TFromD<DT>* cw, const VI (&q)[R][kFusedMaxNV],
+                                V (&val)[R][kFusedMaxNV], MI (&outside)[R][kFusedMaxNV]) {
+  static_assert(sizeof(hn::TFromD<DT>) == 8, "c, q and the sum in double lanes");
+  const hn::RebindToSigned<DT> di;
+  const hn::Repartition<float, DT> df;  // float vector u holds the columns of double vectors 2u, 2u+1
+  const hn::Rebind<float, DT> dfh;      // half a float vector
+  const hn::Half<hn::RebindToSigned<decltype(df)>> di32h;
+  constexpr int kBias = LaneBits<double>::kBias, kMant = LaneBits<double>::kMant;
+  const size_t Ld = hn::Lanes(dt), Lf = hn::Lanes(df), W = 2 * hn::Lanes(hn::ScalableTag<float>());
+  const size_t NV = W / Ld, NF = W / Lf;
+  const FusedOperands& fo = op.fused;
+  const VI bias = hn::Set(di, kBias);
+  const VI qlo = hn::Set(di, kIntCutQMin), qhi = hn::Set(di, 125 - fo.model->kept_bits);
+  VI qc[R][kFusedMaxNV];
+  hn::Vec<decltype(df)> scale[R][kFusedMaxNV];
+  for (size_t r = 0; r < R; ++r) {
+    hn::Vec<decltype(dfh)> half[kFusedMaxNV];
+    for (size_t v = 0; v < NV; ++v) {
+      qc[r][v] = hn::Min(hn::Max(q[r][v], qlo), qhi);
+      outside[r][v] = hn::Ne(q[r][v], qc[r][v]);
+      const V inv = hn::BitCast(dt, hn::ShiftLeft<kMant>(hn::Sub(bias, qc[r][v])));  // 2^-q
+      // c's cut, from +0 as FusedCutSumsTruncated (|c| < 2^(E+1): below 2^(kept_bits+1) after scaling).
+      val[r][v] = hn::Add(hn::Zero(dt), hn::Trunc(hn::Mul(hn::Load(dt, cw + r * W + v * Ld), inv)));
+      half[v] = hn::DemoteTo(dfh, inv);  // (exact: a normal float)
+    }
+    for (size_t u = 0; u < NF; ++u) scale[r][u] = hn::Combine(df, half[2 * u + 1], half[2 * u]);
+  }
+  const float* arow[R];
+  for (size_t r = 0; r < R; ++r) arow[r] = fo.af + (i + r) * op.k + k0;
+  const float* const bs[1] = {fo.bf + (j0 / W) * op.k * W + k0 * W};
+  hn::Vec<hn::RebindToSigned<decltype(df)>> acc[kAccs][R][kFusedMaxNV];
+  FusedIntCutTerms<R, 1, kAccs>(df, arow, bs, idx, g.n, scale, acc);
+  for (size_t r = 0; r < R; ++r)
+    for (size_t v = 0; v < NV; ++v) {
+      for (size_t a = 0; a < kAccs; ++a) {
+        const auto whole = acc[a][r][v / 2];
+        val[r][v] = hn::Add(val[r][v], hn::PromoteTo(dt, v % 2 == 0 ? hn::LowerHalf(di32h, whole) : hn::UpperHalf(di32h, whole)));
+      }
+      val[r][v] = hn::Mul(val[r][v], hn::BitCast(dt, hn::ShiftLeft<kMant>(hn::Add(bias, qc[r][v]))));  // times 2^q
+    }
+}
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// The int32 sums s as floats for FusedRoundResults: rounded by the model's own final rounding where
+// the output keeps float's 23 fraction bits (AVX-512 embedded rounding), else to odd (toward zero,
+// then the last bit set where that was inexact), from which the one rounding to fewer bits is the
+// rounding of s itself (23 >= out_man_bits + 2). (Masked forms: see AlignGetExp.)
+HWY_INLINE hn::Vec<hn::ScalableTag<float>> IntSumToFloat(hn::Vec<hn::ScalableTag<int32_t>> s, const FusedModel& m) {
+  constexpr int kRz = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC, kRn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const __m512 none = _mm512_setzero_ps();
+  if (m.out_man_bits == 23 && m.final_rounding == Rounding::rne)
+    return hn::Vec<hn::ScalableTag<float>>{_mm512_mask_cvt_roundepi32_ps(none, 0xffff, s.raw, kRn)};
+  const __m512 rz = _mm512_mask_cvt_roundepi32_ps(none, 0xffff, s.raw, kRz);
+  if (m.out_man_bits == 23) return hn::Vec<hn::ScalableTag<float>>{rz};
+  const __m512i back = _mm512_mask_cvttps_epi32(s.raw, 0xffff, rz);  // (exact: |rz| <= |s| < 2^31)
+  const __mmask16 inexact = _mm512_cmpneq_epi32_mask(back, s.raw);
+  return hn::Vec<hn::ScalableTag<float>>{
+      _mm512_castsi512_ps(_mm512_mask_or_epi32(_mm512_castps_si512(rz), inexact, _mm512_castps_si512(rz), _mm512_set1_epi32(1)))};
+}
+
+// Step 2 by the integer route in float lanes (AVX-512, one accumulator): the products by
+// FusedIntCutTerms; c's cut in int32 too (below 2^(kept_bits+1)), its add to the products' sum
+// checked for overflow (such lanes go to the core); val = that sum s, rounded by IntSumToFloat,
+// times 2^q (exact: 2^-125 <= |val| < 2^131, larger values the overflow check of FusedRoundResults
+// sends to the core).
+template <size_t R, size_t S, class DF, class V = hn::Vec<DF>, class VI = hn::Vec<hn::RebindToSigned<DF>>,
+          class MI = hn::Mask<hn::RebindToSigned<DF>>>
+HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
+                                     const uint32_t* idx, const float* cw, const VI (&q)[R][kFusedMaxNV],
+                                     V (&val)[R][kFusedMaxNV], MI (&outside)[R][kFusedMaxNV]) {
+  const hn::RebindToSigned<DF> di;
+  constexpr int kBias = LaneBits<float>::kBias, kMant = LaneBits<float>::kMant;
+  const size_t L = hn::Lanes(df), W = 2 * L, NVT = S * 2;
+  const FusedOperands& fo = op.fused;
+  const VI bias = hn::Set(di, kBias);
+  const VI qlo = hn::Set(di, kIntCutQMin), qhi = hn::Set(di, 125 - fo.model->kept_bits);
+  VI qc[R][kFusedMaxNV], cut_c[R][kFusedMaxNV];
+  V scale[R][kFusedMaxNV];
+  for (size_t r = 0; r < R; ++r)
+    for (size_t v = 0; v < NVT; ++v) {
+      qc[r][v] = hn::Min(hn::Max(q[r][v], qlo), qhi);
+      outside[r][v] = hn::Ne(q[r][v], qc[r][v]);
+      scale[r][v] = hn::BitCast(df, hn::ShiftLeft<kMant>(hn::Sub(bias, qc[r][v])));  // 2^-q
+      cut_c[r][v] = TruncToInt32(df, hn::Mul(hn::Load(df, cw + r * S * W + v * L), scale[r][v]));
+    }
+  const float* arow[R];
+  for (size_t r = 0; r < R; ++r) arow[r] = fo.af + (i + r) * op.k + k0;
+  const float* bs[S];
+  for (size_t st = 0; st < S; ++st) bs[st] = fo.bf + (j0 / W + st) * op.k * W + k0 * W;
+  VI acc[1][R][kFusedMaxNV];
+  FusedIntCutTerms<R, S, 1>(df, arow, bs, idx, g.n, scale, acc);
+  for (size_t r = 0; r < R; ++r)
+    for (size_t v = 0; v < NVT; ++v) {
+      const VI sum = hn::Add(acc[0][r][v], cut_c[r][v]);  // (wraps on overflow: the signs tell)
+      const auto overflow = hn::Lt(hn::And(hn::Xor(acc[0][r][v], sum), hn::Xor(cut_c[r][v], sum)), hn::Zero(di));
+      outside[r][v] = hn::Or(outside[r][v], overflow);
+      val[r][v] = hn::Mul(IntSumToFloat(sum, *fo.model), hn::BitCast(df, hn::ShiftLeft<kMant>(hn::Add(bias, qc[r][v]))));
+    }
+}
+#endif
+#endif
+
 // Step 3: val rounded once to the result grid into cw; results below the output format's smallest
 // normal or at its overflow threshold, a non-finite c and `outside` lanes from the scalar core.
 template <size_t R, size_t S, class DT, class V = hn::Vec<DT>, class MI = hn::Mask<hn::RebindToSigned<DT>>>
@@ -409,7 +579,9 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
       const VI sign = hn::And(bits, sign_mask);
       const VI mag = hn::AndNot(sign_mask, bits);
       VI rounded;
-      if (m.final_rounding == Rounding::rne)
+      if (shift == 0)  // (the integer route's float lanes: val already rounded, IntSumToFloat)
+        rounded = mag;
+      else if (m.final_rounding == Rounding::rne)
         rounded = hn::AndNot(low, hn::Add(hn::Add(mag, hn::ShiftRight<1>(low)), hn::And(hn::ShiftRightSame(mag, shift), one)));
       else
         rounded = hn::AndNot(low, mag);
@@ -444,13 +616,30 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
   const hn::RebindToSigned<DT> di;
   hn::Vec<DT> val[R][kFusedMaxNV];
   hn::Mask<decltype(di)> outside[R][kFusedMaxNV];
+  hn::Vec<decltype(di)> q[R][kFusedMaxNV];
+#if HWY_TARGET != HWY_SCALAR
+  if (op.fused.int_cuts) {  // the integer route, in float lanes on AVX-512 (one accumulator), else in double lanes
+    FusedCutExponents<R, S>(dt, *op.fused.model, op.fused.min_align, cw, ep, q);
+    if constexpr (sizeof(hn::TFromD<DT>) == 4) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+      FusedCutSumsIntFloat<R, S>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
+#endif
+    } else if constexpr (S == 1) {
+      if (op.fused.int_accs == 1)
+        FusedCutSumsInt<R, 1>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
+      else
+        FusedCutSumsInt<R, 2>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
+    }
+    FusedRoundResults<R, S>(dt, op, i, j0, k0, g, val, outside, cw);
+    return;
+  }
+#endif
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   (void)idx;
   FusedCutSumsDirected<R, S>(dt, op, i, j0, k0, order, runs, cw, ep, val, outside);
 #else
   (void)order;
   (void)runs;
-  hn::Vec<decltype(di)> q[R][kFusedMaxNV];
   FusedCutExponents<R, S>(dt, *op.fused.model, op.fused.min_align, cw, ep, q);
   FusedCutSumsTruncated<R, S>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
 #endif
@@ -588,9 +777,10 @@ void FusedExpCodes(const float* x, size_t len, int in_emin, int32_t* out) {
 
 // Strips [st0, st1) of B for the kernel from B transposed (bt: k rows of ldt floats, the columns
 // past n zero): per k, the W values split by sign into bf (floats) or bd (doubles), whichever is
-// given, and their codes into eb (as FusedPairedCode8 when codes8).
+// given, or (plain: the integer route) as they are into bf, W per k; their codes into eb (as
+// FusedPairedCode8 when codes8).
 void FusedPackStrips(const float* bt, size_t ldt, size_t k, size_t st0, size_t st1, int in_emin, bool codes8,
-                     float* bf, double* bd, int16_t* eb) {
+                     bool plain, float* bf, double* bd, int16_t* eb) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const hn::Rebind<int16_t, decltype(d)> d16;
@@ -605,7 +795,9 @@ void FusedPackStrips(const float* bt, size_t ldt, size_t k, size_t st0, size_t s
       for (size_t h = 0; h < 2; ++h) {
         const auto y = hn::LoadU(d, src + h * L);
         const auto pos = hn::IfThenElseZero(hn::Gt(y, zero), y), neg = hn::IfThenElseZero(hn::Lt(y, zero), y);
-        if (bf) {
+        if (plain) {
+          hn::StoreU(y, d, bf + st * k * W + t * W + h * L);
+        } else if (bf) {
           hn::StoreU(pos, d, bf + at + h * L);
           hn::StoreU(neg, d, bf + at + W + h * L);
         } else {
