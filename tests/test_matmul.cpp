@@ -556,6 +556,55 @@ TEST_CASE("hand-derived: the fast fused kernel cuts products of either sign towa
   }
 }
 
+// One column: a (1 x k) times b (k x 1) under preset `name`, by the reference and on every fast
+// target (double and float entries), each checked against `want`.
+void check_fused_column(const char* name, const char* input, const std::vector<double>& a,
+                        const std::vector<double>& b, double want) {
+  const MatmulPolicy p = fused_policy(*find_tc_preset(name), fmt(input));
+  const size_t k = a.size();
+  MatView av{a.data(), 1, k, k, false};
+  MatView bv{b.data(), k, 1, 1, false};
+  double c_ref = 7.0;
+  MatmulContext ref;
+  ref.force_reference = true;
+  matmul(av, bv, &c_ref, 1, p, ref);
+  CHECK(c_ref == want);
+  const std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end());  // (exact: values of `input`)
+  TargetMock mock;
+  for (int64_t target : matmul_fast_targets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    CAPTURE(hwy::TargetName(target));
+    double c = 7.0;
+    MatmulContext ctx;
+    CHECK(matmul(av, bv, &c, 1, p, ctx).fast_path);
+    CHECK(c == want);
+    float cf = 7.0f;
+    CHECK(matmul(MatViewF{af.data(), 1, k, k, false}, MatViewF{bf.data(), k, 1, 1, false}, &cf, 1, p, ctx).fast_path);
+    CHECK(cf == static_cast<float>(want));
+  }
+}
+
+TEST_CASE("hand-derived: the integer route's sum past int32 goes to the scalar core") {
+  // H100 bf16: 16-term groups, 25 kept bits, rtz. Group 1: 16 products 1 * 15/128, exact (E = -4,
+  // cut at 2^-29), c = 1.875. Group 2: 16 products (255/128)^2 = 65025/16384 (the largest bf16
+  // significand squared), E = 0 = c's exponent, q = -25: each cut term 65025 * 2^11 = 133171200,
+  // c's 1.875 * 2^25 = 62914560, and the sum 2193653760 is past 2^31 = 2147483648 (the products'
+  // alone, 2130739200, are not). 2193653760 * 2^-25 = 66945/1024, a float (17 significant bits).
+  std::vector<double> a(32, 1.0), b(32, 15.0 / 128);
+  for (size_t t = 16; t < 32; ++t) a[t] = b[t] = 255.0 / 128;
+  check_fused_column("h100_bf16", "bf16", a, b, 66945.0 / 1024);
+}
+
+TEST_CASE("hand-derived: the integer route rounds an fp16 output once (no false tie)") {
+  // H100 fp16 output: 25 kept bits, the sum rounded to nearest even with 10 fraction bits. Products
+  // 1 * 1, 2^-11 * 1 and 2^-12 * 2^-13: E = 0, q = -25, cut terms 2^25, 2^14 and 1, exact. The sum
+  // 1 + 2^-11 + 2^-25 lies above the midpoint 1 + 2^-11 between 1 and 1 + 2^-10, so it rounds up.
+  // (Cut to float's 24 bits first, toward zero, it would become that midpoint and round to even, 1.)
+  const std::vector<double> a{1.0, std::ldexp(1.0, -11), std::ldexp(1.0, -12)};
+  const std::vector<double> b{1.0, 1.0, std::ldexp(1.0, -13)};
+  check_fused_column("h100_fp16_out16", "fp16", a, b, 1.0 + std::ldexp(1.0, -10));
+}
+
 TEST_CASE("hand-derived: a fused group whose c is zero aligns to its products, below the output's emin") {
   // The H100 bf16 model keeps 25 bits below the group's alignment exponent E (16 terms, rtz, minimum
   // alignment exponent -133). Four products 2^-64 * 2^-63 = 2^-127 and one -2^-76 * 2^-76 = -2^-152,
