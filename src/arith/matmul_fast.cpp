@@ -967,6 +967,10 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
   fo.float_lanes = lanes32 || (int_accs == 1 && HWY_DYNAMIC_DISPATCH(FusedFloatLanes)());
   fo.int_cuts = int_cuts;
   fo.int_accs = int_accs;
+  if (int_cuts) {  // (c's cut term is at most 2^(kept_bits+1) - 1: |c| < 2^(E+1))
+    const int64_t term = (int64_t{1} << (fm.kept_bits + 2)) - 1, c_term = (int64_t{1} << (fm.kept_bits + 1)) - 1;
+    fo.int_sum_may_wrap = int64_t{widest} * term + c_term > (int64_t{1} << 31) - 1;
+  }
   fo.b = bd;
   fo.bf = bf;
   fo.ea = ea;

@@ -56,6 +56,7 @@ struct FusedOperands {
   // plain, W floats per k (bf), not split by sign; A is read as floats (af).
   bool int_cuts = false;
   int int_accs = 0;
+  bool int_sum_may_wrap = false;  // the products' and c's cut terms together could pass int32
   const double* a = nullptr;
   const float* af = nullptr;
   const double* b = nullptr;

@@ -387,6 +387,10 @@ HWY_INLINE void FusedCutSumsTruncated(DT dt, const FastOperands& op, size_t i, s
 }
 #endif
 
+// The smallest q of the integer route: 2^-q a normal float, and a product below 2^-126 (rounded by
+// the float multiply) still below 2^q. (The largest, 125 - kept_bits: products below 2^(E+2) <= 2^127.)
+constexpr int kIntCutQMin = -125;
+
 #if HWY_TARGET != HWY_SCALAR
 // trunc(x) in int32 lanes, for |x| < 2^31 (the callers' bound): on x86 the conversion toward zero
 // alone, without Highway's fix-up of lanes out of int32's range.
@@ -403,10 +407,6 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> TruncToInt32(DF df, hn::Vec<DF> x) {
   (void)df;
   return hn::ConvertTo(hn::RebindToSigned<DF>(), x);
 }
-
-// The smallest q of the integer route: 2^-q a normal float, and a product below 2^-126 (rounded by
-// the float multiply) still below 2^q. (The largest, 125 - kept_bits: products below 2^(E+2) <= 2^127.)
-constexpr int kIntCutQMin = -125;
 
 // The integer route's products (FusedOperands::int_cuts) for R rows of a group: per product and
 // lane, trunc(x*y * 2^-q) by two multiplies and one conversion toward zero, added in int32, the
@@ -509,7 +509,7 @@ HWY_INLINE hn::Vec<hn::ScalableTag<float>> IntSumToFloat(hn::Vec<hn::ScalableTag
 
 // Step 2 by the integer route in float lanes (AVX-512, one accumulator): the products by
 // FusedIntCutTerms; c's cut in int32 too (below 2^(kept_bits+1)), its add to the products' sum
-// checked for overflow (such lanes go to the core); val = that sum s, rounded by IntSumToFloat,
+// checked for overflow where the model's bounds allow one (such lanes go to the core); val = that sum s, rounded by IntSumToFloat,
 // times 2^q (exact: 2^-125 <= |val| < 2^131, larger values the overflow check of FusedRoundResults
 // sends to the core).
 template <size_t R, size_t S, class DF, class V = hn::Vec<DF>, class VI = hn::Vec<hn::RebindToSigned<DF>>,
@@ -522,14 +522,17 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
   const size_t L = hn::Lanes(df), W = 2 * L, NVT = S * 2;
   const FusedOperands& fo = op.fused;
   const VI bias = hn::Set(di, kBias);
-  const VI qlo = hn::Set(di, kIntCutQMin), qhi = hn::Set(di, 125 - fo.model->kept_bits);
-  VI qc[R][kFusedMaxNV], cut_c[R][kFusedMaxNV];
+  // q outside [kIntCutQMin, 125 - kept_bits] as one unsigned compare of q - kIntCutQMin; such lanes
+  // compute garbage (any bits, no traps), which the core then replaces.
+  const hn::RebindToUnsigned<DF> du;
+  const VI qlo = hn::Set(di, kIntCutQMin);
+  const auto span = hn::Set(du, static_cast<uint32_t>(125 - fo.model->kept_bits - kIntCutQMin));
+  VI cut_c[R][kFusedMaxNV];
   V scale[R][kFusedMaxNV];
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NVT; ++v) {
-      qc[r][v] = hn::Min(hn::Max(q[r][v], qlo), qhi);
-      outside[r][v] = hn::Ne(q[r][v], qc[r][v]);
-      scale[r][v] = hn::BitCast(df, hn::ShiftLeft<kMant>(hn::Sub(bias, qc[r][v])));  // 2^-q
+      outside[r][v] = hn::RebindMask(di, hn::Gt(hn::BitCast(du, hn::Sub(q[r][v], qlo)), span));
+      scale[r][v] = hn::BitCast(df, hn::ShiftLeft<kMant>(hn::Sub(bias, q[r][v])));  // 2^-q
       cut_c[r][v] = TruncToInt32(df, hn::Mul(hn::Load(df, cw + r * S * W + v * L), scale[r][v]));
     }
   const float* arow[R];
@@ -541,9 +544,11 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NVT; ++v) {
       const VI sum = hn::Add(acc[0][r][v], cut_c[r][v]);  // (wraps on overflow: the signs tell)
-      const auto overflow = hn::Lt(hn::And(hn::Xor(acc[0][r][v], sum), hn::Xor(cut_c[r][v], sum)), hn::Zero(di));
-      outside[r][v] = hn::Or(outside[r][v], overflow);
-      val[r][v] = hn::Mul(IntSumToFloat(sum, *fo.model), hn::BitCast(df, hn::ShiftLeft<kMant>(hn::Add(bias, qc[r][v]))));
+      if (fo.int_sum_may_wrap) {
+        const auto wrapped = hn::Lt(hn::And(hn::Xor(acc[0][r][v], sum), hn::Xor(cut_c[r][v], sum)), hn::Zero(di));
+        outside[r][v] = hn::Or(outside[r][v], wrapped);
+      }
+      val[r][v] = hn::Mul(IntSumToFloat(sum, *fo.model), hn::BitCast(df, hn::ShiftLeft<kMant>(hn::Add(bias, q[r][v]))));
     }
 }
 #endif
@@ -573,6 +578,9 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
   const VI one = hn::Set(di, 1);
   const hn::RebindToUnsigned<DT> du;
   const auto min_normal_m1 = hn::BitCast(du, hn::Sub(min_normal_enc, one));
+  // (The integer route's float lanes, shift 0: |val| >= 2^kIntCutQMin where not zero, never tiny
+  // for an output whose emin is at or below that.)
+  const bool check_tiny = !(shift == 0 && m.out.emin <= kIntCutQMin);
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < S * NV; ++v) {
       const VI bits = hn::BitCast(di, val[r][v]);
@@ -588,13 +596,16 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
       // 0 < mag < 2^emin as one unsigned compare of mag - 1; at or beyond the overflow threshold (a
       // power of two, on every grid): rounded toward zero, rounded <= mag tells, else mag too (an
       // rne add can carry a NaN's bits past the sign).
-      const auto tiny = hn::RebindMask(di, hn::Lt(hn::BitCast(du, hn::Sub(mag, one)), min_normal_m1));
-      auto rare = hn::Or(hn::Or(outside[r][v], tiny), hn::Not(hn::Lt(rounded, overflow_enc)));
-      if (m.final_rounding == Rounding::rne) rare = hn::Or(rare, hn::Not(hn::Lt(mag, overflow_enc)));
+      auto rare = hn::Or(outside[r][v], hn::Not(hn::Lt(rounded, overflow_enc)));
+      if (check_tiny) rare = hn::Or(rare, hn::RebindMask(di, hn::Lt(hn::BitCast(du, hn::Sub(mag, one)), min_normal_m1)));
+      if (m.final_rounding == Rounding::rne && shift != 0) rare = hn::Or(rare, hn::Not(hn::Lt(mag, overflow_enc)));
       T* cv = cw + r * S * W + v * Ld;
-      HWY_ALIGN T res[HWY_MAX_BYTES / sizeof(T)];
-      hn::Store(hn::BitCast(dt, hn::Or(sign, rounded)), dt, res);
-      if (HWY_UNLIKELY(!hn::AllFalse(di, rare))) {
+      const V result = hn::BitCast(dt, hn::Or(sign, rounded));
+      if (HWY_LIKELY(hn::AllFalse(di, rare))) {
+        hn::Store(result, dt, cv);
+      } else {
+        HWY_ALIGN T res[HWY_MAX_BYTES / sizeof(T)];
+        hn::Store(result, dt, res);
         // The scalar core on this lane's own operands (also where c had become infinite).
         HWY_ALIGN TI rare_lanes[HWY_MAX_BYTES / sizeof(T)];
         hn::Store(hn::VecFromMask(di, rare), di, rare_lanes);
@@ -603,8 +614,8 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
           if (!rare_lanes[l] || j >= op.n) continue;
           res[l] = static_cast<T>(FusedGroupInCore(op.fused, op.k, op.n, i + r, j, k0, g, static_cast<double>(cv[l])));
         }
+        hn::Store(hn::Load(dt, res), dt, cv);
       }
-      hn::Store(hn::Load(dt, res), dt, cv);
     }
 }
 
