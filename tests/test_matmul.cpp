@@ -568,7 +568,7 @@ void check_fused_column(const char* name, const char* input, const std::vector<d
   MatmulContext ref;
   ref.force_reference = true;
   matmul(av, bv, &c_ref, 1, p, ref);
-  CHECK(c_ref == want);
+  CHECK(same_bits(c_ref, want));
   const std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end());  // (exact: values of `input`)
   TargetMock mock;
   for (int64_t target : matmul_fast_targets()) {
@@ -577,10 +577,10 @@ void check_fused_column(const char* name, const char* input, const std::vector<d
     double c = 7.0;
     MatmulContext ctx;
     CHECK(matmul(av, bv, &c, 1, p, ctx).fast_path);
-    CHECK(c == want);
+    CHECK(same_bits(c, want));
     float cf = 7.0f;
     CHECK(matmul(MatViewF{af.data(), 1, k, k, false}, MatViewF{bf.data(), k, 1, 1, false}, &cf, 1, p, ctx).fast_path);
-    CHECK(cf == static_cast<float>(want));
+    CHECK(same_bits(cf, static_cast<float>(want)));
   }
 }
 
@@ -593,6 +593,25 @@ TEST_CASE("hand-derived: the integer route's sum past int32 goes to the scalar c
   std::vector<double> a(32, 1.0), b(32, 15.0 / 128);
   for (size_t t = 16; t < 32; ++t) a[t] = b[t] = 255.0 / 128;
   check_fused_column("h100_bf16", "bf16", a, b, 66945.0 / 1024);
+}
+
+TEST_CASE("hand-derived: a group of zero products gives +0, and the next aligns to its own products") {
+  // H100 bf16 (25 kept bits, 16-term groups), K = 32. Group 1: a = 0 everywhere, b = 1: every product
+  // and c are zero, the group gives +0 whatever its cut (the integer route picks any in its range).
+  // Group 2, c = +0: as the test above, four products 2^-64 * 2^-63 = 2^-127 and -2^-76 * 2^-76 =
+  // -2^-152; E = -127, q = -152, and 2^-125 - 2^-152 truncates to 2^-125 - 2^-149.
+  std::vector<double> a(32, 0.0), b(32, 1.0);
+  for (size_t t = 16; t < 32; ++t) b[t] = 0.0;
+  for (size_t t = 16; t < 20; ++t) {
+    a[t] = std::ldexp(1.0, -64);
+    b[t] = std::ldexp(1.0, -63);
+  }
+  a[20] = std::ldexp(1.0, -76);
+  b[20] = -std::ldexp(1.0, -76);
+  check_fused_column("h100_bf16", "bf16", a, b, std::ldexp(1.0, -125) - std::ldexp(1.0, -149));
+  // K = 16, one group of zero products: +0 (not -0: the sum of no non-zero term starts at +0).
+  const std::vector<double> zeros(16, 0.0), minus(16, -1.0);
+  check_fused_column("h100_bf16", "bf16", zeros, minus, 0.0);
 }
 
 TEST_CASE("hand-derived: the integer route rounds an fp16 output once (no false tie)") {

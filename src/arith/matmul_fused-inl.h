@@ -179,9 +179,11 @@ struct LaneBits {
 constexpr size_t kFusedMaxNV = 4;  // a pass's S strips of W columns are at most 4 vectors (S = 2: float lanes)
 
 // Step 1 of FusedGroupRows: q = max(E, min_align) - kept_bits per lane, E the largest of c's exponent
-// (clamped at the output format's emin; none when c = 0) and the products' (ep).
+// (clamped at the output format's emin; none when c = 0) and the products' (ep). zero_q: lanes with
+// no non-zero term (every cut term 0, whatever q: the group gives +0) get q = 0 instead, inside the
+// integer route's range, which would otherwise send them to the core.
 template <size_t R, size_t S, class DT, class VI = hn::Vec<hn::RebindToSigned<DT>>>
-HWY_INLINE void FusedCutExponents(DT dt, const FusedModel& m, double min_align, const hn::TFromD<DT>* cw,
+HWY_INLINE void FusedCutExponents(DT dt, const FusedModel& m, double min_align, bool zero_q, const hn::TFromD<DT>* cw,
                                   const int16_t* ep, VI (&q)[R][kFusedMaxNV]) {
   using T = hn::TFromD<DT>;
   using TI = hn::TFromD<hn::RebindToSigned<DT>>;
@@ -203,6 +205,7 @@ HWY_INLINE void FusedCutExponents(DT dt, const FusedModel& m, double min_align, 
       else
         E = hn::Max(E, hn::PromoteTo(di, e16));
       q[r][v] = hn::Sub(hn::Max(E, hn::Set(di, static_cast<TI>(min_align))), hn::Set(di, static_cast<TI>(m.kept_bits)));
+      if (zero_q) q[r][v] = hn::IfThenElseZero(hn::Not(hn::Lt(E, hn::Set(di, static_cast<TI>(kFloorExp)))), q[r][v]);
     }
 }
 
@@ -630,7 +633,7 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
   hn::Vec<decltype(di)> q[R][kFusedMaxNV];
 #if HWY_TARGET != HWY_SCALAR
   if (op.fused.int_cuts) {  // the integer route, in float lanes on AVX-512 (one accumulator), else in double lanes
-    FusedCutExponents<R, S>(dt, *op.fused.model, op.fused.min_align, cw, ep, q);
+    FusedCutExponents<R, S>(dt, *op.fused.model, op.fused.min_align, true, cw, ep, q);
     if constexpr (sizeof(hn::TFromD<DT>) == 4) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
       FusedCutSumsIntFloat<R, S>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
@@ -651,7 +654,7 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
 #else
   (void)order;
   (void)runs;
-  FusedCutExponents<R, S>(dt, *op.fused.model, op.fused.min_align, cw, ep, q);
+  FusedCutExponents<R, S>(dt, *op.fused.model, op.fused.min_align, false, cw, ep, q);
   FusedCutSumsTruncated<R, S>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
 #endif
   FusedRoundResults<R, S>(dt, op, i, j0, k0, g, val, outside, cw);
