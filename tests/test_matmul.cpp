@@ -631,36 +631,14 @@ TEST_CASE("hand-derived: a fused group whose c is zero aligns to its products, b
   // The exact sum 2^-125 - 2^-152 truncates to the float below 2^-125: 2^-125 - 2^-149 (normal: no
   // scalar-core lane). Had c = 0 counted with fp32's emin (-126), the cut would be at 2^-151, the
   // small product would vanish, and the result would be 2^-125.
-  const MatmulPolicy p = fused_policy(*find_tc_preset("h100_bf16"), fmt("bf16"));
-  const size_t k = 16;
-  std::vector<double> a(k, 0.0), b(k, 0.0);  // 1 x 16, 16 x 1
+  std::vector<double> a(16, 0.0), b(16, 0.0);  // 1 x 16, 16 x 1
   for (size_t t = 0; t < 4; ++t) {
     a[t] = std::ldexp(1.0, -64);
     b[t] = std::ldexp(1.0, -63);
   }
   a[4] = std::ldexp(1.0, -76);
   b[4] = -std::ldexp(1.0, -76);
-  const double want = std::ldexp(1.0, -125) - std::ldexp(1.0, -149);
-  MatView av{a.data(), 1, k, k, false};
-  MatView bv{b.data(), k, 1, 1, false};
-  double c_ref = 7.0;
-  MatmulContext ref;
-  ref.force_reference = true;
-  matmul(av, bv, &c_ref, 1, p, ref);
-  CHECK(c_ref == want);
-  const std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end());  // (exact: bf16 values)
-  TargetMock mock;
-  for (int64_t target : matmul_fast_targets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    CAPTURE(hwy::TargetName(target));
-    double c = 7.0;
-    MatmulContext ctx;
-    CHECK(matmul(av, bv, &c, 1, p, ctx).fast_path);
-    CHECK(c == want);
-    float cf = 7.0f;
-    CHECK(matmul(MatViewF{af.data(), 1, k, k, false}, MatViewF{bf.data(), k, 1, 1, false}, &cf, 1, p, ctx).fast_path);
-    CHECK(cf == static_cast<float>(want));
-  }
+  check_fused_column("h100_bf16", "bf16", a, b, std::ldexp(1.0, -125) - std::ldexp(1.0, -149));
 }
 
 TEST_CASE("fused tensor-core models: the float-lane kernel hands alignment exponents beyond float's range to the core") {
