@@ -496,11 +496,10 @@ TEST_CASE("fused tensor-core models: fast kernel == reference for every preset (
   }
 }
 
-TEST_CASE("fused models beyond the integer route: fast kernel == reference (the fma routes)") {
+TEST_CASE("fused models beyond the integer route: fast kernel == reference (double lanes)") {
   // The integer route (every preset) needs products exact in float and cut terms below 2^31. Past
-  // it: fp32 inputs (48-bit products) under the H100 FP8 model (float lanes where the target has
-  // per-instruction rounding) and bf16 inputs under the H100 bf16 model with 30 kept bits (cut terms
-  // up to 2^32: double lanes).
+  // it, the kernel cuts each product in double lanes: fp32 inputs (48-bit products) under the H100
+  // FP8 model, and bf16 inputs under the H100 bf16 model with 30 kept bits (cut terms up to 2^32).
   struct Case {
     const char* preset;
     const char* input;

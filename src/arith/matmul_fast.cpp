@@ -17,9 +17,10 @@
 //         On AVX-512 the plain kernel gets the round-to-odd sum from two fmas with the instruction's
 //         own rounding direction instead, and skips the range tests narrow_checks proves cannot fire
 //         (matmul_narrow-inl.h, narrow_range.h); or
-//       - a fused tensor-core model (fused_accum.h) whose cut terms add exactly in a double: its
-//         groups in double lanes, or in float lanes where they fit; on AVX-512 the cut products are
-//         added by fmas rounded toward zero or upward (matmul_fused-inl.h).
+//       - a fused tensor-core model (fused_accum.h) whose cut terms add exactly in a double: where
+//         the products are exact in fp32 and each cut term fits an int32 (every preset), each cut
+//         term by a float multiply and a conversion toward zero, added in int32 lanes (float lanes
+//         on AVX-512), else each truncated in double lanes (matmul_fused-inl.h).
 // Vectorised across N (each lane owns one output column and adds its own K sequence in order),
 // register-tiled over 6 rows, OpenMP over row tiles: width and thread count cannot change a bit.
 // B is packed into column strips (K x 2 vectors, contiguous) so the kernel streams it. Operands come
@@ -456,7 +457,7 @@ const char* FastTargetName() { return hwy::TargetName(HWY_TARGET); }
 
 bool HasNativeFma() { return HWY_NATIVE_FMA != 0; }
 size_t FloatLanes() { return hn::Lanes(hn::ScalableTag<float>()); }
-bool FusedFloatLanes() { return kFusedDirected; }
+bool FusedFloatLanes() { return kFusedDirected; }  // (the integer route's float lanes)
 bool FusedIntCuts() { return HWY_TARGET != HWY_SCALAR; }  // (FusedCutSumsInt: float lanes twice a double's)
 
 // The magnitude range of a rows x cols block of floats (row stride ld) for the packing checks and
@@ -549,7 +550,6 @@ HWY_EXPORT(FusedFloatLanes);
 HWY_EXPORT(FusedIntCuts);
 HWY_EXPORT(FusedExpCodes);
 HWY_EXPORT(FusedPackStrips);
-HWY_EXPORT(FusedSignOrderConsecutive);
 HWY_EXPORT(FloatMagnitudeRange);
 HWY_EXPORT(FastTargetName);
 
@@ -628,12 +628,6 @@ bool fused_groups_exact_in_double(const FusedModel& m) {
 }
 
 namespace {
-
-// The fast kernel's sums (matmul_fused-inl.h) stay within 2^51 units of the last kept bit, where its
-// AVX-512 accumulators keep that bit's weight: a stricter bound than the double route's 2^53.
-bool fused_groups_fit_fast_kernel(const FusedModel& m) {
-  return fused_groups_exact_in_double(m) && fused_cut_sum_bound(m) <= 0x1p51;
-}
 
 int half_of(fused_detail::Consecutive) { return -1; }
 int half_of(fused_detail::Interleaved pos) { return pos.h; }
@@ -793,7 +787,7 @@ bool plan_fast(const PreparedOperands& ops, const InPlaceOperand* ia, const InPl
                const MatmulPolicy& policy, const MatmulContext& ctx, FastOperands& op, FastPlan& plan) {
   const bool inner_fp32 = is_plain_fp32_sequential(policy.inner);
   const bool inner_narrow = !inner_fp32 && is_narrow_kernel_accumulator(policy.inner);
-  const bool inner_fused = policy.inner.fused && fused_groups_fit_fast_kernel(*policy.inner.fused);
+  const bool inner_fused = policy.inner.fused && fused_groups_exact_in_double(*policy.inner.fused);
   const bool outer_fp32 = is_plain_fp32_sequential(policy.outer);
   if (policy.product_format || !(inner_fp32 || inner_narrow || inner_fused)) return false;
   if (policy.inner.scales_in_products) return false;  // folded scales: values beyond float's range (reference)
@@ -842,14 +836,6 @@ bool plan_fast(const PreparedOperands& ops, const InPlaceOperand* ia, const InPl
   return true;
 }
 
-// The fused kernel's float lanes (matmul_fused-inl.h): where the target has them and a group's cut
-// terms and c add exactly in a float, (terms+1) * 2^(kept_bits+2) <= 2^22, and the smallest
-// alignment exponent keeps 2^q inside float's normal range (Hopper and Ada FP8: 13 kept bits).
-bool fused_fits_float_lanes(const FusedModel& m) {
-  return HWY_DYNAMIC_DISPATCH(FusedFloatLanes)() && m.min_align_exp != kNoMinAlignExp &&
-         m.min_align_exp - m.kept_bits >= -149 && fused_cut_sum_bound(m) <= 0x1p22;
-}
-
 // The int32 accumulators the integer route (matmul_fused-inl.h, FusedCutSumsInt) needs for groups of
 // at most `widest` products, each cut term at most 2^(kept_bits+2) - 1 below 2^31, the accumulators
 // taking the positions in turn: 1 or 2, or 0 where the route does not fit.
@@ -870,65 +856,8 @@ T* line_aligned(std::vector<T>& v, size_t n) {
   return v.data() + off / sizeof(T);
 }
 
-// For the AVX-512 fused kernel (FusedSignRun): each pair of A's rows (2P, 2P+1; a missing second row
-// counts as +) orders every group's positions by the pattern of the two rows' signs, (+,+) (+,-)
-// (-,+) (-,-), and notes where each pattern's run ends (FusedOperands::sign_order). It depends on A
-// alone, so every strip of B reuses it.
-template <typename T>
-void build_sign_order(const T* a, size_t m, size_t k, size_t kblock, const FusedPlan& full, const FusedPlan* tail,
-                      FastScratch& s, FusedOperands& fo) {
-  const size_t pairs = (m + 1) / 2, nfull = k / kblock, per_block = full.groups.size();
-  const size_t groups = nfull * per_block + (tail ? tail->groups.size() : 0);
-  if (s.sign_order.size() < pairs * k) s.sign_order.resize(pairs * k);
-  if (s.sign_runs.size() < pairs * groups * 4) s.sign_runs.resize(pairs * groups * 4);
-  uint32_t* order = s.sign_order.data();
-  uint32_t* runs = s.sign_runs.data();
-  size_t widest = 0;
-  for (const FusedGroup& g : full.groups) widest = std::max<size_t>(widest, g.n);
-  if (tail)
-    for (const FusedGroup& g : tail->groups) widest = std::max<size_t>(widest, g.n);
-  for_each_index(pairs, worth_threads_elements(m * k), [&](size_t P) {
-    thread_local std::vector<uint32_t> scratch;
-    if (scratch.size() < widest) scratch.resize(widest);
-    const T* x0 = a + 2 * P * k;
-    const T* x1 = 2 * P + 1 < m ? x0 + k : nullptr;
-    for (size_t bi = 0; bi * kblock < k; ++bi) {
-      const FusedPlan& plan = bi < nfull ? full : *tail;
-      const size_t k0 = bi * kblock;
-      for (size_t gi = 0; gi < plan.groups.size(); ++gi) {
-        const FusedGroup& g = plan.groups[gi];
-        const uint32_t* idx = plan.index.data() + g.first;
-        uint32_t* out = order + P * k + k0 + g.first;
-        uint32_t* run_end = runs + (P * groups + bi * per_block + gi) * 4;
-        if constexpr (std::is_same_v<T, float>) {
-          if (g.half < 0) {  // consecutive positions: by SIMD
-            HWY_DYNAMIC_DISPATCH(FusedSignOrderConsecutive)(x0 + k0, x1 ? x1 + k0 : nullptr, g.start, g.n, out, run_end);
-            continue;
-          }
-        }
-        // Each position's pattern, parked in out (then overwritten) to read the signs once.
-        uint32_t end[4] = {0, 0, 0, 0};
-        for (uint32_t t = 0; t < g.n; ++t) {
-          const uint32_t p = idx[t];
-          out[t] = (std::signbit(x0[k0 + p]) ? 2u : 0u) | (x1 && std::signbit(x1[k0 + p]) ? 1u : 0u);
-          ++end[out[t]];
-        }
-        for (size_t c = 1; c < 4; ++c) end[c] += end[c - 1];
-        uint32_t at[4] = {0, end[0], end[1], end[2]};
-        uint32_t* sorted = scratch.data();
-        for (uint32_t t = 0; t < g.n; ++t) sorted[at[out[t]]++] = idx[t];
-        std::copy(sorted, sorted + g.n, out);
-        std::copy(end, end + 4, run_end);
-      }
-    }
-  });
-  fo.sign_order = order;
-  fo.sign_runs = runs;
-  fo.sign_groups = groups;
-}
-
 // Phase 2a, pack for the fused kernel (the layouts of FusedOperands): the alignment codes of A and
-// B, A as the lanes read it, B in strips (split by sign for the fma routes); the route; the
+// B, A as the lanes read it, B in strips (split by sign for the double lanes); the route; the
 // operands' magnitude ranges. Float
 // operands (the float entry) are packed by SIMD (B through one transposition), doubles element by
 // element. The plans live in the caller (op points at them).
@@ -942,12 +871,9 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
   uint32_t widest = 0;
   for (const FusedGroup& g : plan_full.groups) widest = std::max(widest, g.n);
   for (const FusedGroup& g : plan_tail.groups) widest = std::max(widest, g.n);
-  // The integer route where the products are exact in float (every preset), else the fma route: in
-  // float lanes where a group's sums fit them, else in double lanes.
+  // The integer route where the products are exact in float (every preset), else double lanes.
   const int int_accs = products_fit_float && HWY_DYNAMIC_DISPATCH(FusedIntCuts)() ? fused_int_accs(fm, widest) : 0;
   const bool int_cuts = int_accs > 0;
-  const bool lanes32 = !int_cuts && fused_fits_float_lanes(fm);
-  const bool floats = lanes32 || int_cuts;  // (A and B read as floats)
   const int in_emin = fm.in_emin;
   // Exponents of the formats the fused path takes (fits_float) and kZeroExp fit int16, and so do
   // the kernel's sums of two of them.
@@ -958,13 +884,13 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
   if (s.eb.size() < k * npad) s.eb.resize(k * npad);
   int32_t* ea = s.ea.data();
   int16_t* eb = s.eb.data();
-  double* bd = floats ? nullptr : line_aligned(s.bd, 2 * k * npad);
-  float* bf = floats ? line_aligned(s.b, 2 * k * npad) : nullptr;
+  double* bd = int_cuts ? nullptr : line_aligned(s.bd, 2 * k * npad);
+  float* bf = int_cuts ? line_aligned(s.b, k * npad) : nullptr;
   FusedOperands& fo = op.fused;
   fo = FusedOperands{};
   // (The integer route runs in float lanes where the target has per-instruction rounding, for its
   // conversion of the sum, and one accumulator holds a group.)
-  fo.float_lanes = lanes32 || (int_accs == 1 && HWY_DYNAMIC_DISPATCH(FusedFloatLanes)());
+  fo.float_lanes = int_accs == 1 && HWY_DYNAMIC_DISPATCH(FusedFloatLanes)();
   fo.int_cuts = int_cuts;
   fo.int_accs = int_accs;
   if (int_cuts) {  // (c's cut term is at most 2^(kept_bits+1) - 1: |c| < 2^(E+1))
@@ -983,7 +909,7 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
     for_each_index(m, worth_threads_elements(m * k),
                    [&](size_t i) { HWY_DYNAMIC_DISPATCH(FusedExpCodes)(qf + i * k, k, in_emin, ea + i * k); });
     fo.aqf = qf;
-    if (floats) {
+    if (int_cuts) {
       fo.af = qf;
     } else {
       s.aq_wide.assign(qf, qf + m * k);
@@ -992,7 +918,7 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
   } else {
     const double* aq = A.q.data();
     float* af = nullptr;
-    if (floats) {
+    if (int_cuts) {
       if (s.a.size() < m * k) s.a.resize(m * k);
       af = s.a.data();
     }
@@ -1015,7 +941,7 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
   }
 
   // B: codes, range and strips.
-  const bool directed = HWY_DYNAMIC_DISPATCH(FusedFloatLanes)();  // (the kernel with per-instruction rounding)
+  const bool avx512 = HWY_DYNAMIC_DISPATCH(FusedFloatLanes)();  // (the int8 exponent pass)
   bool codes8 = false;
   if (B.in_float) {
     const float* qf = B.qf.data();
@@ -1031,11 +957,11 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
     }
     for (size_t t = 0; t < k; ++t) std::fill(bt + t * npad + n, bt + (t + 1) * npad, 0.0f);
     // Narrow codes (the int8 exponent pass) where every code fits: values below 2^31, in_emin >= -30.
-    codes8 = directed && in_emin >= -kFusedCode8Limit && r.a_max < 0x1p31 && r.b_max < 0x1p31;
+    codes8 = avx512 && in_emin >= -kFusedCode8Limit && r.a_max < 0x1p31 && r.b_max < 0x1p31;
     const size_t threads = worth_threads_elements(n * k) ? static_cast<size_t>(omp_get_max_threads()) : 1;
     for_each_index(threads, threads > 1, [&](size_t part) {
       HWY_DYNAMIC_DISPATCH(FusedPackStrips)(bt, npad, k, strips * part / threads, strips * (part + 1) / threads,
-                                            in_emin, codes8, int_cuts, bf, bd, eb);
+                                            in_emin, codes8, bf, bd, eb);
     });
     fo.bqf = qf;
     fo.bqf_k_major = B.k_major;
@@ -1058,10 +984,7 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
             note_magnitude(y, b_min, b_max, b_bad);
             const size_t at = st * k * 2 * W + t * 2 * W + jj;
             if (int_cuts) {
-              bf[st * k * W + t * W + jj] = static_cast<float>(y);  // (plain)
-            } else if (lanes32) {
-              bf[at] = y > 0 ? static_cast<float>(y) : 0.0f;
-              bf[at + W] = y < 0 ? static_cast<float>(y) : 0.0f;
+              bf[st * k * W + t * W + jj] = static_cast<float>(y);  // (exact: the format fits float)
             } else {
               bd[at] = y > 0 ? y : 0.0;
               bd[at + W] = y < 0 ? y : 0.0;
@@ -1081,12 +1004,6 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
   fo.plan_full = &plan_full;
   fo.plan_tail = k % op.kblock != 0 ? &plan_tail : nullptr;
   op.fused.min_align = std::max(static_cast<double>(fm.min_align_exp), kFloorExp);
-  if (directed && !int_cuts) {  // (the fma route's order of products)
-    if (lanes32)
-      build_sign_order(fo.af, m, k, op.kblock, plan_full, fo.plan_tail, s, fo);
-    else
-      build_sign_order(fo.a, m, k, op.kblock, plan_full, fo.plan_tail, s, fo);
-  }
   if (codes8) {
     // A's narrow codes per row pair (a missing second row repeats the first).
     const size_t pairs = (m + 1) / 2;

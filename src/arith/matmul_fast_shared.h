@@ -46,14 +46,16 @@ constexpr int kFusedCode8Limit = 30;  // |code| bound of the int8 pass (sums of 
 
 struct FusedOperands {
   const FusedModel* model = nullptr;
-  // What the kernel reads: A (m x k) as doubles (a) or, in float lanes, as floats (af); B in strips
-  // of W columns split by sign, per k W values > 0 then W values < 0, as doubles (b) or floats (bf);
-  // the alignment exponents of A (m x k) and of B (strips of W columns, per k W codes; kZeroExp for
-  // zeros).
+  // What the kernel reads: A (m x k) and B in strips of W columns, per k, as the route reads them
+  // (below); the alignment exponents of A (m x k) and of B (strips of W columns, per k W codes;
+  // kZeroExp for zeros).
+  // The integer route (matmul_fused-inl.h, FusedIntCutTerms): products exact in float and a group's
+  // product cut terms adding exactly in int_accs int32 accumulators (1 or 2). A is read as floats
+  // (af), B's strips as W floats per k (bf). It runs in float lanes (float_lanes) where the target
+  // has per-instruction rounding and one accumulator holds a group, else c and the sums go through
+  // double lanes. Otherwise A as doubles (a) and B split by sign, per k W values > 0 then W values
+  // < 0, as doubles (b), in double lanes.
   bool float_lanes = false;
-  // The integer route (matmul_fused-inl.h, FusedCutSumsInt): products exact in float and a group's
-  // product cut terms adding exactly in int_accs int32 accumulators (1 or 2). B is then packed
-  // plain, W floats per k (bf), not split by sign; A is read as floats (af).
   bool int_cuts = false;
   int int_accs = 0;
   bool int_sum_may_wrap = false;  // the products' and c's cut terms together could pass int32
@@ -76,14 +78,6 @@ struct FusedOperands {
   // ea8 each row pair's codes as int8 (first row, second row) twice in an int32; zero codes -128.
   // Null otherwise.
   const int32_t* ea8 = nullptr;
-  // The AVX-512 kernel's order of each group's products, per pair of rows (2P, 2P+1): the group's
-  // positions (as in FusedPlan::index) sorted by the pattern of the two rows' signs, (+,+) (+,-)
-  // (-,+) (-,-) (a missing second row counts as +): sign_order[P*k + k0 + g.first + t]; where each
-  // pattern's run ends: sign_runs[(P*sign_groups + ordinal)*4 + pattern], the ordinal of group gi
-  // of block bi being bi * plan_full->groups.size() + gi. Null on other targets.
-  const uint32_t* sign_order = nullptr;
-  const uint32_t* sign_runs = nullptr;
-  size_t sign_groups = 0;
   const FusedPlan* plan_full = nullptr;  // blocks of kblock products
   const FusedPlan* plan_tail = nullptr;  // the last, shorter block (or nullptr)
   double min_align = 0;         // max(model.min_align_exp, kFloorExp)

@@ -22,8 +22,9 @@ namespace drift {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Whether this target has per-instruction rounding directions (AVX-512): the fma formulation below,
-// and float lanes where a model's sums fit them (matmul_fast asks before packing).
+// Whether this target has per-instruction rounding directions (AVX-512): the integer route then
+// converts a group's sum in the model's own rounding direction and runs in float lanes (matmul_fast
+// asks before packing).
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 constexpr bool kFusedDirected = true;
 #else
@@ -35,15 +36,15 @@ constexpr bool kFusedDirected = false;
 //   E = max(product exponents e(x)+e(y) (each clamped at in_emin), c's exponent (clamped at the output
 //   format's emin; none when c = 0), min_align_exp); q = E - kept_bits;
 //   every term trunc(x*y * 2^-q) and trunc(c * 2^-q) is an integer below 2^(kept_bits+2), and their
-//   sum is exact (the fma routes: in the lane type T, matmul_fast checks (terms+1) * 2^(kept_bits+2)
-//   <= 2^(p-2), p the significand bits of T: 53 for double, 24 for float; the integer route: below);
+//   sum is exact (in double lanes: matmul_fast checks (terms+1) * 2^(kept_bits+2) <= 2^53; the
+//   integer route: below);
 //   sum * 2^q rounded once to out_man_bits fraction bits (rtz or rne, integer operations on the
 //   lane's bits) is round_result. Results below the output format's smallest normal or at its
-//   overflow threshold, a non-finite c, and (float lanes) an alignment exponent beyond the lanes'
+//   overflow threshold, a non-finite c, and (the integer route) an alignment exponent beyond its
 //   range are redone lane by lane with the scalar core (group_at).
 // The product exponents are found in int16 lanes (one vector holds the strip's W columns, but on the
 // scalar target), or on AVX-512 where every code lies in [-30, 30] (FP8 and fp16 inputs) in int8 lanes,
-// a pair of rows per vector. The cut terms are added in one of three ways:
+// a pair of rows per vector. The cut terms are added in one of two ways:
 //   * the integer route, where every product is exact in float and every cut term fits an int32
 //     (every preset; FusedOperands::int_cuts): trunc(x*y * 2^-q) by two float multiplies and one
 //     conversion toward zero per product, in float lanes, added in int32 lanes (FusedIntCutTerms; one
@@ -51,24 +52,11 @@ constexpr bool kFusedDirected = false;
 //     AVX-512 with one accumulator the whole group stays in float lanes: c's cut in int32 too, and
 //     the sum converted to float in the conversion's own rounding direction (FusedCutSumsIntFloat);
 //     elsewhere c and the sum in double lanes (FusedCutSumsInt).
-//   * otherwise on AVX-512: by fused multiply-adds with the instruction's own rounding direction into
-//     accumulators that start at M = 1.5 * 2^(p-1+q), whose last bit is then worth 2^q: fma(x, y, acc)
-//     rounded toward zero adds the cut of a product >= 0, rounded upward the cut of a product <= 0
-//     (acc - |x*y| rounded up is acc - floor(|x*y|), in units of 2^q); the fma takes x*y exactly,
-//     whatever its width; c's cut enters the same way (c >= 0 into one accumulator, c <= 0 into the
-//     other). B is packed split by sign (the values > 0 and those < 0, each with zeros elsewhere), and
-//     x's sign picks which half each direction reads: every product a direction sees has its sign.
-//     Rows go in pairs, and each pair visits a group's products in runs of one pattern of the two
-//     rows' signs (FusedOperands::sign_order, made once per call from A; the cut terms add exactly,
-//     so their order is free): within a run the halves each direction reads are fixed, and the two
-//     rows share B's loads. Two fmas per product and lane (one per direction, the other multiplying
-//     a zero), in double lanes or, where the sums fit (Hopper and Ada FP8: 13 kept bits), in float
-//     lanes, twice as many.
-//   * otherwise elsewhere: trunc(x*y * 2^-q) per term in double lanes (multiply, multiply, truncate, add).
+//   * otherwise (wider inputs, more kept bits): trunc(x*y * 2^-q) per term in double lanes
+//     (multiply, multiply, truncate, add: FusedCutSumsTruncated).
 // A tile's rows share one pass for the products' exponents (FusedProductExponents); the rest runs
-// for two rows at a time (FusedGroupRows: FusedCutExponents and FusedCutSumsInt(Float), or
-// FusedCutSumsDirected on AVX-512, else FusedCutExponents and FusedCutSumsTruncated; then
-// FusedRoundResults).
+// for two rows at a time (FusedGroupRows: FusedCutExponents, then FusedCutSumsInt(Float) or
+// FusedCutSumsTruncated, then FusedRoundResults).
 
 // One group for row i and column j by the scalar core (group_at), from the operands as the caller
 // gave them (doubles, or floats widened here: the group's span only); cols: B's columns (n).
@@ -209,149 +197,9 @@ HWY_INLINE void FusedCutExponents(DT dt, const FusedModel& m, double min_align, 
     }
 }
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-// acc + x*y in one rounding toward zero (kUp false) or upward (kUp true): AVX-512 embedded rounding.
-template <bool kUp, class V>
-HWY_INLINE V FusedFmaRound(V x, V y, V acc) {
-  constexpr int kDir = (kUp ? _MM_FROUND_TO_POS_INF : _MM_FROUND_TO_ZERO) | _MM_FROUND_NO_EXC;
-  if constexpr (sizeof(hn::TFromV<V>) == 8)
-    return V{_mm512_fmadd_round_pd(x.raw, y.raw, acc.raw, kDir)};
-  else
-    return V{_mm512_fmadd_round_ps(x.raw, y.raw, acc.raw, kDir)};
-}
-
-// The AVX-512 operations of the alignment in the lanes' floating point (FusedCutSumsDirected), for
-// float and double lanes. (The masked forms with every lane set: the plain ones' undefined
-// pass-through trips g++ 12's -Wmaybe-uninitialized.)
-HWY_INLINE __m512 AlignGetExp(__m512 x) { return _mm512_mask_getexp_ps(x, 0xffff, x); }
-HWY_INLINE __m512d AlignGetExp(__m512d x) { return _mm512_mask_getexp_pd(x, 0xff, x); }
-HWY_INLINE __mmask16 AlignNonZero(__m512 x) { return _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NEQ_UQ); }
-HWY_INLINE __mmask8 AlignNonZero(__m512d x) { return _mm512_cmp_pd_mask(x, _mm512_setzero_pd(), _CMP_NEQ_UQ); }
-HWY_INLINE __m512 AlignMax(__m512 a, __m512 b) { return _mm512_mask_max_ps(a, 0xffff, a, b); }
-HWY_INLINE __m512d AlignMax(__m512d a, __m512d b) { return _mm512_mask_max_pd(a, 0xff, a, b); }
-HWY_INLINE __m512 AlignMin(__m512 a, __m512 b) { return _mm512_mask_min_ps(a, 0xffff, a, b); }
-HWY_INLINE __m512d AlignMin(__m512d a, __m512d b) { return _mm512_mask_min_pd(a, 0xff, a, b); }
-// max(a, b) in the lanes of k, b elsewhere.
-HWY_INLINE __m512 AlignMaxWhere(__mmask16 k, __m512 a, __m512 b) { return _mm512_mask_max_ps(b, k, a, b); }
-HWY_INLINE __m512d AlignMaxWhere(__mmask8 k, __m512d a, __m512d b) { return _mm512_mask_max_pd(b, k, a, b); }
-HWY_INLINE __mmask16 AlignUnequal(__m512 a, __m512 b) { return _mm512_cmp_ps_mask(a, b, _CMP_NEQ_UQ); }  // (NaN: true)
-HWY_INLINE __mmask8 AlignUnequal(__m512d a, __m512d b) { return _mm512_cmp_pd_mask(a, b, _CMP_NEQ_UQ); }
-HWY_INLINE __m512 AlignScale(__m512 a, __m512 e) { return _mm512_mask_scalef_ps(a, 0xffff, a, e); }  // a * 2^floor(e)
-HWY_INLINE __m512d AlignScale(__m512d a, __m512d e) { return _mm512_mask_scalef_pd(a, 0xff, a, e); }
-
-// The products of `count` positions of a group for R rows whose x all have the signs of kPattern
-// (bit 1: the first row's x is negative, bit 0: the second's): the products of x with the B half of
-// its own sign are >= 0 and go into `up` toward zero, those with the other half are <= 0 and go into
-// `down` upward. Every row reads the same 2 x S x NV vectors of B (S strips) per position.
-template <unsigned kPattern, size_t R, size_t S, class DT, class V = hn::Vec<DT>>
-HWY_INLINE void FusedSignRun(DT dt, const uint32_t* pos, uint32_t count, const hn::TFromD<DT>* const (&arow)[R],
-                             const hn::TFromD<DT>* const (&bs)[S], V (&up)[R][kFusedMaxNV],
-                             V (&down)[R][kFusedMaxNV]) {
-  using T = hn::TFromD<DT>;
-  const size_t Ld = hn::Lanes(dt), W = 2 * hn::Lanes(hn::ScalableTag<float>()), NV = W / Ld;
-  for (uint32_t t = 0; t < count; ++t) {
-    const size_t p = pos[t];
-    V plus[kFusedMaxNV], minus[kFusedMaxNV];
-    for (size_t st = 0; st < S; ++st) {
-      const T* row = bs[st] + p * 2 * W;
-      for (size_t v = 0; v < NV; ++v) {
-        plus[st * NV + v] = hn::LoadU(dt, row + v * Ld);
-        minus[st * NV + v] = hn::LoadU(dt, row + W + v * Ld);
-      }
-    }
-    for (size_t r = 0; r < R; ++r) {
-      constexpr unsigned kNone = 0;
-      const bool negative = ((kPattern >> (1 - r)) & 1u) != kNone;
-      const V vx = hn::Set(dt, arow[r][p]);
-      for (size_t v = 0; v < S * NV; ++v) {
-        up[r][v] = FusedFmaRound<false>(vx, negative ? minus[v] : plus[v], up[r][v]);
-        down[r][v] = FusedFmaRound<true>(vx, negative ? plus[v] : minus[v], down[r][v]);
-      }
-    }
-  }
-}
-#endif
-
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-// Steps 1 and 2 on AVX-512: the alignment in the lanes' floating point, then the cut terms of the
-// group's products and of c added exactly; val = their sum times 2^q (exact). E is the largest of
-// the products' exponents (ep), c's (getexp, clamped at the output format's emin; -inf when c = 0)
-// and min_align; q = E - kept_bits. M = 1.5 * 2^(kMant+q) by scalef, with q clamped to [qmin, qmax],
-// where M and 2^-q are normal; `outside`: lanes beyond it (float lanes) or with a non-finite c, for
-// the core.
-template <size_t R, size_t S, class DT, class V = hn::Vec<DT>, class MI = hn::Mask<hn::RebindToSigned<DT>>>
-HWY_INLINE void FusedCutSumsDirected(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0,
-                                     const uint32_t* order, const uint32_t* runs, const hn::TFromD<DT>* cw,
-                                     const int16_t* ep, V (&val)[R][kFusedMaxNV], MI (&outside)[R][kFusedMaxNV]) {
-  using T = hn::TFromD<DT>;
-  constexpr int kMant = LaneBits<T>::kMant, kBias = LaneBits<T>::kBias;
-  const size_t Ld = hn::Lanes(dt), W = 2 * hn::Lanes(hn::ScalableTag<float>()), NV = W / Ld, NVT = S * NV;
-  const FusedOperands& fo = op.fused;
-  const FusedModel& m = *fo.model;
-  const T* a = nullptr;
-  const T* b = nullptr;
-  if constexpr (sizeof(T) == 8) {
-    a = fo.a;
-    b = fo.b;
-  } else {
-    a = fo.af;
-    b = fo.bf;
-  }
-  const T* arow[R];
-  for (size_t r = 0; r < R; ++r) arow[r] = a + (i + r) * op.k + k0;
-  const T* bs[S];  // the strips' rows of B from k0
-  for (size_t st = 0; st < S; ++st) bs[st] = b + (j0 / W + st) * op.k * 2 * W + k0 * 2 * W;
-  const hn::Rebind<int16_t, DT> d16h;
-  const hn::Rebind<int32_t, DT> d32h;
-  const V emin = hn::Set(dt, T(m.out.emin)), lowest = hn::Set(dt, T(op.fused.min_align)), kept = hn::Set(dt, T(m.kept_bits));
-  const V qmin = hn::Set(dt, T(-kBias + 1 - kMant)), qmax = hn::Set(dt, T(kBias - 1 - kMant));
-  const V m1 = hn::Set(dt, T(1.5) * (sizeof(T) == 8 ? T(0x1p52) : T(0x1p23)));  // 1.5 * 2^kMant
-  V up[R][kFusedMaxNV], down[R][kFusedMaxNV], M[R][kFusedMaxNV];
-  for (size_t r = 0; r < R; ++r)
-    for (size_t v = 0; v < NVT; ++v) {
-      const V c = hn::Load(dt, cw + r * S * W + v * Ld);
-      V e_prod;  // (2 * kZeroExp where no product is non-zero: never the largest)
-      if constexpr (sizeof(T) == 8)
-        e_prod = hn::PromoteTo(dt, hn::PromoteTo(d32h, hn::LoadU(d16h, ep + r * S * W + v * Ld)));
-      else
-        e_prod = hn::ConvertTo(dt, hn::PromoteTo(d32h, hn::LoadU(d16h, ep + r * S * W + v * Ld)));
-      // x86 max returns its second operand when either is NaN: written max(other, x), a NaN x (c's
-      // exponent, then E and q) carries through, and q != qc marks the lane.
-      V E, q, qc;
-      const auto ec_raw = AlignGetExp(c.raw);
-      const auto ec = AlignMaxWhere(AlignNonZero(c.raw), emin.raw, ec_raw);  // (c = 0: getexp's -inf)
-      E.raw = AlignMax(lowest.raw, AlignMax(e_prod.raw, ec));
-      q = hn::Sub(E, kept);
-      qc.raw = AlignMin(qmax.raw, AlignMax(qmin.raw, q.raw));
-      outside[r][v].raw = AlignUnequal(q.raw, qc.raw);
-      M[r][v].raw = AlignScale(m1.raw, qc.raw);
-      // trunc(c * 2^-q) * 2^q added to M as a product would be (c >= 0 toward zero into up, c <= 0
-      // upward into down): |c| < 2^(kept+2+q), so M + c stays in M's binade, whose ulp is 2^q.
-      // (As fmas with 1, which _mm512_add_round's undefined pass-through would have g++ 12 warn about.)
-      up[r][v] = FusedFmaRound<false>(hn::Max(c, hn::Zero(dt)), hn::Set(dt, T(1)), M[r][v]);
-      down[r][v] = FusedFmaRound<true>(hn::Min(c, hn::Zero(dt)), hn::Set(dt, T(1)), M[r][v]);
-    }
-  // The products in runs of one sign pattern of the rows' x (order, runs: FusedOperands::sign_order),
-  // in which each direction reads a fixed half of B and the rows share its loads. (The cut terms add
-  // exactly in any order.)
-  if constexpr (R == 2) {
-    FusedSignRun<0, R, S>(dt, order, runs[0], arow, bs, up, down);
-    FusedSignRun<1, R, S>(dt, order + runs[0], runs[1] - runs[0], arow, bs, up, down);
-    FusedSignRun<2, R, S>(dt, order + runs[1], runs[2] - runs[1], arow, bs, up, down);
-    FusedSignRun<3, R, S>(dt, order + runs[2], runs[3] - runs[2], arow, bs, up, down);
-  } else {  // one row, the first of its pair: patterns (+,*) then (-,*)
-    FusedSignRun<0, R, S>(dt, order, runs[1], arow, bs, up, down);
-    FusedSignRun<2, R, S>(dt, order + runs[1], runs[3] - runs[1], arow, bs, up, down);
-  }
-  // Both accumulators stay within 2^(kMant-1+q) of M: the differences and their sum are exact, and
-  // an exactly cancelling group gives +0.
-  for (size_t r = 0; r < R; ++r)
-    for (size_t v = 0; v < NVT; ++v) val[r][v] = hn::Add(hn::Sub(up[r][v], M[r][v]), hn::Sub(down[r][v], M[r][v]));
-}
-#else
-// Step 2 elsewhere: the cut terms of the group's products and of c, each truncated, added exactly in
-// double lanes; val = their sum times 2^q (exact). (`outside` stays empty: double lanes scale by any
-// q a model reaches.)
+// Step 2 outside the integer route: the cut terms of the group's products and of c, each truncated,
+// added exactly in double lanes; val = their sum times 2^q (exact). (`outside` stays empty: double
+// lanes scale by any q a model reaches.)
 template <size_t R, size_t S, class DT, class V = hn::Vec<DT>, class VI = hn::Vec<hn::RebindToSigned<DT>>,
           class MI = hn::Mask<hn::RebindToSigned<DT>>>
 HWY_INLINE void FusedCutSumsTruncated(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0,
@@ -359,7 +207,7 @@ HWY_INLINE void FusedCutSumsTruncated(DT dt, const FastOperands& op, size_t i, s
                                       const VI (&q)[R][kFusedMaxNV], V (&val)[R][kFusedMaxNV],
                                       MI (&outside)[R][kFusedMaxNV]) {
   using T = hn::TFromD<DT>;
-  static_assert(sizeof(T) == 8 && S == 1, "float lanes and strips in pairs need per-instruction rounding");
+  static_assert(sizeof(T) == 8 && S == 1, "double lanes, one strip");
   constexpr int kMant = LaneBits<T>::kMant, kBias = LaneBits<T>::kBias;
   const hn::RebindToSigned<DT> di;
   const size_t Ld = hn::Lanes(dt), W = 2 * hn::Lanes(hn::ScalableTag<float>()), NV = W / Ld;
@@ -388,7 +236,6 @@ HWY_INLINE void FusedCutSumsTruncated(DT dt, const FastOperands& op, size_t i, s
     for (size_t v = 0; v < NV; ++v)
       val[r][v] = hn::Mul(sum[r][v], hn::BitCast(dt, hn::ShiftLeft<kMant>(hn::Add(bias, q[r][v]))));  // times 2^q
 }
-#endif
 
 // The smallest q of the integer route: 2^-q a normal float, and a product below 2^-126 (rounded by
 // the float multiply) still below 2^q. (The largest, 125 - kept_bits: products below 2^(E+2) <= 2^127.)
@@ -419,8 +266,8 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> TruncToInt32(DF df, hn::Vec<DF> x) {
 // 2^-q is then a normal float; a product at or above 2^q is a normal float below 2^127, exact (its
 // significand fits float's), and so is its scaled value, an integer part at most 2^(kept_bits+2) - 1
 // plus a fraction; a smaller product, rounded or not, stays at or below 2^-126 or below 2^q, so its
-// scaled value stays below 1 and converts to 0, as its cut is. One multiply, one conversion and one
-// integer add per product, where the fma route (FusedSignRun) spends two fmas in double lanes.
+// scaled value stays below 1 and converts to 0, as its cut is. Two multiplies, one conversion and
+// one integer add per product, in lanes twice a double's.
 template <size_t R, size_t S, size_t kAccs, class DF, class VF = hn::Vec<DF>,
           class VI32 = hn::Vec<hn::RebindToSigned<DF>>>
 HWY_INLINE void FusedIntCutTerms(DF df, const float* const (&arow)[R], const float* const (&bs)[S], const uint32_t* idx,
@@ -496,7 +343,8 @@ HWY_INLINE void FusedCutSumsInt(DT dt, const FastOperands& op, size_t i, size_t 
 // The int32 sums s as floats for FusedRoundResults: rounded by the model's own final rounding where
 // the output keeps float's 23 fraction bits (AVX-512 embedded rounding), else to odd (toward zero,
 // then the last bit set where that was inexact), from which the one rounding to fewer bits is the
-// rounding of s itself (23 >= out_man_bits + 2). (Masked forms: see AlignGetExp.)
+// rounding of s itself (23 >= out_man_bits + 2). (The masked forms with every lane set: the plain
+// ones' undefined pass-through trips g++ 12's -Wmaybe-uninitialized.)
 HWY_INLINE hn::Vec<hn::ScalableTag<float>> IntSumToFloat(hn::Vec<hn::ScalableTag<int32_t>> s, const FusedModel& m) {
   constexpr int kRz = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC, kRn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   const __m512 none = _mm512_setzero_ps();
@@ -625,8 +473,7 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
 // One group for R rows from i and S strips from j0 (c: cw[r*S*W + l], replaced by the group's results).
 template <size_t R, size_t S, class DT>
 HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
-                               const uint32_t* idx, const uint32_t* order, const uint32_t* runs, const int16_t* ep,
-                               hn::TFromD<DT>* cw) {
+                               const uint32_t* idx, const int16_t* ep, hn::TFromD<DT>* cw) {
   const hn::RebindToSigned<DT> di;
   hn::Vec<DT> val[R][kFusedMaxNV];
   hn::Mask<decltype(di)> outside[R][kFusedMaxNV];
@@ -648,30 +495,16 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
     return;
   }
 #endif
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  (void)idx;
-  FusedCutSumsDirected<R, S>(dt, op, i, j0, k0, order, runs, cw, ep, val, outside);
-#else
-  (void)order;
-  (void)runs;
-  FusedCutExponents<R, S>(dt, *op.fused.model, op.fused.min_align, false, cw, ep, q);
-  FusedCutSumsTruncated<R, S>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
-#endif
-  FusedRoundResults<R, S>(dt, op, i, j0, k0, g, val, outside, cw);
-}
-
-// Row i's pair's order of group g's positions, and where its sign patterns' runs end (null where
-// the target does not use them).
-HWY_INLINE const uint32_t* SignOrder(const FastOperands& op, size_t i, size_t k0, const FusedGroup& g) {
-  return op.fused.sign_order ? op.fused.sign_order + (i / 2) * op.k + k0 + g.first : nullptr;
-}
-HWY_INLINE const uint32_t* SignRuns(const FusedOperands& fo, size_t i, size_t ordinal) {
-  return fo.sign_runs ? fo.sign_runs + ((i / 2) * fo.sign_groups + ordinal) * 4 : nullptr;
+  if constexpr (sizeof(hn::TFromD<DT>) == 8 && S == 1) {  // (float lanes: the integer route only)
+    FusedCutExponents<R, S>(dt, *op.fused.model, op.fused.min_align, false, cw, ep, q);
+    FusedCutSumsTruncated<R, S>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
+    FusedRoundResults<R, S>(dt, op, i, j0, k0, g, val, outside, cw);
+  }
 }
 
 // The fused model over one K-block for rows [i0, i0+rows), rows <= kMaxRows, and the S strips from
-// column j0 (S = 2 in float lanes on AVX-512: the sign-pattern runs' control then serves twice the
-// fmas), in lanes of dt's type: out[r*S*W + l] (results on the output format's grid, exact as
+// column j0 (S = 2 in float lanes on AVX-512: each group's per-lane work is done once for twice the
+// columns), in lanes of dt's type: out[r*S*W + l] (results on the output format's grid, exact as
 // floats). Groups run in the outer loop and rows in the inner one, so that a group's slice of the
 // strips (32 products x S*W columns: 16 KiB at most) stays in L1 while every row of the tile reads it.
 template <size_t kMaxRows, size_t S, class DT>
@@ -681,8 +514,6 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
   const size_t SW = S * 2 * hn::Lanes(hn::ScalableTag<float>());  // a row's columns
   const FusedModel& m = *op.fused.model;
   const bool promote = m.promote_every > 0;
-  const FusedOperands& fo = op.fused;
-  const size_t group_base = (k0 / op.kblock) * fo.plan_full->groups.size();  // ordinal of the block's first group
   HWY_ALIGN T c[kMaxRows * S * 2 * HWY_MAX_BYTES / sizeof(float)];
   HWY_ALIGN int16_t ep[kMaxRows * S * 2 * HWY_MAX_BYTES / sizeof(float)];
   for (size_t l = 0; l < rows * SW; ++l) out[l] = 0.0f;  // the outer accumulators
@@ -693,69 +524,20 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
       const FusedGroup& g = plan.groups[gi];
       const uint32_t* idx = plan.index.data() + g.first;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-      if (fo.ea8)
+      if (op.fused.ea8)
         FusedProductExponents8<kMaxRows, S>(op, i0, rows, j0, k0, g, idx, ep);
       else
 #endif
         FusedProductExponents<kMaxRows, S>(op, i0, rows, j0, k0, g, idx, ep);
-      // Rows in pairs (i0 is even: the pairs of sign_order): two rows' independent sums hide the
-      // latency of each other's fmas, and they share B's loads.
-      const size_t ordinal = group_base + gi;
+      // Rows in pairs: two rows' independent sums hide each other's latencies, and they share B's loads.
       size_t r = 0;
-      for (; r + 2 <= rows; r += 2)
-        FusedGroupRows<2, S>(dt, op, i0 + r, j0, k0, g, idx, SignOrder(op, i0 + r, k0, g),
-                             SignRuns(fo, i0 + r, ordinal), ep + r * SW, c + r * SW);
-      if (r < rows)
-        FusedGroupRows<1, S>(dt, op, i0 + r, j0, k0, g, idx, SignOrder(op, i0 + r, k0, g),
-                             SignRuns(fo, i0 + r, ordinal), ep + r * SW, c + r * SW);
+      for (; r + 2 <= rows; r += 2) FusedGroupRows<2, S>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
+      if (r < rows) FusedGroupRows<1, S>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
     }
     g0 = chain_end;
     // Promotion into the outer accumulator, once per chain: the scalar core.
     for (size_t l = 0; l < rows * SW; ++l)
       out[l] = static_cast<float>(promote ? fused_promote_add(out[l], c[l], m) : static_cast<double>(c[l]));
-  }
-}
-
-// A group of n consecutive positions [start, start + n) of a pair of float rows x0, x1 (x1 null: a
-// lone row, all +) in the order of FusedOperands::sign_order: out[0..n) and the runs' ends end[4].
-// Pattern masks per vector of positions, then each pattern's positions compressed into its run.
-void FusedSignOrderConsecutive(const float* x0, const float* x1, uint32_t start, uint32_t n, uint32_t* out,
-                               uint32_t* end) {
-  const hn::ScalableTag<int32_t> di;
-  const hn::RebindToUnsigned<decltype(di)> du;
-  const size_t N = hn::Lanes(di);
-  using M = hn::Mask<decltype(di)>;
-  // The four patterns' masks of positions [start + t, start + t + len). (A partial vector goes
-  // through a copy: a load past the row's end could fault on targets without masked loads.)
-  auto patterns = [&](size_t t, size_t len, M (&pm)[4]) {
-    const M valid = hn::FirstN(di, len);
-    const auto negative = [&](const float* x) {
-      const int32_t* at = reinterpret_cast<const int32_t*>(x + start + t);
-      if (len == N) return hn::Lt(hn::LoadU(di, at), hn::Zero(di));  // (the sign bit: -0 counts as negative)
-      HWY_ALIGN int32_t part[HWY_MAX_BYTES / sizeof(int32_t)] = {};
-      std::memcpy(part, at, len * sizeof(int32_t));
-      return hn::And(valid, hn::Lt(hn::Load(di, part), hn::Zero(di)));
-    };
-    const M s0 = negative(x0);
-    const M s1 = x1 ? negative(x1) : hn::FirstN(di, 0);
-    pm[0] = hn::AndNot(s0, hn::AndNot(s1, valid));
-    pm[1] = hn::AndNot(s0, s1);
-    pm[2] = hn::AndNot(s1, s0);
-    pm[3] = hn::And(s0, s1);
-  };
-  uint32_t count[4] = {0, 0, 0, 0};
-  for (size_t t = 0; t < n; t += N) {
-    M pm[4];
-    patterns(t, std::min<size_t>(N, n - t), pm);
-    for (size_t c = 0; c < 4; ++c) count[c] += static_cast<uint32_t>(hn::CountTrue(di, pm[c]));
-  }
-  uint32_t at[4] = {0, count[0], count[0] + count[1], count[0] + count[1] + count[2]};
-  for (size_t c = 0; c < 4; ++c) end[c] = at[c] + count[c];
-  for (size_t t = 0; t < n; t += N) {
-    M pm[4];
-    patterns(t, std::min<size_t>(N, n - t), pm);
-    const auto pos = hn::Iota(du, static_cast<uint32_t>(start + t));
-    for (size_t c = 0; c < 4; ++c) at[c] += static_cast<uint32_t>(hn::CompressBlendedStore(pos, hn::RebindMask(du, pm[c]), du, out + at[c]));
   }
 }
 
@@ -790,11 +572,10 @@ void FusedExpCodes(const float* x, size_t len, int in_emin, int32_t* out) {
 }
 
 // Strips [st0, st1) of B for the kernel from B transposed (bt: k rows of ldt floats, the columns
-// past n zero): per k, the W values split by sign into bf (floats) or bd (doubles), whichever is
-// given, or (plain: the integer route) as they are into bf, W per k; their codes into eb (as
-// FusedPairedCode8 when codes8).
+// past n zero): per k, the W values as they are into bf (the integer route) or split by sign into bd
+// (doubles), whichever is given; their codes into eb (as FusedPairedCode8 when codes8).
 void FusedPackStrips(const float* bt, size_t ldt, size_t k, size_t st0, size_t st1, int in_emin, bool codes8,
-                     bool plain, float* bf, double* bd, int16_t* eb) {
+                     float* bf, double* bd, int16_t* eb) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const hn::Rebind<int16_t, decltype(d)> d16;
@@ -808,13 +589,10 @@ void FusedPackStrips(const float* bt, size_t ldt, size_t k, size_t st0, size_t s
       const size_t at = st * k * 2 * W + t * 2 * W;
       for (size_t h = 0; h < 2; ++h) {
         const auto y = hn::LoadU(d, src + h * L);
-        const auto pos = hn::IfThenElseZero(hn::Gt(y, zero), y), neg = hn::IfThenElseZero(hn::Lt(y, zero), y);
-        if (plain) {
+        if (bf) {
           hn::StoreU(y, d, bf + st * k * W + t * W + h * L);
-        } else if (bf) {
-          hn::StoreU(pos, d, bf + at + h * L);
-          hn::StoreU(neg, d, bf + at + W + h * L);
         } else {
+          const auto pos = hn::IfThenElseZero(hn::Gt(y, zero), y), neg = hn::IfThenElseZero(hn::Lt(y, zero), y);
           HWY_ALIGN float lanes[2][HWY_MAX_BYTES / sizeof(float)];
           hn::Store(pos, d, lanes[0]);
           hn::Store(neg, d, lanes[1]);

@@ -21,8 +21,6 @@ struct FastScratch {
   std::vector<double> bd, aq_wide;                     // the fused kernel's doubles
   std::vector<int32_t> ea, ea8;                        // and alignment exponents (A's paired, per pair)
   std::vector<int16_t> eb;
-  std::vector<uint32_t> sign_order;                    // and the terms of each row pair by sign pattern
-  std::vector<uint32_t> sign_runs;
 };
 
 struct MatmulWorkspace {
