@@ -360,9 +360,9 @@ HWY_INLINE hn::Vec<hn::ScalableTag<float>> IntSumToFloat(hn::Vec<hn::ScalableTag
 
 // Step 2 by the integer route in float lanes (AVX-512, one accumulator): the products by
 // FusedIntCutTerms; c's cut in int32 too (below 2^(kept_bits+1)), its add to the products' sum
-// checked for overflow where the model's bounds allow one (such lanes go to the core); val = that sum s, rounded by IntSumToFloat,
-// times 2^q (exact: 2^-125 <= |val| < 2^131, larger values the overflow check of FusedRoundResults
-// sends to the core).
+// checked for overflow where the model's bounds allow one (such lanes go to the core); val = that
+// sum s, rounded by IntSumToFloat, times 2^q (exact: 2^-125 <= |val| < 2^131, larger values the
+// overflow check of FusedRoundResults sends to the core).
 template <size_t R, size_t S, class DF, class V = hn::Vec<DF>, class VI = hn::Vec<hn::RebindToSigned<DF>>,
           class MI = hn::Mask<hn::RebindToSigned<DF>>>
 HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
