@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,8 @@
 #include "arith/matmul.h"
 #include "arith/random.h"
 #include "arith/tc_presets.h"
+#include "arith/tcverify.h"
+#include "io/tc_vectors.h"
 #include "hwy/targets.h"
 #include "same_bits.h"
 
@@ -521,6 +524,54 @@ TEST_CASE("fused models beyond the integer route: fast kernel == reference (doub
                       base + " small integers");
       check_fast_case(p, grid_matrix(s.m * s.k, 440 + si, f, -40, 30), grid_matrix(s.k * s.n, 450 + si, f, -40, 30), s,
                       -1, base + " wide");
+    }
+  }
+}
+
+TEST_CASE("fused tensor-core models: the fast kernel reproduces the GPU vectors measured with c = 0") {
+  // The H100 FP8 sets with fp32 output were measured with c = 0, which is how the engine starts each
+  // dot product, so the matmul itself can replay them: 64 cases at a time as A (cases x 32) times B
+  // (32 x cases), whose diagonal holds each case's own result, on every SIMD target, the fast path
+  // required. (The 13-bit FP8 result is the kernel's rounding to odd and then toward zero.)
+  const std::string root = std::string(DRIFT_SOURCE_DIR) + "/data/tensorcore/H100/";
+  for (const char* set : {"E4M3", "E5M2"}) {
+    const std::string dir = root + set;
+    const auto measured = io::tc_read_measured(dir);
+    std::optional<TcPreset> tp;
+    for (const auto& m : measured)
+      if (m.output == "fp32" && m.c_zero) tp = find_tc_preset(m.preset);
+    REQUIRE(tp.has_value());
+    CAPTURE(tp->name);
+    const TcVectors v = io::read_tc_vectors(dir, "fp32", false);
+    REQUIRE(v.a.size() == 5000);
+    const MatmulPolicy p = fused_policy(*tp, tp->in_format);
+    // The cases with finite operands and result (the others send a call to the reference).
+    std::vector<size_t> cases;
+    for (size_t i = 0; i < v.a.size(); ++i) {
+      bool finite = std::isfinite(float_of(v.d[i]));
+      for (size_t t = 0; t < v.a[i].size(); ++t) finite = finite && std::isfinite(float_of(v.a[i][t])) && std::isfinite(float_of(v.b[i][t]));
+      if (finite) cases.push_back(i);
+    }
+    CHECK(cases.size() > 4000);
+    const size_t k = v.a[0].size();
+    TargetMock mock;
+    for (int64_t target : matmul_fast_targets()) {
+      hwy::SetSupportedTargetsForTest(target);
+      CAPTURE(hwy::TargetName(target));
+      size_t matched = 0;
+      for (size_t c0 = 0; c0 < cases.size(); c0 += 64) {
+        const size_t n = std::min<size_t>(64, cases.size() - c0);
+        std::vector<double> a(n * k), b(k * n), c(n * n);
+        for (size_t r = 0; r < n; ++r)
+          for (size_t t = 0; t < k; ++t) {
+            a[r * k + t] = float_of(v.a[cases[c0 + r]][t]);
+            b[t * n + r] = float_of(v.b[cases[c0 + r]][t]);
+          }
+        MatmulContext ctx;
+        CHECK(matmul(MatView{a.data(), n, k, k, false}, MatView{b.data(), k, n, n, false}, c.data(), n, p, ctx).fast_path);
+        for (size_t r = 0; r < n; ++r) matched += bits_of(static_cast<float>(c[r * n + r])) == v.d[cases[c0 + r]];
+      }
+      CHECK(matched == cases.size());
     }
   }
 }
