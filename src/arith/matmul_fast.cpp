@@ -458,7 +458,8 @@ const char* FastTargetName() { return hwy::TargetName(HWY_TARGET); }
 bool HasNativeFma() { return HWY_NATIVE_FMA != 0; }
 size_t FloatLanes() { return hn::Lanes(hn::ScalableTag<float>()); }
 bool FusedFloatLanes() { return kFusedDirected; }  // (the integer route's float lanes)
-bool FusedIntCuts() { return HWY_TARGET != HWY_SCALAR; }  // (FusedCutSumsInt: float lanes twice a double's)
+// (The integer route reads float vectors of twice a double vector's lanes, which the scalar target lacks.)
+bool FusedIntCuts() { return HWY_TARGET != HWY_SCALAR; }
 
 // The magnitude range of a rows x cols block of floats (row stride ld) for the packing checks and
 // the in-place scan: the smallest non-zero and the largest |v|, whether a NaN or inf is present (the
@@ -856,11 +857,10 @@ T* line_aligned(std::vector<T>& v, size_t n) {
   return v.data() + off / sizeof(T);
 }
 
-// Phase 2a, pack for the fused kernel (the layouts of FusedOperands): the alignment codes of A and
-// B, A as the lanes read it, B in strips (split by sign for the double lanes); the route; the
-// operands' magnitude ranges. Float
-// operands (the float entry) are packed by SIMD (B through one transposition), doubles element by
-// element. The plans live in the caller (op points at them).
+// Phase 2a, pack for the fused kernel (the layouts of FusedOperands): the route; the alignment codes
+// of A and B, A as the lanes read it, B in strips (split by sign for the double lanes); the operands'
+// magnitude ranges. Float operands (the float entry) are packed by SIMD (B through one
+// transposition), doubles element by element. The plans live in the caller (op points at them).
 void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products_fit_float, size_t W, FastOperands& op,
                 FastScratch& s, FusedPlan& plan_full, FusedPlan& plan_tail, PackedRanges& r) {
   const QuantizedOperand& A = ops.a;
