@@ -678,6 +678,18 @@ void check_fused_column(const char* name, const char* input, const std::vector<d
   }
 }
 
+// Under the H100 bf16 model, a group of four products 2^-64 * 2^-63 = 2^-127 and one -2^-76 * 2^-76
+// = -2^-152 (positions at..at+4 of a and b; the rest of the group zero), which with c = 0 gives
+// 2^-125 - 2^-149 (the test of the c = 0 alignment below derives it).
+void tiny_products_at(std::vector<double>& a, std::vector<double>& b, size_t at) {
+  for (size_t t = at; t < at + 4; ++t) {
+    a[t] = std::ldexp(1.0, -64);
+    b[t] = std::ldexp(1.0, -63);
+  }
+  a[at + 4] = std::ldexp(1.0, -76);
+  b[at + 4] = -std::ldexp(1.0, -76);
+}
+
 TEST_CASE("hand-derived: the integer route's sum past int32 goes to the scalar core") {
   // H100 bf16: 16-term groups, 25 kept bits, rtz. Group 1: 16 products 1 * 15/128, exact (E = -4,
   // cut at 2^-29), c = 1.875. Group 2: 16 products (255/128)^2 = 65025/16384 (the largest bf16
@@ -696,12 +708,7 @@ TEST_CASE("hand-derived: a group of zero products gives +0, and the next aligns 
   // -2^-152; E = -127, q = -152, and 2^-125 - 2^-152 truncates to 2^-125 - 2^-149.
   std::vector<double> a(32, 0.0), b(32, 1.0);
   for (size_t t = 16; t < 32; ++t) b[t] = 0.0;
-  for (size_t t = 16; t < 20; ++t) {
-    a[t] = std::ldexp(1.0, -64);
-    b[t] = std::ldexp(1.0, -63);
-  }
-  a[20] = std::ldexp(1.0, -76);
-  b[20] = -std::ldexp(1.0, -76);
+  tiny_products_at(a, b, 16);
   check_fused_column("h100_bf16", "bf16", a, b, std::ldexp(1.0, -125) - std::ldexp(1.0, -149));
   // K = 16, one group of zero products: +0 (not -0: the sum of no non-zero term starts at +0).
   const std::vector<double> zeros(16, 0.0), minus(16, -1.0);
@@ -726,20 +733,14 @@ TEST_CASE("hand-derived: a fused group whose c is zero aligns to its products, b
   // scalar-core lane). Had c = 0 counted with fp32's emin (-126), the cut would be at 2^-151, the
   // small product would vanish, and the result would be 2^-125.
   std::vector<double> a(16, 0.0), b(16, 0.0);  // 1 x 16, 16 x 1
-  for (size_t t = 0; t < 4; ++t) {
-    a[t] = std::ldexp(1.0, -64);
-    b[t] = std::ldexp(1.0, -63);
-  }
-  a[4] = std::ldexp(1.0, -76);
-  b[4] = -std::ldexp(1.0, -76);
+  tiny_products_at(a, b, 0);
   check_fused_column("h100_bf16", "bf16", a, b, std::ldexp(1.0, -125) - std::ldexp(1.0, -149));
 }
 
-TEST_CASE("fused tensor-core models: the float-lane kernel hands alignment exponents beyond float's range to the core") {
-  // The H100 FP8 model (13 kept bits: its sums fit float lanes on AVX-512) given bf16 operands, whose
-  // products reach 2^±250: where a group's alignment exponent E is beyond ~117, 2^q (q = E - 13) and
-  // the accumulators' offset 1.5 * 2^(23+q) overflow a float, and those lanes must come out of the
-  // scalar core. Values around 2^60 (products 2^120), around 2^-60 (products far below fp32's normal
+TEST_CASE("fused tensor-core models: the integer route hands alignment exponents beyond its range to the core") {
+  // The H100 FP8 model (13 kept bits) given bf16 operands, whose products reach 2^±250: where a
+  // group's q = E - 13 lies outside the integer route's [-125, 112] (2^-q not a normal float, or
+  // products at 2^127 and beyond), those lanes must come out of the scalar core. Values around 2^60 (products 2^120), around 2^-60 (products far below fp32's normal
   // range: results the core rounds) and ordinary ones, in one call and across K so that c carries a
   // huge exponent into the next group.
   const MatmulPolicy p = fused_policy(*find_tc_preset("h100_fp8_e4m3"), fmt("bf16"));

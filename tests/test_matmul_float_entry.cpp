@@ -275,15 +275,22 @@ TEST_CASE("float entry == double entry on every SIMD target: in-place fp32 opera
     p.a = MatmulPolicy().a;
     ps.push_back({"fp32 a in place, mx b", p});
   }
-  // The fused kernel's SIMD packing of float operands (codes, B's transposition and sign split), in
-  // float lanes (the 13-bit H100 FP8 model on AVX-512) and in double lanes (bf16 into the A100 model).
-  for (const char* preset : {"h100_fp8", "a100_bf16"}) {
-    const TcPreset tp = *find_tc_preset(preset);
+  // The fused kernel's SIMD packing of float operands (codes, B's transposition, plain or split by
+  // sign) on each of its routes: the integer route with one accumulator (float lanes on AVX-512:
+  // the H100 FP8 and A100 bf16 models) and with two (double lanes: B200 FP8, 32-term groups), and
+  // bf16 under the H100 bf16 model kept to 30 bits, beyond the integer route (double lanes, B split).
+  struct Fused {
+    const char* preset;
+    int kept_bits;  // 0: the preset's
+  };
+  for (const Fused& f : {Fused{"h100_fp8", 0}, Fused{"a100_bf16", 0}, Fused{"b200_fp8_e4m3", 0}, Fused{"h100_bf16", 30}}) {
+    TcPreset tp = *find_tc_preset(f.preset);
+    if (f.kept_bits) tp.model.kept_bits = f.kept_bits;
     MatmulPolicy p;
     p.a.format = p.b.format = tp.in_format;
     p.a.round.overflow = p.b.round.overflow = Overflow::ieee;
     p.inner.fused = tp.model;
-    ps.push_back({std::string("the fused model ") + preset, p});
+    ps.push_back({std::string("the fused model ") + f.preset + (f.kept_bits ? ", 30 kept bits" : ""), p});
   }
   const std::vector<int64_t> targets = matmul_fast_targets();
   struct Reset {

@@ -837,15 +837,23 @@ bool plan_fast(const PreparedOperands& ops, const InPlaceOperand* ia, const InPl
   return true;
 }
 
-// The int32 accumulators the integer route (matmul_fused-inl.h, FusedCutSumsInt) needs for groups of
-// at most `widest` products, each cut term at most 2^(kept_bits+2) - 1 below 2^31, the accumulators
-// taking the positions in turn: 1 or 2, or 0 where the route does not fit.
-int fused_int_accs(const FusedModel& m, uint32_t widest) {
-  if (m.kept_bits + 2 > 31) return 0;
-  const int64_t term = (int64_t{1} << (m.kept_bits + 2)) - 1;
-  const int64_t per_acc = ((int64_t{1} << 31) - 1) / term;
-  if (widest <= per_acc) return 1;
-  return (widest + 1) / 2 <= per_acc ? 2 : 0;
+// The integer route (matmul_fused-inl.h) for groups of at most `widest` products, each cut term at
+// most 2^(kept_bits+2) - 1 and c's at most 2^(kept_bits+1) - 1 (|c| < 2^(E+1)): the int32
+// accumulators it needs, taking the positions in turn (1 or 2; 0 where the route does not fit), and
+// whether c's term added to a group's products could pass int32.
+struct IntCutPlan {
+  int accs = 0;
+  bool sum_may_wrap = false;
+};
+IntCutPlan int_cut_plan(const FusedModel& m, uint32_t widest) {
+  if (m.kept_bits + 2 > 31) return {};
+  const int64_t int32_max = (int64_t{1} << 31) - 1;
+  const int64_t term = (int64_t{1} << (m.kept_bits + 2)) - 1, c_term = (int64_t{1} << (m.kept_bits + 1)) - 1;
+  const int64_t per_acc = int32_max / term;
+  IntCutPlan plan;
+  plan.accs = widest <= per_acc ? 1 : (widest + 1) / 2 <= per_acc ? 2 : 0;
+  plan.sum_may_wrap = int64_t{widest} * term + c_term > int32_max;
+  return plan;
 }
 
 // The first element of a vector at a cache line (the vector has 64 bytes of room for it), so that
@@ -872,8 +880,9 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
   for (const FusedGroup& g : plan_full.groups) widest = std::max(widest, g.n);
   for (const FusedGroup& g : plan_tail.groups) widest = std::max(widest, g.n);
   // The integer route where the products are exact in float (every preset), else double lanes.
-  const int int_accs = products_fit_float && HWY_DYNAMIC_DISPATCH(FusedIntCuts)() ? fused_int_accs(fm, widest) : 0;
-  const bool int_cuts = int_accs > 0;
+  const IntCutPlan int_plan =
+      products_fit_float && HWY_DYNAMIC_DISPATCH(FusedIntCuts)() ? int_cut_plan(fm, widest) : IntCutPlan{};
+  const bool int_cuts = int_plan.accs > 0;
   const int in_emin = fm.in_emin;
   // Exponents of the formats the fused path takes (fits_float) and kZeroExp fit int16, and so do
   // the kernel's sums of two of them.
@@ -890,13 +899,9 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
   fo = FusedOperands{};
   // (The integer route runs in float lanes where the target has per-instruction rounding, for its
   // conversion of the sum, and one accumulator holds a group.)
-  fo.float_lanes = int_accs == 1 && HWY_DYNAMIC_DISPATCH(FusedFloatLanes)();
-  fo.int_cuts = int_cuts;
-  fo.int_accs = int_accs;
-  if (int_cuts) {  // (c's cut term is at most 2^(kept_bits+1) - 1: |c| < 2^(E+1))
-    const int64_t term = (int64_t{1} << (fm.kept_bits + 2)) - 1, c_term = (int64_t{1} << (fm.kept_bits + 1)) - 1;
-    fo.int_sum_may_wrap = int64_t{widest} * term + c_term > (int64_t{1} << 31) - 1;
-  }
+  fo.float_lanes = int_plan.accs == 1 && HWY_DYNAMIC_DISPATCH(FusedFloatLanes)();
+  fo.int_accs = int_plan.accs;
+  fo.int_sum_may_wrap = int_plan.sum_may_wrap;
   fo.b = bd;
   fo.bf = bf;
   fo.ea = ea;

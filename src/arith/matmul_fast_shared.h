@@ -49,16 +49,16 @@ struct FusedOperands {
   // What the kernel reads: A (m x k) and B in strips of W columns, per k, as the route reads them
   // (below); the alignment exponents of A (m x k) and of B (strips of W columns, per k W codes;
   // kZeroExp for zeros).
-  // The integer route (matmul_fused-inl.h, FusedIntCutTerms): products exact in float and a group's
-  // product cut terms adding exactly in int_accs int32 accumulators (1 or 2). A is read as floats
+  // The integer route (matmul_fused-inl.h, FusedIntCutTerms), where int_accs > 0: products exact in
+  // float and a group's product cut terms adding exactly in int_accs int32 accumulators (1 or 2),
+  // with c's term too where !int_sum_may_wrap. A is read as floats
   // (af), B's strips as W floats per k (bf). It runs in float lanes (float_lanes) where the target
   // has per-instruction rounding and one accumulator holds a group, else c and the sums go through
   // double lanes. Otherwise A as doubles (a) and B split by sign, per k W values > 0 then W values
   // < 0, as doubles (b), in double lanes.
   bool float_lanes = false;
-  bool int_cuts = false;
   int int_accs = 0;
-  bool int_sum_may_wrap = false;  // the products' and c's cut terms together could pass int32
+  bool int_sum_may_wrap = false;
   const double* a = nullptr;
   const float* af = nullptr;
   const double* b = nullptr;

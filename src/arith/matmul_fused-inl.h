@@ -46,7 +46,7 @@ constexpr bool kFusedDirected = false;
 // scalar target), or on AVX-512 where every code lies in [-30, 30] (FP8 and fp16 inputs) in int8 lanes,
 // a pair of rows per vector. The cut terms are added in one of two ways:
 //   * the integer route, where every product is exact in float and every cut term fits an int32
-//     (every preset; FusedOperands::int_cuts): trunc(x*y * 2^-q) by two float multiplies and one
+//     (every preset; FusedOperands::int_accs): trunc(x*y * 2^-q) by two float multiplies and one
 //     conversion toward zero per product, in float lanes, added in int32 lanes (FusedIntCutTerms; one
 //     accumulator, or two taking the positions in turn where a group's sum could pass 2^31). On
 //     AVX-512 with one accumulator the whole group stays in float lanes: c's cut in int32 too, and
@@ -258,7 +258,17 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> TruncToInt32(DF df, hn::Vec<DF> x) {
   return hn::ConvertTo(hn::RebindToSigned<DF>(), x);
 }
 
-// The integer route's products (FusedOperands::int_cuts) for R rows of a group: per product and
+// The lanes whose q lies outside the integer route's range, [kIntCutQMin, 125 - kept_bits], as one
+// unsigned compare of q - kIntCutQMin. They compute garbage (any bits, no traps), which the core then
+// replaces.
+template <class DI>
+HWY_INLINE hn::Mask<DI> IntCutOutside(DI di, hn::Vec<DI> q, int kept_bits) {
+  const hn::RebindToUnsigned<DI> du;
+  const auto span = hn::Set(du, static_cast<hn::TFromD<decltype(du)>>(125 - kept_bits - kIntCutQMin));
+  return hn::RebindMask(di, hn::Gt(hn::BitCast(du, hn::Sub(q, hn::Set(di, kIntCutQMin))), span));
+}
+
+// The integer route's products (FusedOperands::int_accs) for R rows of a group: per product and
 // lane, trunc(x*y * 2^-q) by two multiplies and one conversion toward zero, added in int32, the
 // kAccs accumulators taking the positions in turn. Float vector v holds the columns [v*Lf, (v+1)*Lf)
 // of the S strips from bs (B's rows of W floats from k0); scale = 2^-q.
@@ -309,18 +319,15 @@ HWY_INLINE void FusedCutSumsInt(DT dt, const FastOperands& op, size_t i, size_t 
   const size_t NV = W / Ld, NF = W / Lf;
   const FusedOperands& fo = op.fused;
   const VI bias = hn::Set(di, kBias);
-  const VI qlo = hn::Set(di, kIntCutQMin), qhi = hn::Set(di, 125 - fo.model->kept_bits);
-  VI qc[R][kFusedMaxNV];
   hn::Vec<decltype(df)> scale[R][kFusedMaxNV];
   for (size_t r = 0; r < R; ++r) {
     hn::Vec<decltype(dfh)> half[kFusedMaxNV];
     for (size_t v = 0; v < NV; ++v) {
-      qc[r][v] = hn::Min(hn::Max(q[r][v], qlo), qhi);
-      outside[r][v] = hn::Ne(q[r][v], qc[r][v]);
-      const V inv = hn::BitCast(dt, hn::ShiftLeft<kMant>(hn::Sub(bias, qc[r][v])));  // 2^-q
+      outside[r][v] = IntCutOutside(di, q[r][v], fo.model->kept_bits);
+      const V inv = hn::BitCast(dt, hn::ShiftLeft<kMant>(hn::Sub(bias, q[r][v])));  // 2^-q
       // c's cut, from +0 as FusedCutSumsTruncated (|c| < 2^(E+1): below 2^(kept_bits+1) after scaling).
       val[r][v] = hn::Add(hn::Zero(dt), hn::Trunc(hn::Mul(hn::Load(dt, cw + r * W + v * Ld), inv)));
-      half[v] = hn::DemoteTo(dfh, inv);  // (exact: a normal float)
+      half[v] = hn::DemoteTo(dfh, inv);  // (exact where not outside: a normal float)
     }
     for (size_t u = 0; u < NF; ++u) scale[r][u] = hn::Combine(df, half[2 * u + 1], half[2 * u]);
   }
@@ -335,7 +342,7 @@ HWY_INLINE void FusedCutSumsInt(DT dt, const FastOperands& op, size_t i, size_t 
         const auto whole = acc[a][r][v / 2];
         val[r][v] = hn::Add(val[r][v], hn::PromoteTo(dt, v % 2 == 0 ? hn::LowerHalf(di32h, whole) : hn::UpperHalf(di32h, whole)));
       }
-      val[r][v] = hn::Mul(val[r][v], hn::BitCast(dt, hn::ShiftLeft<kMant>(hn::Add(bias, qc[r][v]))));  // times 2^q
+      val[r][v] = hn::Mul(val[r][v], hn::BitCast(dt, hn::ShiftLeft<kMant>(hn::Add(bias, q[r][v]))));  // times 2^q
     }
 }
 
@@ -373,16 +380,11 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
   const size_t L = hn::Lanes(df), W = 2 * L, NVT = S * 2;
   const FusedOperands& fo = op.fused;
   const VI bias = hn::Set(di, kBias);
-  // q outside [kIntCutQMin, 125 - kept_bits] as one unsigned compare of q - kIntCutQMin; such lanes
-  // compute garbage (any bits, no traps), which the core then replaces.
-  const hn::RebindToUnsigned<DF> du;
-  const VI qlo = hn::Set(di, kIntCutQMin);
-  const auto span = hn::Set(du, static_cast<uint32_t>(125 - fo.model->kept_bits - kIntCutQMin));
   VI cut_c[R][kFusedMaxNV];
   V scale[R][kFusedMaxNV];
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NVT; ++v) {
-      outside[r][v] = hn::RebindMask(di, hn::Gt(hn::BitCast(du, hn::Sub(q[r][v], qlo)), span));
+      outside[r][v] = IntCutOutside(di, q[r][v], fo.model->kept_bits);
       scale[r][v] = hn::BitCast(df, hn::ShiftLeft<kMant>(hn::Sub(bias, q[r][v])));  // 2^-q
       cut_c[r][v] = TruncToInt32(df, hn::Mul(hn::Load(df, cw + r * S * W + v * L), scale[r][v]));
     }
@@ -479,7 +481,7 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
   hn::Mask<decltype(di)> outside[R][kFusedMaxNV];
   hn::Vec<decltype(di)> q[R][kFusedMaxNV];
 #if HWY_TARGET != HWY_SCALAR
-  if (op.fused.int_cuts) {  // the integer route, in float lanes on AVX-512 (one accumulator), else in double lanes
+  if (op.fused.int_accs > 0) {  // the integer route, in float lanes on AVX-512 (one accumulator), else in double lanes
     FusedCutExponents<R, S>(dt, *op.fused.model, op.fused.min_align, true, cw, ep, q);
     if constexpr (sizeof(hn::TFromD<DT>) == 4) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3

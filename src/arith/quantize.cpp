@@ -860,14 +860,15 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
     return bs.mult;
   };
   // The same for the MX presets (plain_e8m0_floor) from the amax of float elements (a float): the
-  // exponent from its bits, counted as an int (what block_scale_of and record_scale would give).
+  // exponent from its bits, counted as an int (what block_scale_of and record_scale would give), by
+  // plain_scales_of_span over this one block (a 1-D block: one row; its caller takes the amax).
   const bool plain_e8m0 = plain_e8m0_floor(spec);
   auto plain_multiplier = [&](const Region&, size_t first, double amax, QuantStats& st, bool* exact) -> double {
-    const int e = plain_e8m0_exponent(static_cast<float>(amax), spec);
-    out.block_scale[first] = pow2(e);  // (a 1-D block: one row)
-    if (amax != 0) record_scale_exponent(st, e);
+    const float amax_f = static_cast<float>(amax);
+    QuantRowBlock block;
+    plain_scales_of_span(&amax_f, 1, spec, true, &out.block_scale[first], &block, st);
     *exact = true;
-    return pow2(-e);
+    return block.mult;
   };
   if (k_major) {
     if constexpr (std::is_same_v<T, float>) {

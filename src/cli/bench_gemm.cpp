@@ -18,9 +18,6 @@
 #include "cli/commands.h"
 #include "policy/matmul_json.h"
 
-#ifdef DRIFT_HAVE_OPENBLAS
-#include <cblas.h>
-#endif
 #ifdef DRIFT_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -169,18 +166,9 @@ void run_bench_gemm(const BenchOptions& o) {
           o.min_seconds);
       timed.push_back({&bp, t, fast});
     }
-    double sgemm_gflops = 0;
-#ifdef DRIFT_HAVE_OPENBLAS
     std::vector<float> cf(sh.m * sh.n);
-    const double t_blas = seconds_per_call(
-        [&] {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(sh.m), static_cast<int>(sh.n),
-                      static_cast<int>(sh.k), 1.0f, af.data(), static_cast<int>(sh.k), bf.data(),
-                      static_cast<int>(sh.n), 0.0f, cf.data(), static_cast<int>(sh.n));
-        },
-        o.min_seconds);
-    sgemm_gflops = flops / t_blas * 1e-9;
-#endif
+    const double t_blas = sgemm_seconds_per_call(af.data(), bf.data(), cf.data(), sh.m, sh.n, sh.k, o.min_seconds);
+    const double sgemm_gflops = t_blas > 0 ? flops / t_blas * 1e-9 : 0;
     for (const auto& [bpp, t, fast] : timed) {
       const BenchPolicy& bp = *bpp;
       const double gflops = flops / t * 1e-9;

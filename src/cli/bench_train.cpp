@@ -45,10 +45,6 @@
 #include "train/telemetry.h"
 #include "train/trainer.h"
 
-#ifdef DRIFT_HAVE_OPENBLAS
-#include <cblas.h>
-#endif
-
 namespace drift::cli {
 namespace {
 
@@ -188,15 +184,8 @@ ReplaySeconds replay_seconds(const StepTiming& t, double min_seconds) {
                                      matmul(av, bv, c.data(), sh.n, policy, ctx);
                                    },
                                    min_seconds));
-#ifdef DRIFT_HAVE_OPENBLAS
-    const int m = static_cast<int>(sh.m), k = static_cast<int>(sh.k), n = static_cast<int>(sh.n);
-    r.sgemm.push_back(calls * seconds_per_call(
-                                  [&] {
-                                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k,
-                                                b.data(), n, 0.0f, c.data(), n);
-                                  },
-                                  min_seconds));
-#endif
+    if (const double s = sgemm_seconds_per_call(a.data(), b.data(), c.data(), sh.m, sh.n, sh.k, min_seconds); s > 0)
+      r.sgemm.push_back(calls * s);
   }
   return r;
 }

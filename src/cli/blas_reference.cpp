@@ -8,6 +8,8 @@
 #include <array>
 #include <string>
 
+#include "backend/timing.h"
+
 namespace drift::cli {
 
 std::string narrow_kernels_note(const std::string& core) {
@@ -31,9 +33,18 @@ std::string openblas_reference_line() {
   const std::string core = openblas_core();
   return "reference: " + std::string(config ? config : "OpenBLAS") + ", " + core + " kernels" + narrow_kernels_note(core);
 }
+
+double sgemm_seconds_per_call(const float* a, const float* b, float* c, size_t m, size_t n, size_t k,
+                              double min_seconds) {
+  const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
+  return seconds_per_call(
+      [&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mi, ni, ki, 1.0f, a, ki, b, ni, 0.0f, c, ni); },
+      min_seconds);
+}
 #else
 std::string openblas_core() { return "none"; }
 std::string openblas_reference_line() { return "reference: none (this drift was built without OpenBLAS)"; }
+double sgemm_seconds_per_call(const float*, const float*, float*, size_t, size_t, size_t, double) { return 0; }
 #endif
 
 }  // namespace drift::cli

@@ -5,6 +5,7 @@
 // benchmarks print the reference's kernels so that a ratio is never read without them.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace drift::cli {
@@ -19,5 +20,11 @@ std::string narrow_kernels_note(const std::string& core);
 
 // "reference: <OpenBLAS build>, <core> kernels" and the note, for `drift bench gemm`.
 std::string openblas_reference_line();
+
+// Seconds per call of OpenBLAS cblas_sgemm, C = A * B on row-major floats (A m x k, B k x n, C
+// m x n), timed as backend/timing.h's seconds_per_call times one (the benchmarks' reference); 0
+// where drift was built without OpenBLAS.
+double sgemm_seconds_per_call(const float* a, const float* b, float* c, size_t m, size_t n, size_t k,
+                              double min_seconds);
 
 }  // namespace drift::cli
