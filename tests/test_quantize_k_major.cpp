@@ -120,4 +120,23 @@ TEST_CASE("quantize k-major: the usual order's values, scales, stats and state, 
   }
 }
 
+TEST_CASE("quantize k-major: MX blocks that are all zero, or hold subnormals, stay in the k-major order") {
+  // 40 rows stored k-major, k = 96: column blocks of three kinds, each in the usual order's results.
+  const size_t rows = 40, k = 96;
+  std::vector<float> x = clean_floats(rows * k, 90);
+  for (size_t t = 0; t < 32; ++t)
+    for (size_t r = 0; r < rows; r += 3) x[t * rows + r] = (t % 2) ? -0.0f : 0.0f;  // band 0: every third row zero
+  for (size_t t = 32; t < 64; ++t) x[t * rows + 7] = std::ldexp(static_cast<float>(t), -140);  // subnormal floats
+  for (const char* name : {"fp8_e4m3", "fp4_e2m1"}) {
+    CAPTURE(std::string(name));
+    const Quantizer q = make_quantizer(name, ScaleKind::block);
+    QuantizedOperand k_major, usual;
+    quantize_into(k_major, StridedInputF{x.data(), 1, rows}, rows, k, q, 1, 5, nullptr, nullptr, true);
+    quantize_into(usual, StridedInputF{x.data(), 1, rows}, rows, k, q, 1, 5, nullptr, nullptr, false);
+    CHECK(k_major.k_major);
+    check_same_operand(k_major, usual);
+    CHECK(usual.stats.scale_count == rows * 3 - (rows + 2) / 3);  // the zero blocks have no exponent
+  }
+}
+
 }  // namespace test_quantize_k_major

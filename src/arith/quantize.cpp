@@ -15,6 +15,7 @@
 #include "arith/catalogue.h"
 #include "arith/enum_names.h"
 #include "arith/float_rows.h"
+#include "arith/mx_cast.h"
 #include "arith/ops.h"
 #include "arith/parallel.h"
 #include "arith/quantize_workspace.h"
@@ -715,6 +716,49 @@ void plain_scales_of_span(const float* amax, size_t n, const BlockScaleSpec& spe
   if (!counted_apart) st.amax = std::max(st.amax, static_cast<double>(span_amax));
 }
 
+// A one-pass MX kernel's counts (mx_cast.h) into st; the tensor's amax and NaN/inf count unless its
+// inputs were counted apart.
+void add_mx_tally(QuantStats& st, const MxCastTally& t, bool counted_apart) {
+  st.clipped += t.cast.clipped;
+  st.flushed += t.cast.flushed;
+  st.subnormal += t.cast.subnormal;
+  if (!counted_apart) {
+    st.nonfinite += t.nonfinite;
+    st.amax = std::max(st.amax, static_cast<double>(t.amax));
+  }
+  add_scale_range(st, t.e_min, t.e_max, static_cast<double>(t.e_sum), t.scales);  // (exact)
+  if (t.scales)
+    for (int e = t.e_min; e <= t.e_max; ++e)
+      if (t.hist[e + 127]) st.scale_exp_hist.add(e, t.hist[e + 127]);
+}
+
+// Rows [r0, r1) of a float operand, contiguous from `span` in whole blocks of b, for the MX presets
+// (plain_e8m0_floor) into out.qf by the one-pass kernel (mx_cast_blocks); the blocks it leaves are
+// done here as quantize_span_blocks does them: a block with a NaN or inf marked NaN, a block whose
+// scaled values would round below fp32's normal range element by element from its double products.
+void quantize_span_mx(const float* span, size_t k, size_t r0, size_t r1, size_t b, int shift, const Quantizer& qz,
+                      const SpanCast& cast, bool counted_apart, QuantizedOperand& out, QuantStats& st,
+                      QuantizeThreadScratch& scratch) {
+  const size_t bpr = k / b, nblocks = (r1 - r0) * bpr, e0 = r0 * k;
+  scratch.block_ok.resize(nblocks);
+  uint8_t* status = scratch.block_ok.data();
+  double* scale = &out.block_scale[r0 * bpr];
+  MxCastTally t;
+  mx_cast_blocks(cast, span, out.qf.data() + e0, nblocks, b, shift, scale, status, &t);
+  add_mx_tally(st, t, counted_apart);
+  for (size_t bi = 0; bi < nblocks; ++bi) {
+    if (status[bi] == kMxWritten) continue;
+    const size_t r = r0 + bi / bpr, c0 = (bi % bpr) * b;
+    if (status[bi] == kMxNonFinite) {
+      mark_region_nan(out, Region{r, r + 1, c0, c0 + b});
+      continue;
+    }
+    const double mult = 1.0 / scale[bi];  // (2^-e, exact; rne: no random word)
+    for (size_t c = bi * b; c < (bi + 1) * b; ++c)
+      out.qf[e0 + c] = static_cast<float>(quantize_element(static_cast<double>(span[c]) * mult, qz, mult, 0, st));
+  }
+}
+
 }  // namespace
 
 void record_scale(QuantStats& st, double dequant_scale) {
@@ -800,6 +844,27 @@ bool quantize_blocks_k_major(QuantizedOperand& out, const StridedInputF& x, size
   return !declined;
 }
 
+// quantize_blocks_k_major for the MX presets (plain_e8m0_floor) with an rne cast: each band of b
+// k-rows by the one-pass kernel (mx_cast_band), which declines as quantize_blocks_k_major does (a
+// NaN or inf, or a scaled value that would round; an all-zero block does not decline there).
+bool quantize_bands_mx(QuantizedOperand& out, const StridedInputF& x, size_t rows, size_t k, size_t b, int shift,
+                       const SpanCast& cast, bool counted_apart, QuantizeWorkspace& ws) {
+  const size_t n = rows, bands = out.blocks_per_row;
+  std::atomic<bool> declined{false};
+  for_each_region(bands, 1, 1, 1, out.stats, ws, [&](const Region& band, QuantStats& st, QuantizeThreadScratch& scratch) {
+    if (declined.load(std::memory_order_relaxed)) return;
+    const size_t bi = band.r0, t0 = bi * b, h = std::min(k, t0 + b) - t0;
+    MxCastTally t;
+    if (!mx_cast_band(cast, x.p + t0 * x.cs, x.cs, h, n, shift, out.qf.data() + t0 * n, &out.block_scale[bi], bands,
+                      scratch.block_mult, &t)) {
+      declined = true;
+      return;
+    }
+    add_mx_tally(st, t, counted_apart);
+  });
+  return !declined;
+}
+
 // Quantizes x (no Hadamard transform left to do) into `out`, whose storage is set up. With
 // `k_major` (k_major_quantizer; x stored k-major, x.rs == 1), into out.qf in x's order, or false
 // where the data declines it (quantize_blocks_k_major): out is then to be reset and quantized in the
@@ -870,9 +935,12 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
     *exact = true;
     return block.mult;
   };
+  const int mx_shift = spec.emax - spec.offset;  // (plain_e8m0_exponent's)
   if (k_major) {
     if constexpr (std::is_same_v<T, float>) {
       if (!cast) return false;
+      if (plain_e8m0 && has_rne_kernel(*cast))
+        return quantize_bands_mx(out, x, rows, k, b, mx_shift, *cast, counted_apart, ws);
       return plain_e8m0 ? quantize_blocks_k_major(out, x, rows, k, b, plain_multiplier, counted_apart, *cast, seed,
                                                   stream, ws)
                         : quantize_blocks_k_major(out, x, rows, k, b, block_multiplier, counted_apart, *cast, seed,
@@ -906,6 +974,9 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
     const bool gather = std::is_same_v<T, float> && !rows_adjoin && x.cs == 1 && k % b == 0 && 2 * k <= kSpan;
     const size_t span_rows = rows_adjoin || gather ? std::max<size_t>(1, kSpan / std::max<size_t>(k, 1)) : 1;
     const size_t bpr = out.blocks_per_row;
+    // The MX presets' common case: whole blocks of contiguous floats into float storage, rne.
+    const bool mx_one_pass = std::is_same_v<T, float> && plain_e8m0 && out.in_float && x.cs == 1 && k % b == 0 &&
+                             mx_cast_applies(*cast, b);
     for_each_region(rows, k, k, span_rows, out.stats, ws, [&](const Region& span, QuantStats& st, QuantizeThreadScratch& scratch) {
       const size_t nblocks = (span.r1 - span.r0) * bpr;
       std::vector<QuantRowBlock>& blocks = scratch.blocks;
@@ -919,6 +990,10 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
           for (size_t r = span.r0; r < span.r1; ++r)
             std::memcpy(&scratch.gathered[(r - span.r0) * k], x.p + r * x.rs, k * sizeof(float));
           span_p = scratch.gathered.data();
+        }
+        if (mx_one_pass) {
+          quantize_span_mx(span_p, k, span.r0, span.r1, b, mx_shift, qz, *cast, counted_apart, out, st, scratch);
+          return;
         }
       }
       // Float rows' block amaxes in one SIMD pass (the same maxima and counts region_amax takes).

@@ -198,7 +198,9 @@ MatmulTelemetry MatmulSites::write_product(size_t site, size_t m, size_t k, size
   T* out = c;
   size_t ldo = ldc;
   if (!direct) {
-    scratch.resize(m * n);
+    // Grown, never shrunk: the sites' products differ in size, and a vector resized down and up
+    // again zeroes the regrown part at every call.
+    if (scratch.size() < m * n) scratch.resize(m * n);
     out = scratch.data();
     ldo = n;
   }
