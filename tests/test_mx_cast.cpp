@@ -40,9 +40,9 @@ struct Expected {
   std::vector<uint32_t> hist = std::vector<uint32_t>(255, 0);
 };
 
-Expected reference(const std::vector<std::vector<float>>& blocks, const Format& f, int offset) {
+Expected reference(const std::vector<std::vector<float>>& blocks, const Format& f, int offset,
+                   const RoundSpec& rne = RoundSpec{}) {
   Expected x;
-  RoundSpec rne;
   bool first = true;
   for (const std::vector<float>& blk : blocks) {
     double amax = 0;
@@ -151,76 +151,95 @@ struct TargetMock {
 
 TEST_CASE("mx_cast_blocks: each block's scale, fate, elements and counts as the scalar core gives them") {
   TargetMock restore;
-  for (const char* name : {"fp8_e4m3", "fp8_e5m2", "fp6_e2m3", "fp4_e2m1"}) {
-    const Format f = *find_format(name);
-    const SpanCast cast = prepare_span_cast(f, RoundSpec{});
-    for (int offset : {0, -2, -140}) {
-      CAPTURE(std::string(name));
-      CAPTURE(offset);
-      const std::vector<std::vector<float>> blocks = block_kinds(false, kB, 7);
-      std::vector<float> in;
-      for (const auto& b : blocks) in.insert(in.end(), b.begin(), b.end());
-      const Expected x = reference(blocks, f, offset);
-      // The cases the kernel must leave are there: the NaN and the inf block, and a block scaled
-      // below fp32's normal range (e5m2 scales the tiny element by 2^-85 only: a normal float) or
-      // past its top.
-      CHECK(std::count(x.status.begin(), x.status.end(), kMxNonFinite) == 2);
-      if (std::string(name) != "fp8_e5m2" || offset == -140)
-        CHECK(std::count(x.status.begin(), x.status.end(), kMxScaleInexact) > 0);
-      for (int64_t target : cast_span_targets()) {
-        hwy::SetSupportedTargetsForTest(target);
-        REQUIRE(std::string(mx_cast_target_name()) == hwy::TargetName(target));
-        CAPTURE(hwy::TargetName(target));
-        REQUIRE(mx_cast_applies(cast, kB));
-        std::vector<float> out(in.size(), 7.0f);
-        std::vector<double> scale(blocks.size(), 7.0);
-        std::vector<uint8_t> status(blocks.size(), 9);
-        MxCastTally t;
-        mx_cast_blocks(cast, in.data(), out.data(), blocks.size(), kB, f.emax - offset, scale.data(), status.data(), &t);
-        for (size_t bi = 0; bi < blocks.size(); ++bi) {
-          CAPTURE(bi);
-          REQUIRE(status[bi] == x.status[bi]);
-          if (status[bi] != kMxNonFinite) CHECK(scale[bi] == x.scale[bi]);
-          if (status[bi] == kMxWritten)
-            for (size_t i = bi * kB; i < (bi + 1) * kB; ++i) CHECK(same_bits(out[i], x.out[i]));
+  // The MX rule (saturating, subnormals kept: the kernels' lean rounding) and two others: E5M2's
+  // overflow to inf, and subnormal results flushed.
+  RoundSpec to_inf, flush;
+  to_inf.overflow = Overflow::ieee;
+  flush.subnormals = Subnormals::flush;
+  const struct {
+    const char* name;
+    RoundSpec spec;
+  } specs[] = {{"saturate", RoundSpec{}}, {"ieee overflow", to_inf}, {"flush", flush}};
+  for (const char* name : {"fp8_e4m3", "fp8_e5m2", "fp6_e2m3", "fp4_e2m1"})
+    for (const auto& sp : specs)
+      for (int offset : {0, -2, -140}) {
+        CAPTURE(std::string(name));
+        CAPTURE(std::string(sp.name));
+        CAPTURE(offset);
+        const Format f = *find_format(name);
+        const SpanCast cast = prepare_span_cast(f, sp.spec);
+        const std::vector<std::vector<float>> blocks = block_kinds(false, kB, 7);
+        std::vector<float> in;
+        for (const auto& b : blocks) in.insert(in.end(), b.begin(), b.end());
+        const Expected x = reference(blocks, f, offset, sp.spec);
+        // The cases the kernel must leave are there: the NaN and the inf block, and a block scaled
+        // below fp32's normal range (e5m2 scales the tiny element by 2^-85 only: a normal float) or
+        // past its top.
+        CHECK(std::count(x.status.begin(), x.status.end(), kMxNonFinite) == 2);
+        if (std::string(name) != "fp8_e5m2" || offset == -140)
+          CHECK(std::count(x.status.begin(), x.status.end(), kMxScaleInexact) > 0);
+        for (int64_t target : cast_span_targets()) {
+          hwy::SetSupportedTargetsForTest(target);
+          REQUIRE(std::string(mx_cast_target_name()) == hwy::TargetName(target));
+          CAPTURE(hwy::TargetName(target));
+          REQUIRE(mx_cast_applies(cast, kB));
+          std::vector<float> out(in.size(), 7.0f);
+          std::vector<double> scale(blocks.size(), 7.0);
+          std::vector<uint8_t> status(blocks.size(), 9);
+          MxCastTally t;
+          mx_cast_blocks(cast, in.data(), out.data(), blocks.size(), kB, f.emax - offset, scale.data(), status.data(), &t);
+          for (size_t bi = 0; bi < blocks.size(); ++bi) {
+            CAPTURE(bi);
+            REQUIRE(status[bi] == x.status[bi]);
+            if (status[bi] != kMxNonFinite) CHECK(scale[bi] == x.scale[bi]);
+            if (status[bi] == kMxWritten)
+              for (size_t i = bi * kB; i < (bi + 1) * kB; ++i) CHECK(same_bits(out[i], x.out[i]));
+          }
+          check_tally(t, x);
         }
-        check_tally(t, x);
       }
-    }
-  }
 }
 
 TEST_CASE("mx_cast_band: blocks down the columns of a band, all or nothing, as the scalar core gives them") {
   TargetMock restore;
-  const Format f = *find_format("fp8_e4m3");
-  const SpanCast cast = prepare_span_cast(f, RoundSpec{});
-  for (size_t h : {size_t{32}, size_t{7}}) {  // (a last band shorter than a block)
-    for (bool clean : {true, false}) {
-      CAPTURE(h);
-      CAPTURE(clean);
-      const std::vector<std::vector<float>> blocks = block_kinds(clean, h, 11);
-      const size_t n = blocks.size(), ld = n + 3;  // (n: whole vectors and a ragged end)
-      std::vector<float> in(h * ld, 5.0f);
-      for (size_t j = 0; j < n; ++j)
-        for (size_t r = 0; r < h; ++r) in[r * ld + j] = blocks[j][r];
-      const Expected x = reference(blocks, f, 0);
-      for (int64_t target : cast_span_targets()) {
-        hwy::SetSupportedTargetsForTest(target);
-        REQUIRE(std::string(mx_cast_target_name()) == hwy::TargetName(target));
-        CAPTURE(hwy::TargetName(target));
-        std::vector<float> out(h * n, 7.0f), scratch;
-        const size_t stride = 3;
-        std::vector<double> scale(n * stride, 7.0);
-        MxCastTally t;
-        const bool done = mx_cast_band(cast, in.data(), ld, h, n, f.emax, out.data(), scale.data(), stride, scratch, &t);
-        REQUIRE(done == clean);
-        if (!done) continue;
-        for (size_t j = 0; j < n; ++j) {
-          CAPTURE(j);
-          CHECK(scale[j * stride] == x.scale[j]);
-          for (size_t r = 0; r < h; ++r) CHECK(same_bits(out[r * n + j], x.out[j * h + r]));
+  RoundSpec to_inf;  // (E5M2's overflow to inf: the kernel's general rounding, not its lean one)
+  to_inf.overflow = Overflow::ieee;
+  const struct {
+    const char* name;
+    RoundSpec spec;
+  } cases[] = {{"fp8_e4m3", RoundSpec{}}, {"fp8_e5m2", to_inf}};
+  for (const auto& fc : cases) {
+    for (size_t h : {size_t{32}, size_t{7}}) {  // (a last band shorter than a block)
+      for (bool clean : {true, false}) {
+        CAPTURE(std::string(fc.name));
+        CAPTURE(h);
+        CAPTURE(clean);
+        const Format f = *find_format(fc.name);
+        const SpanCast cast = prepare_span_cast(f, fc.spec);
+        const std::vector<std::vector<float>> blocks = block_kinds(clean, h, 11);
+        const size_t n = blocks.size(), ld = n + 3;  // (n: whole vectors and a ragged end)
+        std::vector<float> in(h * ld, 5.0f);
+        for (size_t j = 0; j < n; ++j)
+          for (size_t r = 0; r < h; ++r) in[r * ld + j] = blocks[j][r];
+        const Expected x = reference(blocks, f, 0, fc.spec);
+        for (int64_t target : cast_span_targets()) {
+          hwy::SetSupportedTargetsForTest(target);
+          REQUIRE(std::string(mx_cast_target_name()) == hwy::TargetName(target));
+          CAPTURE(hwy::TargetName(target));
+          std::vector<float> out(h * n, 7.0f), scratch;
+          const size_t stride = 3;
+          std::vector<double> scale(n * stride, 7.0);
+          MxCastTally t;
+          const bool done = mx_cast_band(cast, in.data(), ld, h, n, f.emax, out.data(), scale.data(), stride, scratch, &t);
+          REQUIRE(done == clean);
+          if (!done) continue;
+          for (size_t j = 0; j < n; ++j) {
+            CAPTURE(j);
+            CHECK(scale[j * stride] == x.scale[j]);
+            for (size_t r = 0; r < h; ++r) CHECK(same_bits(out[r * n + j], x.out[j * h + r]));
+          }
+          check_tally(t, x);
         }
-        check_tally(t, x);
       }
     }
   }

@@ -103,6 +103,37 @@ HWY_INLINE hn::Vec<DU> RneVec(DU du, const RneConsts<DU>& c, hn::Vec<DU> u, RneM
   return hn::IfThenElse(m->ovf, ovf_val, fin_val);
 }
 
+// RneVec for finite inputs into a format that saturates (an overflow keeps the sign and becomes
+// max_finite), keeps a signed zero and does not flush (RneFiniteSaturates): the MX kernels' case
+// (arith/mx_cast.cpp), which never hand it a NaN or an inf. The same bits and masks as RneVec for
+// such inputs, with the special-value selects left out: a zero result is the sign alone (sign |
+// rnd with rnd = 0), an overflowed one sign | max_finite, which min(rnd, max_finite) gives.
+template <bool kConstShift, class DU>
+HWY_INLINE hn::Vec<DU> RneVecFiniteSat(DU du, const RneConsts<DU>& c, hn::Vec<DU> u, RneMasks<DU>* m) {
+  using VU = hn::Vec<DU>;
+  const VU sign = hn::And(u, c.sign_bit);
+  const VU a = hn::Xor(u, sign);
+  const VU odd = hn::And(hn::ShiftRightSame(a, c.s_const), c.one);
+  VU rnd = hn::And(hn::Add(hn::Add(a, c.half_m1), odd), c.keep);
+  if constexpr (!kConstShift) {
+    const hn::RebindToFloat<DU> df;
+    const auto mg = hn::BitCast(df, c.magic);
+    const VU on_grid = hn::BitCast(du, hn::Sub(hn::Add(hn::BitCast(df, a), mg), mg));
+    rnd = hn::IfThenElse(hn::Lt(a, c.grid_top), on_grid, rnd);
+  }
+  m->ovf = hn::Gt(rnd, c.max_enc);
+  m->flushed = hn::AndNot(hn::Eq(a, hn::Zero(du)), hn::Eq(rnd, hn::Zero(du)));
+  m->sub = hn::Lt(hn::Sub(rnd, c.one), c.sub_thr);
+  return hn::Or(sign, hn::Min(rnd, c.max_enc));
+}
+
+// Whether RneVecFiniteSat gives RneVec's results for every finite input.
+inline bool RneFiniteSaturates(const detail::CastParams& p) {
+  const auto& r = p.rne;
+  return !r.ovf_is_nan && r.ovf_mag == p.max_enc && r.ovf_sign == 0x80000000u && r.zero_sign == 0x80000000u &&
+         r.zero_thr == 1 && p.flush_thr == 0;
+}
+
 // c + 1 in the lanes of m: a masked add where masks are registers of their own (AVX-512), else the
 // all-ones (-1) lanes of the mask as a vector subtracted.
 template <class DU>
@@ -116,7 +147,7 @@ HWY_INLINE hn::Vec<DU> CountInto(DU du, hn::Vec<DU> c, hn::Mask<DU> m) {
 
 // One call's rounding: the constants, and the four counts of the vectors rounded so far, per lane
 // in u32 registers, summed into 64-bit totals by Flush (before a lane could pass 2^32).
-template <bool kConstShift>
+template <bool kConstShift, bool kFiniteSat = false>
 class RneRounder {
  public:
   using DU = hn::ScalableTag<uint32_t>;
@@ -127,12 +158,12 @@ class RneRounder {
   explicit RneRounder(const detail::CastParams& p)
       : p_(p), c_(du_, p), ovf_(hn::Zero(du_)), nan_in_(ovf_), flushed_(ovf_), sub_(ovf_) {}
 
-  // x rounded, every lane counted.
+  // x rounded, every lane counted (kFiniteSat: x finite, RneFiniteSaturates(p)).
   HWY_INLINE VF Round(VF x) {
     RneMasks<DU> m;
-    const VU r = RneVec<kConstShift>(du_, c_, hn::BitCast(du_, x), &m);
+    const VU r = Vec(x, &m);
     ovf_ = CountInto(du_, ovf_, m.ovf);
-    nan_in_ = CountInto(du_, nan_in_, m.nan_in);
+    if constexpr (!kFiniteSat) nan_in_ = CountInto(du_, nan_in_, m.nan_in);
     flushed_ = CountInto(du_, flushed_, m.flushed);
     sub_ = CountInto(du_, sub_, m.sub);
     return hn::BitCast(DF(), r);
@@ -140,9 +171,9 @@ class RneRounder {
   // x rounded, only the lanes of `valid` counted (a ragged end), straight into the totals.
   VF RoundLanes(VF x, hn::Mask<DU> valid) {
     RneMasks<DU> m;
-    const VU r = RneVec<kConstShift>(du_, c_, hn::BitCast(du_, x), &m);
+    const VU r = Vec(x, &m);
     total_ovf_ += hn::CountTrue(du_, hn::And(m.ovf, valid));
-    total_nan_in_ += hn::CountTrue(du_, hn::And(m.nan_in, valid));
+    if constexpr (!kFiniteSat) total_nan_in_ += hn::CountTrue(du_, hn::And(m.nan_in, valid));
     total_flushed_ += hn::CountTrue(du_, hn::And(m.flushed, valid));
     total_sub_ += hn::CountTrue(du_, hn::And(m.sub, valid));
     return hn::BitCast(DF(), r);
@@ -171,6 +202,10 @@ class RneRounder {
   }
 
  private:
+  HWY_INLINE VU Vec(VF x, RneMasks<DU>* m) const {
+    if constexpr (kFiniteSat) return RneVecFiniteSat<kConstShift>(du_, c_, hn::BitCast(du_, x), m);
+    else return RneVec<kConstShift>(du_, c_, hn::BitCast(du_, x), m);
+  }
   const DU du_;
   const detail::CastParams& p_;
   const RneConsts<DU> c_;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "arith/mx_cast.h"
 
@@ -115,10 +116,10 @@ HWY_INLINE bool NoteScales(size_t n, const int32_t* e, const int32_t* counted, c
 // mx_cast_blocks (b a whole number of vectors), a group of N blocks at a time (N: the lanes): each
 // block's amax and NaN/inf test in one pass, the group's scales in SIMD (BlockScales), then each
 // block again (from L1) scaled and rounded.
-template <bool kConstShift>
+template <bool kConstShift, bool kFiniteSat>
 void MxCastBlocksRne(const float* in, float* out, size_t nblocks, size_t b, int shift, double* scale,
                      uint8_t* status, MxCastTally* t, const detail::CastParams& p) {
-  RneRounder<kConstShift> rounder(p);
+  RneRounder<kConstShift, kFiniteSat> rounder(p);  // (every value it rounds is finite)
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const size_t N = hn::Lanes(df);
@@ -192,7 +193,7 @@ void MxCastBlocksRne(const float* in, float* out, size_t nblocks, size_t b, int 
 // columns' scales in SIMD (BlockScales), then the band again row by row, scaled by a vector of
 // multipliers and rounded. The columns are padded to whole vectors in the scratch; the padding is
 // never written out.
-template <bool kConstShift>
+template <bool kConstShift, bool kFiniteSat>
 bool MxCastBandRne(const float* in, size_t ld, size_t h, size_t n, int shift, float* out, double* scale,
                    size_t scale_stride, float* scratch, MxCastTally* t, const detail::CastParams& p) {
   const hn::ScalableTag<float> df;
@@ -230,7 +231,7 @@ bool MxCastBandRne(const float* in, size_t ld, size_t h, size_t n, int shift, fl
     check = NoteScales(std::min(N, n - j), tops + j, counted + j, check_lanes + j, scale + j * scale_stride,
                        scale_stride, count) || check;
   }
-  RneRounder<kConstShift> rounder(p);
+  RneRounder<kConstShift, kFiniteSat> rounder(p);  // (every value it rounds is finite)
   auto exact = hn::Eq(hn::Zero(df), hn::Zero(df));  // all true
   const auto tail_lanes = hn::FirstN(hn::RebindToUnsigned<decltype(df)>(), tail);
   size_t since_flush = 0;
@@ -261,19 +262,30 @@ bool MxCastBandRne(const float* in, size_t ld, size_t h, size_t n, int shift, fl
   return true;
 }
 
+// The kernels' four forms: the rne kernel's constant or variable shift, and its lean form for
+// finite values (the only ones they round) where the format saturates (RneFiniteSaturates).
+template <class Fn>
+HWY_INLINE auto WithRneForm(const detail::CastParams& p, Fn fn) {
+  const bool lean = RneFiniteSaturates(p);
+  if (p.rne.kind == detail::CastParams::Rne::const_shift)
+    return lean ? fn(std::true_type{}, std::true_type{}) : fn(std::true_type{}, std::false_type{});
+  return lean ? fn(std::false_type{}, std::true_type{}) : fn(std::false_type{}, std::false_type{});
+}
+
 void MxCastBlocksImpl(const float* in, float* out, size_t nblocks, size_t b, int shift, double* scale,
                       uint8_t* status, MxCastTally* t, const detail::CastParams& p) {
-  if (p.rne.kind == detail::CastParams::Rne::const_shift)
-    MxCastBlocksRne<true>(in, out, nblocks, b, shift, scale, status, t, p);
-  else
-    MxCastBlocksRne<false>(in, out, nblocks, b, shift, scale, status, t, p);
+  WithRneForm(p, [&](auto const_shift, auto finite_sat) {
+    MxCastBlocksRne<decltype(const_shift)::value, decltype(finite_sat)::value>(in, out, nblocks, b, shift, scale,
+                                                                                status, t, p);
+  });
 }
 
 bool MxCastBandImpl(const float* in, size_t ld, size_t h, size_t n, int shift, float* out, double* scale,
                     size_t scale_stride, float* scratch, MxCastTally* t, const detail::CastParams& p) {
-  return p.rne.kind == detail::CastParams::Rne::const_shift
-             ? MxCastBandRne<true>(in, ld, h, n, shift, out, scale, scale_stride, scratch, t, p)
-             : MxCastBandRne<false>(in, ld, h, n, shift, out, scale, scale_stride, scratch, t, p);
+  return WithRneForm(p, [&](auto const_shift, auto finite_sat) {
+    return MxCastBandRne<decltype(const_shift)::value, decltype(finite_sat)::value>(in, ld, h, n, shift, out, scale,
+                                                                                    scale_stride, scratch, t, p);
+  });
 }
 
 }  // namespace HWY_NAMESPACE
