@@ -132,9 +132,12 @@ double region_amax(const StridedInputOf<T>& x, const Region& g, bool* nonfinite,
 // Visits the scale regions of a rows x k operand: blocks of `b` along k, `rstep` rows deep (b for 2-D
 // blocks; 1, or a span of whole rows, for 1-D ones): fn(region, stats, scratch). Row groups run in parallel; each thread counts into its own stats,
 // merged at the end (the counts are integer sums and extrema, so the merge order cannot change
-// them), and works in its own scratch of the workspace.
+// them), and works in its own scratch of the workspace. `elements`: the work the pass does, which
+// decides whether a team is worth it (0: rows x k; the k-major bands pass a grid of bands x 1 whose
+// regions each cover a band of the whole operand).
 template <typename Fn>
-void for_each_region(size_t rows, size_t k, size_t b, size_t rstep, QuantStats& total, QuantizeWorkspace& ws, Fn fn) {
+void for_each_region(size_t rows, size_t k, size_t b, size_t rstep, QuantStats& total, QuantizeWorkspace& ws, Fn fn,
+                     size_t elements = 0) {
   const size_t groups = (rows + rstep - 1) / rstep;
   const size_t bk = std::max<size_t>(b, 1);
   auto visit = [&](size_t g0, size_t g1, QuantStats& local, QuantizeThreadScratch& scratch) {
@@ -144,7 +147,7 @@ void for_each_region(size_t rows, size_t k, size_t b, size_t rstep, QuantStats& 
         fn(Region{r0, std::min(rows, r0 + rstep), c0, std::min(k, c0 + bk)}, local, scratch);
     }
   };
-  if (!worth_threads_elements(rows * k)) {  // small: on this thread, without entering OpenMP
+  if (!worth_threads_elements(elements ? elements : rows * k)) {  // small: on this thread, without entering OpenMP
     ws.fit_threads(1);
     QuantStats local;
     visit(0, groups, local, ws.threads[0]);
@@ -840,7 +843,7 @@ bool quantize_blocks_k_major(QuantizedOperand& out, const StridedInputF& x, size
     st.clipped += cs.clipped;
     st.flushed += cs.flushed;
     st.subnormal += cs.subnormal;
-  });
+  }, n * k);  // (a team decided on the operand's elements: the grid's bands x 1 never reach the threshold)
   return !declined;
 }
 
@@ -861,7 +864,7 @@ bool quantize_bands_mx(QuantizedOperand& out, const StridedInputF& x, size_t row
       return;
     }
     add_mx_tally(st, t, counted_apart);
-  });
+  }, n * k);  // (a team decided on the operand's elements: the grid's bands x 1 never reach the threshold)
   return !declined;
 }
 
