@@ -73,11 +73,10 @@ struct RneMasks {
   hn::Mask<DU> ovf, nan_in, flushed, sub;
 };
 
+// |x|'s encoding a rounded to the format's grid, to nearest even, before any overflow or zero rule.
 template <bool kConstShift, class DU>
-HWY_INLINE hn::Vec<DU> RneVec(DU du, const RneConsts<DU>& c, hn::Vec<DU> u, RneMasks<DU>* m) {
+HWY_INLINE hn::Vec<DU> RneMagnitude(DU du, const RneConsts<DU>& c, hn::Vec<DU> a) {
   using VU = hn::Vec<DU>;
-  const VU sign = hn::And(u, c.sign_bit);
-  const VU a = hn::Xor(u, sign);
   // The normal range's rounding: s_norm discarded bits, the last kept bit a mantissa bit.
   const VU odd = hn::And(hn::ShiftRightSame(a, c.s_const), c.one);
   VU rnd = hn::And(hn::Add(hn::Add(a, c.half_m1), odd), c.keep);
@@ -92,6 +91,15 @@ HWY_INLINE hn::Vec<DU> RneVec(DU du, const RneConsts<DU>& c, hn::Vec<DU> u, RneM
     const VU on_grid = hn::BitCast(du, hn::Sub(hn::Add(hn::BitCast(df, a), m), m));
     rnd = hn::IfThenElse(hn::Lt(a, c.grid_top), on_grid, rnd);
   }
+  return rnd;
+}
+
+template <bool kConstShift, class DU>
+HWY_INLINE hn::Vec<DU> RneVec(DU du, const RneConsts<DU>& c, hn::Vec<DU> u, RneMasks<DU>* m) {
+  using VU = hn::Vec<DU>;
+  const VU sign = hn::And(u, c.sign_bit);
+  const VU a = hn::Xor(u, sign);
+  const VU rnd = RneMagnitude<kConstShift>(du, c, a);
   m->ovf = hn::Gt(rnd, c.max_enc);  // finite overflow, +-inf and NaN inputs
   m->nan_in = hn::Gt(a, c.inf);
   const auto zero_res = hn::Lt(rnd, c.zero_thr);
@@ -113,14 +121,7 @@ HWY_INLINE hn::Vec<DU> RneVecFiniteSat(DU du, const RneConsts<DU>& c, hn::Vec<DU
   using VU = hn::Vec<DU>;
   const VU sign = hn::And(u, c.sign_bit);
   const VU a = hn::Xor(u, sign);
-  const VU odd = hn::And(hn::ShiftRightSame(a, c.s_const), c.one);
-  VU rnd = hn::And(hn::Add(hn::Add(a, c.half_m1), odd), c.keep);
-  if constexpr (!kConstShift) {
-    const hn::RebindToFloat<DU> df;
-    const auto mg = hn::BitCast(df, c.magic);
-    const VU on_grid = hn::BitCast(du, hn::Sub(hn::Add(hn::BitCast(df, a), mg), mg));
-    rnd = hn::IfThenElse(hn::Lt(a, c.grid_top), on_grid, rnd);
-  }
+  const VU rnd = RneMagnitude<kConstShift>(du, c, a);
   m->ovf = hn::Gt(rnd, c.max_enc);
   m->flushed = hn::AndNot(hn::Eq(a, hn::Zero(du)), hn::Eq(rnd, hn::Zero(du)));
   m->sub = hn::Lt(hn::Sub(rnd, c.one), c.sub_thr);
