@@ -849,7 +849,8 @@ bool quantize_blocks_k_major(QuantizedOperand& out, const StridedInputF& x, size
 
 // quantize_blocks_k_major for the MX presets (plain_e8m0_floor) with an rne cast: each band of b
 // k-rows by the one-pass kernel (mx_cast_band), which declines as quantize_blocks_k_major does (a
-// NaN or inf, or a scaled value that would round; an all-zero block does not decline there).
+// NaN or inf, or a scaled value that would round) but takes an all-zero block, which
+// quantize_blocks_k_major declines (its multiplier, 2^127, is past the range it accepts).
 bool quantize_bands_mx(QuantizedOperand& out, const StridedInputF& x, size_t rows, size_t k, size_t b, int shift,
                        const SpanCast& cast, bool counted_apart, QuantizeWorkspace& ws) {
   const size_t n = rows, bands = out.blocks_per_row;
