@@ -94,41 +94,31 @@ HWY_INLINE hn::Vec<DU> RneMagnitude(DU du, const RneConsts<DU>& c, hn::Vec<DU> a
   return rnd;
 }
 
-template <bool kConstShift, class DU>
+// One vector rounded, and its count masks. kFiniteSat: for finite inputs into a format that
+// saturates (an overflow keeps the sign and becomes max_finite), keeps a signed zero and does not
+// flush (RneFiniteSaturates), the MX kernels' case (arith/mx_cast.cpp), which never hand it a NaN
+// or an inf: the same bits and masks for such inputs without the special-value selects (a zero
+// result is the sign alone, sign | rnd with rnd = 0; an overflowed one sign | max_finite, which
+// min(rnd, max_finite) gives), and no nan_in mask.
+template <bool kConstShift, bool kFiniteSat = false, class DU>
 HWY_INLINE hn::Vec<DU> RneVec(DU du, const RneConsts<DU>& c, hn::Vec<DU> u, RneMasks<DU>* m) {
   using VU = hn::Vec<DU>;
   const VU sign = hn::And(u, c.sign_bit);
   const VU a = hn::Xor(u, sign);
   const VU rnd = RneMagnitude<kConstShift>(du, c, a);
   m->ovf = hn::Gt(rnd, c.max_enc);  // finite overflow, +-inf and NaN inputs
-  m->nan_in = hn::Gt(a, c.inf);
   const auto zero_res = hn::Lt(rnd, c.zero_thr);
   // A zero result of a finite non-zero input (NaN and inf never round to zero).
   m->flushed = hn::AndNot(hn::Eq(a, hn::Zero(du)), zero_res);
   m->sub = hn::Lt(hn::Sub(rnd, c.one), c.sub_thr);
+  if constexpr (kFiniteSat) return hn::Or(sign, hn::Min(rnd, c.max_enc));
+  m->nan_in = hn::Gt(a, c.inf);
   const VU ovf_val = hn::IfThenElse(m->nan_in, c.qnan, hn::Or(hn::And(sign, c.ovf_sign), c.ovf_mag));
   const VU fin_val = hn::IfThenElse(zero_res, hn::And(sign, c.zero_sign), hn::Or(sign, rnd));
   return hn::IfThenElse(m->ovf, ovf_val, fin_val);
 }
 
-// RneVec for finite inputs into a format that saturates (an overflow keeps the sign and becomes
-// max_finite), keeps a signed zero and does not flush (RneFiniteSaturates): the MX kernels' case
-// (arith/mx_cast.cpp), which never hand it a NaN or an inf. The same bits and masks as RneVec for
-// such inputs, with the special-value selects left out: a zero result is the sign alone (sign |
-// rnd with rnd = 0), an overflowed one sign | max_finite, which min(rnd, max_finite) gives.
-template <bool kConstShift, class DU>
-HWY_INLINE hn::Vec<DU> RneVecFiniteSat(DU du, const RneConsts<DU>& c, hn::Vec<DU> u, RneMasks<DU>* m) {
-  using VU = hn::Vec<DU>;
-  const VU sign = hn::And(u, c.sign_bit);
-  const VU a = hn::Xor(u, sign);
-  const VU rnd = RneMagnitude<kConstShift>(du, c, a);
-  m->ovf = hn::Gt(rnd, c.max_enc);
-  m->flushed = hn::AndNot(hn::Eq(a, hn::Zero(du)), hn::Eq(rnd, hn::Zero(du)));
-  m->sub = hn::Lt(hn::Sub(rnd, c.one), c.sub_thr);
-  return hn::Or(sign, hn::Min(rnd, c.max_enc));
-}
-
-// Whether RneVecFiniteSat gives RneVec's results for every finite input.
+// Whether RneVec<kConstShift, true> gives RneVec's results for every finite input.
 inline bool RneFiniteSaturates(const detail::CastParams& p) {
   const auto& r = p.rne;
   return !r.ovf_is_nan && r.ovf_mag == p.max_enc && r.ovf_sign == 0x80000000u && r.zero_sign == 0x80000000u &&
@@ -204,8 +194,7 @@ class RneRounder {
 
  private:
   HWY_INLINE VU Vec(VF x, RneMasks<DU>* m) const {
-    if constexpr (kFiniteSat) return RneVecFiniteSat<kConstShift>(du_, c_, hn::BitCast(du_, x), m);
-    else return RneVec<kConstShift>(du_, c_, hn::BitCast(du_, x), m);
+    return RneVec<kConstShift, kFiniteSat>(du_, c_, hn::BitCast(du_, x), m);
   }
   const DU du_;
   const detail::CastParams& p_;

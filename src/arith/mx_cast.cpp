@@ -11,30 +11,12 @@
 #include <cstring>
 #include <type_traits>
 
+#include "arith/hostdevice.h"
 #include "arith/mx_cast.h"
 
 #ifndef DRIFT_ARITH_MX_CAST_SHARED
 #define DRIFT_ARITH_MX_CAST_SHARED
 namespace drift::mx_detail {
-
-inline float float_of_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-// 2^e as a float, e in [-127, 127] (2^-127 is a subnormal float).
-inline float pow2_float(int e) {
-  return float_of_bits(e >= -126 ? static_cast<uint32_t>(e + 127) << 23 : 0x00400000u);
-}
-
-// 2^e as a double, from its bits.
-inline double pow2_double(int e) {
-  const uint64_t u = static_cast<uint64_t>(e + 1023) << 52;
-  double d;
-  std::memcpy(&d, &u, sizeof d);
-  return d;
-}
 
 // The exponents of the blocks with a non-zero amax, counted in registers and handed to the tally
 // once (MxCastTally's figures: the same in any grouping).
@@ -106,7 +88,7 @@ HWY_INLINE bool NoteScales(size_t n, const int32_t* e, const int32_t* counted, c
                            size_t scale_stride, mx_detail::ExponentCount& count) {
   int32_t any = 0;
   for (size_t l = 0; l < n; ++l) {
-    scale[l * scale_stride] = mx_detail::pow2_double(e[l]);
+    scale[l * scale_stride] = pow2(e[l]);
     if (counted[l]) count.add(e[l]);
     any |= check[l];
   }
@@ -185,7 +167,7 @@ void MxCastBlocksRne(const float* in, float* out, size_t nblocks, size_t b, int 
     }
   }
   t->cast = rounder.Stats();
-  t->amax = mx_detail::float_of_bits(static_cast<uint32_t>(hn::GetLane(hn::MaxOfLanes(di, span_top))));
+  t->amax = float_of(static_cast<uint32_t>(hn::GetLane(hn::MaxOfLanes(di, span_top))));
   count.into(*t);
 }
 
@@ -257,7 +239,7 @@ bool MxCastBandRne(const float* in, size_t ld, size_t h, size_t n, int shift, fl
   }
   if (check && !hn::AllTrue(df, exact)) return false;
   t->cast = rounder.Stats();
-  t->amax = mx_detail::float_of_bits(static_cast<uint32_t>(hn::GetLane(hn::MaxOfLanes(di, span_top))));
+  t->amax = float_of(static_cast<uint32_t>(hn::GetLane(hn::MaxOfLanes(di, span_top))));
   count.into(*t);
   return true;
 }
