@@ -753,14 +753,6 @@ void pack_strips(const Q* bq, size_t rs, size_t cs, size_t n, size_t k, size_t W
   });
 }
 
-// B (N x K contiguous, double or float) into strips, also taking its magnitude range (in a
-// contiguous pass of its own, which vectorises where the transposing copy cannot).
-template <typename Q>
-void pack_b_strips(const Q* bq, size_t n, size_t k, size_t W, float* b, double& b_min, double& b_max, int& b_bad) {
-  magnitude_of(bq, n * k, b_min, b_max, b_bad);
-  pack_strips(bq, k, 1, n, k, W, b);
-}
-
 // A canonical rows x k float operand stored the other way round (element (r, t) at p[t*cs], rs == 1)
 // into k-contiguous rows.
 void gather_rows(const float* p, size_t rows, size_t k, size_t cs, float* dst) {
@@ -1028,11 +1020,13 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
 }
 
 // Phase 2b, pack for the float kernels. A (M x K) is the kernel's layout already: float values are
-// read in place, doubles converted; either way the pass takes A's magnitude range (an in-place
+// read in place, doubles converted; the operands' magnitude ranges are taken on the way (an in-place
 // operand comes with its range). B (N x K) into strips of W columns, each K x W contiguous; the
-// padding columns are zero.
+// padding columns are zero. Without `ranges` (the plain fp32 kernel with fma, not counting:
+// finiteness is all it would ask, and a NaN or inf operand gives a non-finite result, which sends
+// the call to the reference all the same) the float operands are not scanned.
 void pack_floats(const PreparedOperands& ops, const InPlaceOperand* ia, const InPlaceOperand* ib, size_t W,
-                 FastOperands& op, FastScratch& s, PackedRanges& r) {
+                 bool ranges, FastOperands& op, FastScratch& s, PackedRanges& r) {
   const QuantizedOperand& A = ops.a;
   const QuantizedOperand& B = ops.b;
   const size_t m = op.m, n = op.n, k = op.k;
@@ -1049,7 +1043,7 @@ void pack_floats(const PreparedOperands& ops, const InPlaceOperand* ia, const In
       op.a = s.a.data();
     }
   } else if (A.in_float) {
-    magnitude_of(A.qf.data(), m * k, r.a_min, r.a_max, r.a_bad);
+    if (ranges) magnitude_of(A.qf.data(), m * k, r.a_min, r.a_max, r.a_bad);
     op.a = A.qf.data();
   } else {
     if (s.a.size() < m * k) s.a.resize(m * k);
@@ -1079,12 +1073,14 @@ void pack_floats(const PreparedOperands& ops, const InPlaceOperand* ia, const In
     r.b_max = ib->max;
     pack_strips(ib->p, ib->rs, ib->cs, n, k, W, b);
   } else if (B.in_float && B.k_major) {  // (K x N: the strips are pieces of its rows)
-    magnitude_of(B.qf.data(), n * k, r.b_min, r.b_max, r.b_bad);
+    if (ranges) magnitude_of(B.qf.data(), n * k, r.b_min, r.b_max, r.b_bad);
     pack_strips(B.qf.data(), 1, n, n, k, W, b);
   } else if (B.in_float) {
-    pack_b_strips(B.qf.data(), n, k, W, b, r.b_min, r.b_max, r.b_bad);
+    if (ranges) magnitude_of(B.qf.data(), n * k, r.b_min, r.b_max, r.b_bad);
+    pack_strips(B.qf.data(), k, 1, n, k, W, b);
   } else {
-    pack_b_strips(B.q.data(), n, k, W, b, r.b_min, r.b_max, r.b_bad);
+    if (ranges) magnitude_of(B.q.data(), n * k, r.b_min, r.b_max, r.b_bad);
+    pack_strips(B.q.data(), k, 1, n, k, W, b);
   }
   op.b = b;
 }
@@ -1218,7 +1214,8 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
   PackedRanges ranges;
   if (plan.inner_fused)
     pack_fused(ops, *policy.inner.fused, plan.products_fit_float, plan.W, op, scratch, plan_full, plan_tail, ranges);
-  else pack_floats(ops, ia, ib, plan.W, op, scratch, ranges);
+  else pack_floats(ops, ia, ib, plan.W, !(op.inner == FastInner::fp32 && op.use_fma && !op.count_swamping), op, scratch,
+                   ranges);
   if (!ranges_allow_fast(ranges, policy, ctx, plan.inner_fused, op)) return false;
   const double alpha = scale_blocks(ops, policy, plan.outer_scalar, op, scratch);
   // Output rounding. An fp32 output that keeps subnormals leaves every finite float unchanged: a
