@@ -1022,9 +1022,8 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
 // Phase 2b, pack for the float kernels. A (M x K) is the kernel's layout already: float values are
 // read in place, doubles converted; the operands' magnitude ranges are taken on the way (an in-place
 // operand comes with its range). B (N x K) into strips of W columns, each K x W contiguous; the
-// padding columns are zero. Without `ranges` (the plain fp32 kernel with fma, not counting:
-// finiteness is all it would ask, and a NaN or inf operand gives a non-finite result, which sends
-// the call to the reference all the same) the float operands are not scanned.
+// padding columns are zero. Without `ranges` (kernel_reads_ranges) the float operands are not
+// scanned.
 void pack_floats(const PreparedOperands& ops, const InPlaceOperand* ia, const InPlaceOperand* ib, size_t W,
                  bool ranges, FastOperands& op, FastScratch& s, PackedRanges& r) {
   const QuantizedOperand& A = ops.a;
@@ -1068,21 +1067,32 @@ void pack_floats(const PreparedOperands& ops, const InPlaceOperand* ia, const In
   }
   if (s.b.size() < k * op.npad) s.b.resize(k * op.npad);
   float* b = s.b.data();
+  // B's values (contiguous, double or float) into strips, their range first where it is asked for
+  // (a contiguous pass of its own, which vectorises where the transposing copy cannot).
+  auto pack_b = [&](const auto* q, size_t rs, size_t cs) {
+    if (ranges) magnitude_of(q, n * k, r.b_min, r.b_max, r.b_bad);
+    pack_strips(q, rs, cs, n, k, W, b);
+  };
   if (ib) {
     r.b_min = ib->min_nonzero;
     r.b_max = ib->max;
     pack_strips(ib->p, ib->rs, ib->cs, n, k, W, b);
-  } else if (B.in_float && B.k_major) {  // (K x N: the strips are pieces of its rows)
-    if (ranges) magnitude_of(B.qf.data(), n * k, r.b_min, r.b_max, r.b_bad);
-    pack_strips(B.qf.data(), 1, n, n, k, W, b);
+  } else if (B.in_float && B.k_major) {
+    pack_b(B.qf.data(), 1, n);  // (K x N: the strips are pieces of its rows)
   } else if (B.in_float) {
-    if (ranges) magnitude_of(B.qf.data(), n * k, r.b_min, r.b_max, r.b_bad);
-    pack_strips(B.qf.data(), k, 1, n, k, W, b);
+    pack_b(B.qf.data(), k, 1);
   } else {
-    if (ranges) magnitude_of(B.q.data(), n * k, r.b_min, r.b_max, r.b_bad);
-    pack_strips(B.q.data(), k, 1, n, k, W, b);
+    pack_b(B.q.data(), k, 1);
   }
   op.b = b;
+}
+
+// Whether the kernel asks the operands' magnitude ranges more than whether they are finite:
+// ranges_allow_fast's product checks (the counting kernel's, a separate multiply's), and the
+// narrow and fused kernels' range tests. The plain fp32 kernel with fma does not: a NaN or inf
+// operand gives a non-finite result, which sends the call to the reference all the same.
+bool kernel_reads_ranges(const FastOperands& op) {
+  return !(op.inner == FastInner::fp32 && op.use_fma && !op.count_swamping);
 }
 
 // Whether the packed operands' ranges keep the kernel exact: any NaN/inf goes to the reference
@@ -1214,8 +1224,7 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
   PackedRanges ranges;
   if (plan.inner_fused)
     pack_fused(ops, *policy.inner.fused, plan.products_fit_float, plan.W, op, scratch, plan_full, plan_tail, ranges);
-  else pack_floats(ops, ia, ib, plan.W, !(op.inner == FastInner::fp32 && op.use_fma && !op.count_swamping), op, scratch,
-                   ranges);
+  else pack_floats(ops, ia, ib, plan.W, kernel_reads_ranges(op), op, scratch, ranges);
   if (!ranges_allow_fast(ranges, policy, ctx, plan.inner_fused, op)) return false;
   const double alpha = scale_blocks(ops, policy, plan.outer_scalar, op, scratch);
   // Output rounding. An fp32 output that keeps subnormals leaves every finite float unchanged: a

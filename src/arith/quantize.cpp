@@ -133,8 +133,7 @@ double region_amax(const StridedInputOf<T>& x, const Region& g, bool* nonfinite,
 // blocks; 1, or a span of whole rows, for 1-D ones): fn(region, stats, scratch). Row groups run in parallel; each thread counts into its own stats,
 // merged at the end (the counts are integer sums and extrema, so the merge order cannot change
 // them), and works in its own scratch of the workspace. `elements`: the work the pass does, which
-// decides whether a team is worth it (0: rows x k; the k-major bands pass a grid of bands x 1 whose
-// regions each cover a band of the whole operand).
+// decides whether a team is worth it (0: rows x k; for_each_band passes its operand's).
 template <typename Fn>
 void for_each_region(size_t rows, size_t k, size_t b, size_t rstep, QuantStats& total, QuantizeWorkspace& ws, Fn fn,
                      size_t elements = 0) {
@@ -164,6 +163,16 @@ void for_each_region(size_t rows, size_t k, size_t b, size_t rstep, QuantStats& 
 #pragma omp critical(drift_quantize_stats)
     total.merge(local);
   }
+}
+
+// The bands of a k-major pass (fn(band index, stats, scratch)), each band a region of its own: a
+// grid of bands x 1 on for_each_region's threads, stats and scratch, the team decided on the
+// operand's `elements` (the grid's own size never reaches the threshold).
+template <typename Fn>
+void for_each_band(size_t bands, size_t elements, QuantStats& total, QuantizeWorkspace& ws, Fn fn) {
+  for_each_region(
+      bands, 1, 1, 1, total, ws,
+      [&](const Region& band, QuantStats& st, QuantizeThreadScratch& scratch) { fn(band.r0, st, scratch); }, elements);
 }
 
 // The input counts (amax, non-finite) in a pass of their own: for the scalings that need amax before
@@ -806,10 +815,9 @@ bool quantize_blocks_k_major(QuantizedOperand& out, const StridedInputF& x, size
                              uint64_t stream, QuantizeWorkspace& ws) {
   const size_t n = rows, bands = out.blocks_per_row;
   std::atomic<bool> declined{false};
-  // (for_each_region over the bands as the rows of a bands x 1 grid: its threads, stats and scratch.)
-  for_each_region(bands, 1, 1, 1, out.stats, ws, [&](const Region& band, QuantStats& st, QuantizeThreadScratch& scratch) {
+  for_each_band(bands, n * k, out.stats, ws, [&](size_t bi, QuantStats& st, QuantizeThreadScratch& scratch) {
     if (declined.load(std::memory_order_relaxed)) return;
-    const size_t bi = band.r0, t0 = bi * b, h = std::min(k, t0 + b) - t0;
+    const size_t t0 = bi * b, h = std::min(k, t0 + b) - t0;
     scratch.fit_row(std::max(h * n, 2 * n));
     std::vector<float>& amax = scratch.block_amax;
     std::vector<uint32_t>& bad = scratch.block_bad;
@@ -843,7 +851,7 @@ bool quantize_blocks_k_major(QuantizedOperand& out, const StridedInputF& x, size
     st.clipped += cs.clipped;
     st.flushed += cs.flushed;
     st.subnormal += cs.subnormal;
-  }, n * k);  // (a team decided on the operand's elements: the grid's bands x 1 never reach the threshold)
+  });
   return !declined;
 }
 
@@ -855,9 +863,9 @@ bool quantize_bands_mx(QuantizedOperand& out, const StridedInputF& x, size_t row
                        const SpanCast& cast, bool counted_apart, QuantizeWorkspace& ws) {
   const size_t n = rows, bands = out.blocks_per_row;
   std::atomic<bool> declined{false};
-  for_each_region(bands, 1, 1, 1, out.stats, ws, [&](const Region& band, QuantStats& st, QuantizeThreadScratch& scratch) {
+  for_each_band(bands, n * k, out.stats, ws, [&](size_t bi, QuantStats& st, QuantizeThreadScratch& scratch) {
     if (declined.load(std::memory_order_relaxed)) return;
-    const size_t bi = band.r0, t0 = bi * b, h = std::min(k, t0 + b) - t0;
+    const size_t t0 = bi * b, h = std::min(k, t0 + b) - t0;
     MxCastTally t;
     if (!mx_cast_band(cast, x.p + t0 * x.cs, x.cs, h, n, shift, out.qf.data() + t0 * n, &out.block_scale[bi], bands,
                       scratch.block_mult, &t)) {
@@ -865,7 +873,7 @@ bool quantize_bands_mx(QuantizedOperand& out, const StridedInputF& x, size_t row
       return;
     }
     add_mx_tally(st, t, counted_apart);
-  }, n * k);  // (a team decided on the operand's elements: the grid's bands x 1 never reach the threshold)
+  });
   return !declined;
 }
 
