@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -226,11 +227,11 @@ TEST_CASE("mx_cast_band: blocks down the columns of a band, all or nothing, as t
           hwy::SetSupportedTargetsForTest(target);
           REQUIRE(std::string(mx_cast_target_name()) == hwy::TargetName(target));
           CAPTURE(hwy::TargetName(target));
-          std::vector<float> out(h * n, 7.0f), scratch;
+          std::vector<float> out(h * n, 7.0f);
           const size_t stride = 3;
           std::vector<double> scale(n * stride, 7.0);
           MxCastTally t;
-          const bool done = mx_cast_band(cast, in.data(), ld, h, n, f.emax, out.data(), scale.data(), stride, scratch, &t);
+          const bool done = mx_cast_band(cast, in.data(), ld, h, n, f.emax, out.data(), scale.data(), stride, &t);
           REQUIRE(done == clean);
           if (!done) continue;
           for (size_t j = 0; j < n; ++j) {
@@ -240,6 +241,80 @@ TEST_CASE("mx_cast_band: blocks down the columns of a band, all or nothing, as t
           }
           check_tally(t, x);
         }
+      }
+    }
+  }
+}
+
+// Many blocks whose exponents repeat from one block to the next (as a real tensor's do) and a
+// few all-zero and NaN blocks among them: the kernels count each exponent in one of four parts by
+// the block's lane, merged at the end; the tally must be the scalar one.
+TEST_CASE("mx_cast kernels: many blocks sharing a few exponents, tallied as the scalar core tallies them") {
+  TargetMock restore;
+  const Format f = *find_format("fp8_e4m3");
+  const SpanCast cast = prepare_span_cast(f, RoundSpec{});
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  auto blocks_of = [&](size_t count, size_t h, bool with_nan) {
+    std::vector<std::vector<float>> blocks;
+    int binade = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (rng() % 4 == 0) binade = static_cast<int>(rng() % 3) - 1;  // runs of one exponent, three in all
+      std::vector<float> b(h);
+      for (float& v : b) v = std::ldexp(unit(rng), binade);
+      b[rng() % h] = std::ldexp(rng() % 2 ? 1.0f : -1.0f, binade);  // amax's binade fixed: 2^binade
+      if (i % 50 == 7) std::fill(b.begin(), b.end(), 0.0f);
+      if (with_nan && i % 37 == 11) b[rng() % h] = NAN;
+      blocks.push_back(b);
+    }
+    return blocks;
+  };
+  SUBCASE("mx_cast_blocks") {
+    const std::vector<std::vector<float>> blocks = blocks_of(1001, kB, true);
+    std::vector<float> in;
+    for (const auto& b : blocks) in.insert(in.end(), b.begin(), b.end());
+    const Expected x = reference(blocks, f, 0);
+    REQUIRE(std::set<uint32_t>(x.hist.begin(), x.hist.end()).size() > 2);  // (three exponents, counts in hundreds)
+    for (int64_t target : cast_span_targets()) {
+      hwy::SetSupportedTargetsForTest(target);
+      CAPTURE(hwy::TargetName(target));
+      std::vector<float> out(in.size(), 7.0f);
+      std::vector<double> scale(blocks.size(), 7.0);
+      std::vector<uint8_t> status(blocks.size(), 9);
+      MxCastTally t;
+      mx_cast_blocks(cast, in.data(), out.data(), blocks.size(), kB, f.emax, scale.data(), status.data(), &t);
+      for (size_t bi = 0; bi < blocks.size(); ++bi) {
+        CAPTURE(bi);
+        REQUIRE(status[bi] == x.status[bi]);
+        if (status[bi] != kMxNonFinite) CHECK(scale[bi] == x.scale[bi]);
+        if (status[bi] == kMxWritten)
+          for (size_t i = bi * kB; i < (bi + 1) * kB; ++i) CHECK(same_bits(out[i], x.out[i]));
+      }
+      check_tally(t, x);
+    }
+  }
+  SUBCASE("mx_cast_band") {
+    for (size_t n : {size_t{300}, size_t{64}, size_t{5}}) {  // (whole chunks, one chunk, one short vector)
+      CAPTURE(n);
+      const size_t h = 32, ld = n + 1;
+      const std::vector<std::vector<float>> blocks = blocks_of(n, h, false);
+      std::vector<float> in(h * ld, 5.0f);
+      for (size_t j = 0; j < n; ++j)
+        for (size_t r = 0; r < h; ++r) in[r * ld + j] = blocks[j][r];
+      const Expected x = reference(blocks, f, 0);
+      for (int64_t target : cast_span_targets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        CAPTURE(hwy::TargetName(target));
+        std::vector<float> out(h * n, 7.0f);
+        std::vector<double> scale(n, 7.0);
+        MxCastTally t;
+        REQUIRE(mx_cast_band(cast, in.data(), ld, h, n, f.emax, out.data(), scale.data(), 1, &t));
+        for (size_t j = 0; j < n; ++j) {
+          CAPTURE(j);
+          CHECK(scale[j] == x.scale[j]);
+          for (size_t r = 0; r < h; ++r) CHECK(same_bits(out[r * n + j], x.out[j * h + r]));
+        }
+        check_tally(t, x);
       }
     }
   }

@@ -19,25 +19,23 @@
 namespace drift::mx_detail {
 
 // The exponents of the blocks with a non-zero amax, counted in registers and handed to the tally
-// once (MxCastTally's figures: the same in any grouping).
+// once (MxCastTally's figures: the same in any grouping). The histogram is kept in four parts, a
+// block's lane modulo 4 choosing the part: neighbouring blocks mostly share an exponent, and one
+// array would chain each block's increment behind its neighbour's through memory.
 struct ExponentCount {
   uint32_t* hist;
+  uint32_t part[4][255] = {};
   uint64_t count = 0;
   int min = 127, max = -127;
   int64_t sum = 0;
   explicit ExponentCount(uint32_t* h) : hist(h) {}
-  void add(int e) {
-    ++count;
-    min = std::min(min, e);
-    max = std::max(max, e);
-    sum += e;
-    ++hist[e + 127];
-  }
   void into(MxCastTally& t) const {
     t.scales = count;
     t.e_min = count ? min : 0;
     t.e_max = count ? max : 0;
     t.e_sum = sum;
+    for (int e = min; e <= max; ++e)  // (none when nothing was counted)
+      hist[e + 127] += part[0][e + 127] + part[1][e + 127] + part[2][e + 127] + part[3][e + 127];
   }
 };
 
@@ -56,14 +54,18 @@ const char* TargetNameImpl() { return hwy::TargetName(HWY_TARGET); }
 // `take`: the lanes that are blocks to scale), in SIMD: e = floor(log2 amax) - shift clamped to
 // [-127, 127] (a subnormal amax's floor(log2) from its conversion to float, exact below 2^23), -127
 // for an all-zero block, as plain_e8m0_exponent. mult and inv receive 2^-e and 2^e as floats (1 for
-// an all-zero block or a lane not taken: its elements are zeros, or it is not cast), e_out the
-// exponents, counted the lanes whose amax is non-zero (-1, else 0), and check the lanes whose
-// products fp32(x * 2^-e) might not be exact: only a block scaled down (e > 0: a product may fall
+// an all-zero block or a lane not taken: its elements are zeros, or it is not cast); the result
+// holds the exponents, the lanes whose amax is non-zero (counted), and the lanes whose products
+// fp32(x * 2^-e) might not be exact (check): only a block scaled down (e > 0: a product may fall
 // below fp32's normal range) or up past fp32's range (floor(log2 amax) - e > 127, possible only with
 // a large negative offset) can round.
+template <class DF>
+struct Scales {
+  hn::Vec<hn::RebindToSigned<DF>> e;
+  hn::Mask<hn::RebindToSigned<DF>> counted, check;
+};
 template <class DF, class VI = hn::Vec<hn::RebindToSigned<DF>>, class MI = hn::Mask<hn::RebindToSigned<DF>>>
-HWY_INLINE void BlockScales(DF df, VI a, MI take, int shift, float* mult, float* inv, int32_t* e_out,
-                            int32_t* counted, int32_t* check) {
+HWY_INLINE Scales<DF> BlockScales(DF df, VI a, MI take, int shift, float* mult, float* inv) {
   const hn::RebindToSigned<DF> di;
   const VI biased = hn::ShiftRight<23>(a);
   const VI fl_sub = hn::Sub(hn::ShiftRight<23>(hn::BitCast(di, hn::ConvertTo(df, a))), hn::Set(di, 127 + 149));
@@ -76,28 +78,37 @@ HWY_INLINE void BlockScales(DF df, VI a, MI take, int shift, float* mult, float*
   const VI i = hn::IfThenElse(hn::Lt(e, hn::Set(di, -126)), sub, hn::ShiftLeft<23>(hn::Add(e, hn::Set(di, 127))));
   hn::StoreU(hn::BitCast(df, hn::IfThenElse(nz, m, one)), df, mult);
   hn::StoreU(hn::BitCast(df, hn::IfThenElse(nz, i, one)), df, inv);
-  hn::StoreU(e, di, e_out);
-  hn::StoreU(hn::VecFromMask(di, nz), di, counted);
   const MI may_round = hn::Or(hn::Gt(e, hn::Zero(di)), hn::Gt(hn::Sub(fl, e), hn::Set(di, 127)));
-  hn::StoreU(hn::VecFromMask(di, hn::And(nz, may_round)), di, check);
+  return {e, nz, hn::And(nz, may_round)};
 }
 
-// The scalar part of a vector of scales (lanes [0, n)): each scale 2^e stored as a double, and the
-// counted exponents into the tally. Returns whether any lane's products might round.
-HWY_INLINE bool NoteScales(size_t n, const int32_t* e, const int32_t* counted, const int32_t* check, double* scale,
-                           size_t scale_stride, mx_detail::ExponentCount& count) {
-  int32_t any = 0;
-  for (size_t l = 0; l < n; ++l) {
-    scale[l * scale_stride] = pow2(e[l]);
-    if (counted[l]) count.add(e[l]);
-    any |= check[l];
+// The bookkeeping of a vector of scales (lanes [0, n); the lanes past n are neither counted nor
+// checked): each scale 2^e stored as a double, the counted exponents into the tally (their number,
+// range and sum in SIMD). Returns whether any lane's products might round.
+template <class DF>
+HWY_INLINE bool NoteScales(DF /*df*/, const Scales<DF>& s, size_t n, double* scale, size_t scale_stride,
+                           mx_detail::ExponentCount& count) {
+  const hn::RebindToSigned<DF> di;
+  HWY_ALIGN int32_t e[HWY_MAX_BYTES / 4], counted[HWY_MAX_BYTES / 4];
+  hn::Store(s.e, di, e);
+  for (size_t l = 0; l < n; ++l) scale[l * scale_stride] = pow2(e[l]);
+  const size_t how_many = hn::CountTrue(di, s.counted);
+  if (how_many) {
+    count.count += how_many;
+    count.min = std::min(count.min, static_cast<int>(hn::GetLane(hn::MinOfLanes(di, hn::IfThenElse(s.counted, s.e, hn::Set(di, 127))))));
+    count.max = std::max(count.max, static_cast<int>(hn::GetLane(hn::MaxOfLanes(di, hn::IfThenElse(s.counted, s.e, hn::Set(di, -127))))));
+    count.sum += hn::GetLane(hn::SumOfLanes(di, hn::IfThenElseZero(s.counted, s.e)));  // (|sum| <= 127 * lanes)
+    hn::Store(hn::VecFromMask(di, s.counted), di, counted);
+    for (size_t l = 0; l < n; ++l)
+      if (counted[l]) ++count.part[l & 3][e[l] + 127];
   }
-  return any != 0;
+  return !hn::AllFalse(di, s.check);
 }
 
 // mx_cast_blocks (b a whole number of vectors), a group of N blocks at a time (N: the lanes): each
-// block's amax and NaN/inf test in one pass, the group's scales in SIMD (BlockScales), then each
-// block again (from L1) scaled and rounded.
+// block's largest magnitude encoding in one pass (NaN and inf encodings lie above every finite
+// one, so a block holding one shows as an amax at or above inf's), the group's scales in SIMD
+// (BlockScales, NoteScales), then each block again (from L1) scaled and rounded.
 template <bool kConstShift, bool kFiniteSat>
 void MxCastBlocksRne(const float* in, float* out, size_t nblocks, size_t b, int shift, double* scale,
                      uint8_t* status, MxCastTally* t, const detail::CastParams& p) {
@@ -108,40 +119,43 @@ void MxCastBlocksRne(const float* in, float* out, size_t nblocks, size_t b, int 
   const auto magnitude = hn::Set(di, 0x7fffffff), inf = hn::Set(di, 0x7f800000);
   auto span_top = hn::Zero(di);
   mx_detail::ExponentCount count(t->hist);
-  HWY_ALIGN int32_t tops[HWY_MAX_BYTES / 4], fine[HWY_MAX_BYTES / 4], e[HWY_MAX_BYTES / 4],
-      counted[HWY_MAX_BYTES / 4], check[HWY_MAX_BYTES / 4];
+  HWY_ALIGN int32_t tops[HWY_MAX_BYTES / 4], check[HWY_MAX_BYTES / 4];
   HWY_ALIGN float mult[HWY_MAX_BYTES / 4], inv[HWY_MAX_BYTES / 4];
   size_t since_flush = 0;
   for (size_t g0 = 0; g0 < nblocks; g0 += N) {
     const size_t g = std::min(N, nblocks - g0);
-    for (size_t l = 0; l < N; ++l) {
-      tops[l] = 0;
-      fine[l] = 0;
-    }
     for (size_t l = 0; l < g; ++l) {
       const float* x = in + (g0 + l) * b;
       auto top = hn::Zero(di);
-      auto any_bad = hn::FirstN(di, 0);
-      for (size_t i = 0; i < b; i += N) {
-        const auto u = hn::And(hn::BitCast(di, hn::LoadU(df, x + i)), magnitude);
-        const auto bad = hn::Not(hn::Lt(u, inf));  // (encodings order as magnitudes)
-        any_bad = hn::Or(any_bad, bad);
-        top = hn::Max(top, hn::IfThenZeroElse(bad, u));
-      }
-      span_top = hn::Max(span_top, top);
-      if (HWY_UNLIKELY(!hn::AllFalse(di, any_bad))) {
-        for (size_t i = 0; i < b; i += N)
-          t->nonfinite += hn::CountTrue(di, hn::Not(hn::Lt(hn::And(hn::BitCast(di, hn::LoadU(df, x + i)), magnitude), inf)));
-        status[g0 + l] = kMxNonFinite;
-        continue;
-      }
+      for (size_t i = 0; i < b; i += N) top = hn::Max(top, hn::And(hn::BitCast(di, hn::LoadU(df, x + i)), magnitude));
       tops[l] = hn::GetLane(hn::MaxOfLanes(di, top));
-      fine[l] = -1;
     }
-    BlockScales(df, hn::Load(di, tops), hn::Lt(hn::Load(di, fine), hn::Zero(di)), shift, mult, inv, e, counted, check);
-    NoteScales(g, e, counted, check, scale + g0, 1, count);  // (a NaN block's scale: the caller's)
+    for (size_t l = g; l < N; ++l) tops[l] = 0;
+    const auto a = hn::Load(di, tops);
+    const auto fine = hn::And(hn::Lt(a, inf), hn::FirstN(di, g));
+    span_top = hn::Max(span_top, hn::IfThenElseZero(fine, a));
+    if (HWY_UNLIKELY(!hn::AllTrue(di, hn::Or(fine, hn::Not(hn::FirstN(di, g)))))) {
+      for (size_t l = 0; l < g; ++l) {
+        if (tops[l] < 0x7f800000) continue;
+        const float* x = in + (g0 + l) * b;
+        auto top = hn::Zero(di);  // (its finite values count in the tensor's amax)
+        for (size_t i = 0; i < b; i += N) {
+          const auto u = hn::And(hn::BitCast(di, hn::LoadU(df, x + i)), magnitude);
+          const auto bad = hn::Not(hn::Lt(u, inf));  // (encodings order as magnitudes)
+          t->nonfinite += hn::CountTrue(di, bad);
+          top = hn::Max(top, hn::IfThenZeroElse(bad, u));
+        }
+        span_top = hn::Max(span_top, top);
+        status[g0 + l] = kMxNonFinite;
+      }
+    }
+    const Scales<hn::ScalableTag<float>> sc = BlockScales(df, a, fine, shift, mult, inv);
+    NoteScales(df, sc, g, scale + g0, 1, count);  // (a NaN block's scale: the caller's)
+    hn::Store(hn::VecFromMask(di, sc.check), di, check);
+    HWY_ALIGN int32_t fine_lanes[HWY_MAX_BYTES / 4];
+    hn::Store(hn::VecFromMask(di, fine), di, fine_lanes);
     for (size_t l = 0; l < g; ++l) {
-      if (!fine[l]) continue;
+      if (!fine_lanes[l]) continue;
       const float* x = in + (g0 + l) * b;
       const auto mv = hn::Set(df, mult[l]);
       if (HWY_UNLIKELY(check[l])) {
@@ -171,73 +185,85 @@ void MxCastBlocksRne(const float* in, float* out, size_t nblocks, size_t b, int 
   count.into(*t);
 }
 
-// mx_cast_band: every column's amax in a pass down the band row by row (into the scratch), the
-// columns' scales in SIMD (BlockScales), then the band again row by row, scaled by a vector of
-// multipliers and rounded. The columns are padded to whole vectors in the scratch; the padding is
-// never written out.
+// mx_cast_band, kChunk vectors of columns at a time: their amaxes in registers in a pass down the
+// band, their scales in SIMD (BlockScales, NoteScales), then the same columns again down the band
+// (from L1: h rows of kChunk vectors), scaled by the multipliers held in registers and rounded. A
+// last vector of fewer than N columns is padded with zeros in registers (never written out).
 template <bool kConstShift, bool kFiniteSat>
 bool MxCastBandRne(const float* in, size_t ld, size_t h, size_t n, int shift, float* out, double* scale,
-                   size_t scale_stride, float* scratch, MxCastTally* t, const detail::CastParams& p) {
-  const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> di;
-  const size_t N = hn::Lanes(df), full = n / N * N, tail = n - full, np = full + (tail ? N : 0);
+                   size_t scale_stride, MxCastTally* t, const detail::CastParams& p) {
+  using DF = hn::ScalableTag<float>;
+  using V = hn::Vec<DF>;
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const hn::RebindToUnsigned<DF> du;
+  constexpr size_t kChunk = 4;
+  const size_t N = hn::Lanes(df), full = n / N * N, tail = n - full;
   const auto magnitude = hn::Set(di, 0x7fffffff), inf = hn::Set(di, 0x7f800000);
-  float* mult = scratch;
-  float* inv = scratch + np;
-  int32_t* tops = reinterpret_cast<int32_t*>(scratch + 2 * np);  // (then the exponents)
-  int32_t* counted = tops + np;
-  int32_t* check_lanes = counted + np;
-  for (size_t j = 0; j < np; ++j) tops[j] = 0;
-  auto any_bad = hn::FirstN(di, 0);
-  HWY_ALIGN float xs[HWY_MAX_BYTES / 4] = {}, ys[HWY_MAX_BYTES / 4];
-  auto load_row = [&](const float* row, size_t j) {  // columns [j, j + N) of a row; the padding 0
-    if (j < full) return hn::LoadU(df, row + j);
-    std::memcpy(xs, row + j, tail * sizeof(float));
-    return hn::Load(df, xs);
-  };
-  for (size_t r = 0; r < h; ++r)
-    for (size_t j = 0; j < np; j += N) {
-      const auto u = hn::And(hn::BitCast(di, load_row(in + r * ld, j)), magnitude);
-      const auto bad = hn::Not(hn::Lt(u, inf));
-      any_bad = hn::Or(any_bad, bad);
-      hn::StoreU(hn::Max(hn::LoadU(di, tops + j), hn::IfThenZeroElse(bad, u)), di, tops + j);
-    }
-  if (!hn::AllFalse(di, any_bad)) return false;
   mx_detail::ExponentCount count(t->hist);
-  auto span_top = hn::Zero(di);
-  bool check = false;
-  for (size_t j = 0; j < np; j += N) {
-    const auto a = hn::LoadU(di, tops + j);
-    span_top = hn::Max(span_top, a);
-    BlockScales(df, a, hn::FirstN(di, n - j), shift, mult + j, inv + j, tops + j, counted + j, check_lanes + j);
-    check = NoteScales(std::min(N, n - j), tops + j, counted + j, check_lanes + j, scale + j * scale_stride,
-                       scale_stride, count) || check;
-  }
   RneRounder<kConstShift, kFiniteSat> rounder(p);  // (every value it rounds is finite)
+  auto span_top = hn::Zero(di);
   auto exact = hn::Eq(hn::Zero(df), hn::Zero(df));  // all true
-  const auto tail_lanes = hn::FirstN(hn::RebindToUnsigned<decltype(df)>(), tail);
+  HWY_ALIGN float mult[kChunk * HWY_MAX_BYTES / 4], inv[kChunk * HWY_MAX_BYTES / 4], ys[HWY_MAX_BYTES / 4];
   size_t since_flush = 0;
-  for (size_t r = 0; r < h; ++r) {
-    const float* row = in + r * ld;
-    float* dst = out + r * n;
-    auto scaled = [&](hn::Vec<decltype(df)> xv, size_t j) {
-      const auto y = hn::Mul(xv, hn::LoadU(df, mult + j));
-      if (check) exact = hn::And(exact, hn::Eq(hn::Mul(y, hn::LoadU(df, inv + j)), xv));
-      return y;
+  // Columns [j0, j0 + nv * N), the last vector holding `last` real columns (N but at the band's end).
+  auto chunk = [&](size_t j0, size_t nv, size_t last, auto full_vectors) -> bool {
+    const auto last_lanes = hn::FirstN(du, last);
+    auto load = [&](const float* row, size_t v) -> V {  // (a partial last vector: its real columns, zeros after)
+      if (decltype(full_vectors)::value || v + 1 < nv) return hn::LoadU(df, row + j0 + v * N);
+      HWY_ALIGN float xs[HWY_MAX_BYTES / 4] = {};
+      std::memcpy(xs, row + j0 + v * N, last * sizeof(float));
+      return hn::Load(df, xs);
     };
-    size_t j = 0;
-    for (; j < full; j += N) hn::StoreU(rounder.Round(scaled(hn::LoadU(df, row + j), j)), df, dst + j);
-    if (tail) {  // (the padding lanes: 0 * 1, exact, rounded to 0 and not counted)
-      hn::Store(rounder.RoundLanes(scaled(load_row(row, j), j), tail_lanes), df, ys);
-      std::memcpy(dst + j, ys, tail * sizeof(float));
+    hn::Vec<decltype(di)> top[kChunk];
+    for (size_t v = 0; v < kChunk; ++v) top[v] = hn::Zero(di);
+    for (size_t r = 0; r < h; ++r)
+      for (size_t v = 0; v < kChunk; ++v)
+        if (v < nv) top[v] = hn::Max(top[v], hn::And(hn::BitCast(di, load(in + r * ld, v)), magnitude));
+    bool check = false;
+    for (size_t v = 0; v < nv; ++v) {
+      if (!hn::AllTrue(di, hn::Lt(top[v], inf))) return false;  // a NaN or inf in a block
+      span_top = hn::Max(span_top, top[v]);
+      const size_t real = v + 1 < nv ? N : last;
+      const Scales<DF> sc = BlockScales(df, top[v], hn::FirstN(di, real), shift, mult + v * N, inv + v * N);
+      check = NoteScales(df, sc, real, scale + (j0 + v * N) * scale_stride, scale_stride, count) || check;
     }
-    since_flush += n;
+    V mv[kChunk], iv[kChunk];
+    for (size_t v = 0; v < kChunk; ++v) {
+      mv[v] = hn::Load(df, mult + (v < nv ? v : 0) * N);
+      iv[v] = hn::Load(df, inv + (v < nv ? v : 0) * N);
+    }
+    for (size_t r = 0; r < h; ++r) {
+      const float* row = in + r * ld;
+      float* dst = out + r * n + j0;
+      for (size_t v = 0; v < kChunk; ++v) {
+        if (v >= nv) continue;
+        const V xv = load(row, v);
+        const V y = hn::Mul(xv, mv[v]);
+        if (check) exact = hn::And(exact, hn::Eq(hn::Mul(y, iv[v]), xv));
+        if (decltype(full_vectors)::value || v + 1 < nv) {
+          hn::StoreU(rounder.Round(y), df, dst + v * N);
+        } else {  // (the padding lanes: 0 * 1, exact, rounded to 0 and not counted)
+          hn::Store(rounder.RoundLanes(y, last_lanes), df, ys);
+          std::memcpy(dst + v * N, ys, last * sizeof(float));
+        }
+      }
+    }
+    since_flush += h * nv * N;
     if (since_flush >= (size_t{1} << 16)) {  // a lane's counts stay far below 2^32
       rounder.Flush();
       since_flush = 0;
     }
+    return true;
+  };
+  size_t j0 = 0;
+  for (; j0 + kChunk * N <= full; j0 += kChunk * N)
+    if (!chunk(j0, kChunk, N, std::true_type{})) return false;
+  if (j0 < n) {
+    const size_t nv = (n - j0 + N - 1) / N;
+    if (!chunk(j0, nv, tail ? tail : N, std::false_type{})) return false;
   }
-  if (check && !hn::AllTrue(df, exact)) return false;
+  if (!hn::AllTrue(df, exact)) return false;
   t->cast = rounder.Stats();
   t->amax = float_of(static_cast<uint32_t>(hn::GetLane(hn::MaxOfLanes(di, span_top))));
   count.into(*t);
@@ -263,10 +289,10 @@ void MxCastBlocksImpl(const float* in, float* out, size_t nblocks, size_t b, int
 }
 
 bool MxCastBandImpl(const float* in, size_t ld, size_t h, size_t n, int shift, float* out, double* scale,
-                    size_t scale_stride, float* scratch, MxCastTally* t, const detail::CastParams& p) {
+                    size_t scale_stride, MxCastTally* t, const detail::CastParams& p) {
   return WithRneForm(p, [&](auto const_shift, auto finite_sat) {
     return MxCastBandRne<decltype(const_shift)::value, decltype(finite_sat)::value>(in, ld, h, n, shift, out, scale,
-                                                                                    scale_stride, scratch, t, p);
+                                                                                    scale_stride, t, p);
   });
 }
 
@@ -296,15 +322,9 @@ void mx_cast_blocks(const SpanCast& cast, const float* in, float* out, size_t nb
 }
 
 bool mx_cast_band(const SpanCast& cast, const float* in, size_t ld, size_t h, size_t n, int shift, float* out,
-                  double* scale, size_t scale_stride, std::vector<float>& scratch, MxCastTally* t) {
+                  double* scale, size_t scale_stride, MxCastTally* t) {
   *t = MxCastTally{};
-  // The columns padded to whole vectors on any target (HWY_MAX_BYTES here is the baseline
-  // target's, not the widest dispatched one's).
-  constexpr size_t kMaxLanes = 64;
-  const size_t np = n + kMaxLanes;
-  if (scratch.size() < 5 * np) scratch.resize(5 * np);
-  return HWY_DYNAMIC_DISPATCH(MxCastBandImpl)(in, ld, h, n, shift, out, scale, scale_stride, scratch.data(), t,
-                                              cast.params);
+  return HWY_DYNAMIC_DISPATCH(MxCastBandImpl)(in, ld, h, n, shift, out, scale, scale_stride, t, cast.params);
 }
 
 }  // namespace drift

@@ -52,10 +52,9 @@ void mx_cast_blocks(const SpanCast& cast, const float* in, float* out, size_t nb
 // The same for a band of h rows of n floats (row stride ld) whose blocks are its columns: element
 // (t, j) of block j at in[t * ld + j], written to out[t * n + j]; block j's scale into
 // scale[j * scale_stride]. All or nothing: false (out, scale and *t then hold garbage) when a block
-// holds a NaN or inf or a product would round; the caller then takes the other order. scratch: the
-// kernel's, grown as needed.
+// holds a NaN or inf or a product would round; the caller then takes the other order.
 bool mx_cast_band(const SpanCast& cast, const float* in, size_t ld, size_t h, size_t n, int shift, float* out,
-                  double* scale, size_t scale_stride, std::vector<float>& scratch, MxCastTally* t);
+                  double* scale, size_t scale_stride, MxCastTally* t);
 
 // The SIMD target the kernels run on (for tests that mock the CPU's targets).
 const char* mx_cast_target_name();

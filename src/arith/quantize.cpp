@@ -863,12 +863,12 @@ bool quantize_bands_mx(QuantizedOperand& out, const StridedInputF& x, size_t row
                        const SpanCast& cast, bool counted_apart, QuantizeWorkspace& ws) {
   const size_t n = rows, bands = out.blocks_per_row;
   std::atomic<bool> declined{false};
-  for_each_band(bands, n * k, out.stats, ws, [&](size_t bi, QuantStats& st, QuantizeThreadScratch& scratch) {
+  for_each_band(bands, n * k, out.stats, ws, [&](size_t bi, QuantStats& st, QuantizeThreadScratch&) {
     if (declined.load(std::memory_order_relaxed)) return;
     const size_t t0 = bi * b, h = std::min(k, t0 + b) - t0;
     MxCastTally t;
     if (!mx_cast_band(cast, x.p + t0 * x.cs, x.cs, h, n, shift, out.qf.data() + t0 * n, &out.block_scale[bi], bands,
-                      scratch.block_mult, &t)) {
+                      &t)) {
       declined = true;
       return;
     }
