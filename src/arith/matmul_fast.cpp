@@ -116,8 +116,9 @@ HWY_INLINE void Fp32Steps(D d, const FastOperands& op, size_t i0, size_t rows, s
   const size_t L = hn::Lanes(d);
   const float* ar[R];
   for (size_t r = 0; r < R; ++r) ar[r] = op.a + (i0 + std::min(r, rows - 1)) * op.lda;
-  const float* bp = strip + k0 * 2 * L;
-  for (size_t t = k0; t < k1; ++t, bp += 2 * L) {
+  const size_t step = op.b_row;
+  const float* bp = strip + k0 * step;
+  for (size_t t = k0; t < k1; ++t, bp += step) {
     const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
     for (size_t r = 0; r < R; ++r) {
       const V x = hn::Set(d, ar[r][t]);
@@ -187,9 +188,9 @@ HWY_INLINE void InnerBlock(D d, const FastOperands& op, size_t i0, size_t rows, 
     }
     return;
   }
-  const float* bp = strip + k0 * 2 * L;
+  const float* bp = strip + k0 * op.b_row;
   if (kCount) {
-    for (size_t t = k0; t < k1; ++t, bp += 2 * L) {
+    for (size_t t = k0; t < k1; ++t, bp += op.b_row) {
       const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
       for (size_t r = 0; r < rows; ++r) {
         const V x = hn::Set(d, op.a[(i0 + r) * op.lda + t]);
@@ -248,7 +249,7 @@ HWY_NOINLINE void TileOneBlock(const FastOperands& op, size_t i0, size_t rows, s
   using V = hn::Vec<decltype(d)>;
   const hn::RebindToSigned<decltype(d)> di;
   auto inner_count = hn::Zero(di);
-  const float* strip = op.b ? op.b + (j0 / (2 * L)) * op.k * 2 * L : nullptr;  // no float B for the fused model
+  const float* strip = op.b ? op.b + (j0 / (2 * L)) * op.b_strip : nullptr;  // no float B for the fused model
   V acc[kRows][2];
   InnerBlock<false, kInner>(d, op, i0, rows, j0, 0, op.k, strip, acc, inner_count);
   StoreTile(d, op, i0, rows, j0, 2, [&](size_t r, size_t h) { return hn::Add(hn::Zero(d), acc[r][h]); }, nonfinite);
@@ -266,7 +267,7 @@ HWY_NOINLINE void Fp32TileWide(const FastOperands& op, size_t i0, size_t rows, s
   const hn::ScalableTag<float> d;
   const size_t L = hn::Lanes(d);
   using V = hn::Vec<decltype(d)>;
-  const float* strip = op.b + (j0 / (2 * L)) * op.k * 2 * L;
+  const float* strip = op.b + (j0 / (2 * L)) * op.b_strip;
   HWY_ALIGN float outer[kWideRows * 2 * HWY_MAX_BYTES / sizeof(float)];
   if (!kOneBlock)
     for (size_t r = 0; r < kWideRows * 2 * L; ++r) outer[r] = 0.0f;
@@ -316,7 +317,7 @@ HWY_NOINLINE void Tile(const FastOperands& op, size_t i0, size_t rows, size_t j0
   const hn::RebindToSigned<decltype(d)> di;
   auto inner_count = hn::Zero(di), outer_count = hn::Zero(di);
   const bool scaled = op.sa || op.sb;
-  const float* strip = op.b ? op.b + (j0 / (2 * L)) * op.k * 2 * L : nullptr;  // no float B for the fused model
+  const float* strip = op.b ? op.b + (j0 / (2 * L)) * op.b_strip : nullptr;  // no float B for the fused model
   if constexpr (!kCount) {
     (void)outer_buf;
     V outer[kRows][2];
@@ -1065,6 +1066,30 @@ void pack_floats(const PreparedOperands& ops, const InPlaceOperand* ia, const In
     r.a_bad = a_bad;
     op.a = a;
   }
+  // B read where it lies: floats stored K x N whose columns fill whole strips are already the
+  // strips' rows, one row of B from the next (the fp32 kernel steps B by op.b_row; the narrow
+  // kernels read packed strips only). The copy into strips reads and writes all of B once more,
+  // which a call of few rows does not repay: `drift bench gemm`, 1 thread, M = 64, N = K = 512:
+  // fp32 0.97 -> 1.12 of sgemm, mxfp8 0.66 -> 0.72. A strip read in place is a row piece every
+  // ldb floats, which many row tiles passing over it read back from L2 (power-of-two strides
+  // crowd a few cache sets): at M = 1024 the copy into strips paid (mxfp8 0.74 against 0.72).
+  constexpr size_t kInPlaceBMaxRows = 96;
+  const bool whole_strips = op.inner == FastInner::fp32 && n % W == 0 && m <= kInPlaceBMaxRows;
+  if (ib && whole_strips && ib->rs == 1) {
+    r.b_min = ib->min_nonzero;
+    r.b_max = ib->max;
+    op.b = ib->p;
+    op.b_row = ib->cs;
+    op.b_strip = W;
+    return;
+  }
+  if (!ib && B.in_float && B.k_major && whole_strips) {
+    if (ranges) magnitude_of(B.qf.data(), n * k, r.b_min, r.b_max, r.b_bad);
+    op.b = B.qf.data();
+    op.b_row = n;
+    op.b_strip = W;
+    return;
+  }
   if (s.b.size() < k * op.npad) s.b.resize(k * op.npad);
   float* b = s.b.data();
   // B's values (contiguous, double or float) into strips, their range first where it is asked for
@@ -1085,6 +1110,8 @@ void pack_floats(const PreparedOperands& ops, const InPlaceOperand* ia, const In
     pack_b(B.q.data(), k, 1);
   }
   op.b = b;
+  op.b_row = W;
+  op.b_strip = k * W;
 }
 
 // Whether the kernel asks the operands' magnitude ranges more than whether they are finite:

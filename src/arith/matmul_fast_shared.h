@@ -104,7 +104,8 @@ struct FastOperands {
   size_t m = 0, n = 0, npad = 0, k = 0, kblock = 0, nblocks = 0;
   const float* a = nullptr;        // m x k, row i at a + i * lda
   size_t lda = 0;
-  const float* b = nullptr;        // npad / 2L strips of k x 2L
+  const float* b = nullptr;        // npad / 2L strips of k x 2L: strip st's row t at b + st * b_strip + t * b_row
+  size_t b_row = 0, b_strip = 0;   // packed: 2L and k * 2L; B read where it lies (K x N): its ldb and 2L
   const float* sa = nullptr;       // m x nblocks (nullptr: all 1)
   const float* sb = nullptr;       // nblocks x npad (nullptr: all 1)
   float alpha = 1.0f;
