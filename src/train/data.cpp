@@ -112,13 +112,21 @@ Corpus load_corpus(const DataConfig& cfg, size_t context) {
 void sample_windows(const std::vector<int32_t>& tokens, size_t context, size_t batch, uint64_t seed, uint64_t stream,
                     uint64_t draw, int32_t* out) {
   const uint64_t range = tokens.size() - context;  // valid start positions
+  // The windows lie at random places in a corpus larger than the caches: all their starts first,
+  // each window's lines asked for at once, so that the misses overlap instead of queueing
+  // behind one copy after another.
+  thread_local std::vector<size_t> starts;
+  starts.resize(batch);
   for (size_t i = 0; i < batch; ++i) {
     const uint64_t idx = 2 * (draw * batch + i);
     const uint64_t r = (static_cast<uint64_t>(random_u32(seed, stream, idx)) << 32) | random_u32(seed, stream, idx + 1);
-    const size_t start = static_cast<size_t>(r % range);  // bias < range / 2^64
-    std::copy(tokens.begin() + static_cast<std::ptrdiff_t>(start),
-              tokens.begin() + static_cast<std::ptrdiff_t>(start + context + 1), out + i * (context + 1));
+    starts[i] = static_cast<size_t>(r % range);  // bias < range / 2^64
+    __builtin_prefetch(tokens.data() + starts[i]);
+    __builtin_prefetch(tokens.data() + starts[i] + context);  // (a window may end on the next line)
   }
+  for (size_t i = 0; i < batch; ++i)
+    std::copy(tokens.begin() + static_cast<std::ptrdiff_t>(starts[i]),
+              tokens.begin() + static_cast<std::ptrdiff_t>(starts[i] + context + 1), out + i * (context + 1));
 }
 
 }  // namespace drift
