@@ -143,6 +143,25 @@ void check_tally(const MxCastTally& t, const Expected& x) {
   }
 }
 
+// mx_cast_blocks over `in` (blocks of kB) against the expected statuses, scales, written elements
+// and tally.
+void check_blocks_kernel(const SpanCast& cast, const std::vector<float>& in, int shift, const Expected& x) {
+  const size_t nblocks = in.size() / kB;
+  std::vector<float> out(in.size(), 7.0f);
+  std::vector<double> scale(nblocks, 7.0);
+  std::vector<uint8_t> status(nblocks, 9);
+  MxCastTally t;
+  mx_cast_blocks(cast, in.data(), out.data(), nblocks, kB, shift, scale.data(), status.data(), &t);
+  for (size_t bi = 0; bi < nblocks; ++bi) {
+    CAPTURE(bi);
+    REQUIRE(status[bi] == x.status[bi]);
+    if (status[bi] != kMxNonFinite) CHECK(scale[bi] == x.scale[bi]);
+    if (status[bi] == kMxWritten)
+      for (size_t i = bi * kB; i < (bi + 1) * kB; ++i) CHECK(same_bits(out[i], x.out[i]));
+  }
+  check_tally(t, x);
+}
+
 // Restores the real CPU's targets when a test leaves.
 struct TargetMock {
   ~TargetMock() { hwy::SetSupportedTargetsForTest(0); }
@@ -184,19 +203,7 @@ TEST_CASE("mx_cast_blocks: each block's scale, fate, elements and counts as the 
           REQUIRE(std::string(mx_cast_target_name()) == hwy::TargetName(target));
           CAPTURE(hwy::TargetName(target));
           REQUIRE(mx_cast_applies(cast, kB));
-          std::vector<float> out(in.size(), 7.0f);
-          std::vector<double> scale(blocks.size(), 7.0);
-          std::vector<uint8_t> status(blocks.size(), 9);
-          MxCastTally t;
-          mx_cast_blocks(cast, in.data(), out.data(), blocks.size(), kB, f.emax - offset, scale.data(), status.data(), &t);
-          for (size_t bi = 0; bi < blocks.size(); ++bi) {
-            CAPTURE(bi);
-            REQUIRE(status[bi] == x.status[bi]);
-            if (status[bi] != kMxNonFinite) CHECK(scale[bi] == x.scale[bi]);
-            if (status[bi] == kMxWritten)
-              for (size_t i = bi * kB; i < (bi + 1) * kB; ++i) CHECK(same_bits(out[i], x.out[i]));
-          }
-          check_tally(t, x);
+          check_blocks_kernel(cast, in, f.emax - offset, x);
         }
       }
 }
@@ -278,19 +285,7 @@ TEST_CASE("mx_cast kernels: many blocks sharing a few exponents, tallied as the 
     for (int64_t target : cast_span_targets()) {
       hwy::SetSupportedTargetsForTest(target);
       CAPTURE(hwy::TargetName(target));
-      std::vector<float> out(in.size(), 7.0f);
-      std::vector<double> scale(blocks.size(), 7.0);
-      std::vector<uint8_t> status(blocks.size(), 9);
-      MxCastTally t;
-      mx_cast_blocks(cast, in.data(), out.data(), blocks.size(), kB, f.emax, scale.data(), status.data(), &t);
-      for (size_t bi = 0; bi < blocks.size(); ++bi) {
-        CAPTURE(bi);
-        REQUIRE(status[bi] == x.status[bi]);
-        if (status[bi] != kMxNonFinite) CHECK(scale[bi] == x.scale[bi]);
-        if (status[bi] == kMxWritten)
-          for (size_t i = bi * kB; i < (bi + 1) * kB; ++i) CHECK(same_bits(out[i], x.out[i]));
-      }
-      check_tally(t, x);
+      check_blocks_kernel(cast, in, f.emax, x);
     }
   }
   SUBCASE("mx_cast_band") {
