@@ -147,12 +147,18 @@ QuantizeWorkspace* quantize_workspace(const MatmulContext& ctx) {
 
 // Each operand's quantization draws its random bits from a sub-stream of its own.
 template <typename T>
-void quantize_a(PreparedOperands& ops, const MatViewOf<T>& a, const MatmulPolicy& policy, const MatmulContext& ctx) {
-  quantize_into(ops.a, canonical_a(a), a.rows, a.cols, policy.a, ctx.seed, quantize_stream_a(ctx),
-                ctx.delayed_a, quantize_workspace(ctx));
+void quantize_a(PreparedOperands& ops, const MatViewOf<T>& a, const MatmulPolicy& policy, const MatmulContext& ctx,
+                bool k_major = false) {
+  if constexpr (std::is_same_v<T, float>)
+    quantize_into(ops.a, canonical_a(a), a.rows, a.cols, policy.a, ctx.seed, quantize_stream_a(ctx), ctx.delayed_a,
+                  quantize_workspace(ctx), k_major);
+  else
+    quantize_into(ops.a, canonical_a(a), a.rows, a.cols, policy.a, ctx.seed, quantize_stream_a(ctx), ctx.delayed_a,
+                  quantize_workspace(ctx));
 }
 // (k_major: the float entry lets a B stored K x N stay so, QuantizedOperand::k_major, which its fast
-// path packs without a transposition; every other reader widens it first.)
+// path packs without a transposition; every other reader widens it first. Likewise an A stored
+// K x M where the fp32 kernel will read it.)
 template <typename T>
 void quantize_b(PreparedOperands& ops, const MatViewOf<T>& b, const MatmulPolicy& policy, const MatmulContext& ctx,
                 bool k_major = false) {
@@ -277,7 +283,10 @@ MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ld
   InPlaceOperand ia, ib;
   const bool a_in = !ctx.force_reference && is_identity_quantizer(policy.a) && in_place_operand(a, false, ops.a, ia);
   const bool b_in = !ctx.force_reference && is_identity_quantizer(policy.b) && in_place_operand(b, true, ops.b, ib);
-  if (!a_in) quantize_a(ops, a, policy, ctx);
+  // An A stored K x M stays so where the fp32 kernel reads it (it steps A by columns); the fused and
+  // narrow kernels would take it as rows, a transposition either way.
+  const bool a_k_major = !ctx.force_reference && is_plain_fp32_sequential(policy.inner) && !policy.product_format;
+  if (!a_in) quantize_a(ops, a, policy, ctx, a_k_major);
   if (!b_in) quantize_b(ops, b, policy, ctx, !ctx.force_reference);
   set_kblock(ops, policy);
   MatmulTelemetry tel;
@@ -288,7 +297,7 @@ MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ld
       tel.fast_path = true;
       return tel;
     }
-    if (a_in) quantize_a(ops, a, policy, ctx);
+    if (a_in) quantize_a(ops, a, policy, ctx, a_k_major);
     if (b_in) quantize_b(ops, b, policy, ctx, true);
   }
   if (!ctx.force_reference && matmul_fast(ops, c, ldc, policy, ctx, tel)) {

@@ -116,12 +116,12 @@ HWY_INLINE void Fp32Steps(D d, const FastOperands& op, size_t i0, size_t rows, s
   const size_t L = hn::Lanes(d);
   const float* ar[R];
   for (size_t r = 0; r < R; ++r) ar[r] = op.a + (i0 + std::min(r, rows - 1)) * op.lda;
-  const size_t step = op.b_row;
+  const size_t step = op.b_row, a_col = op.a_col;
   const float* bp = strip + k0 * step;
   for (size_t t = k0; t < k1; ++t, bp += step) {
     const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
     for (size_t r = 0; r < R; ++r) {
-      const V x = hn::Set(d, ar[r][t]);
+      const V x = hn::Set(d, ar[r][t * a_col]);
       acc[r][0] = AccumulateProduct(x, b0, acc[r][0], op.use_fma);
       acc[r][1] = AccumulateProduct(x, b1, acc[r][1], op.use_fma);
     }
@@ -193,7 +193,7 @@ HWY_INLINE void InnerBlock(D d, const FastOperands& op, size_t i0, size_t rows, 
     for (size_t t = k0; t < k1; ++t, bp += op.b_row) {
       const V b0 = hn::LoadU(d, bp), b1 = hn::LoadU(d, bp + L);
       for (size_t r = 0; r < rows; ++r) {
-        const V x = hn::Set(d, op.a[(i0 + r) * op.lda + t]);
+        const V x = hn::Set(d, op.a[(i0 + r) * op.lda + t * op.a_col]);
         for (size_t h = 0; h < 2; ++h) {
           const V bv = h ? b1 : b0;
           const V sum = AccumulateProduct(x, bv, acc[r][h], op.use_fma);
@@ -1031,6 +1031,21 @@ void pack_floats(const PreparedOperands& ops, const InPlaceOperand* ia, const In
   const QuantizedOperand& B = ops.b;
   const size_t m = op.m, n = op.n, k = op.k;
   op.lda = k;
+  op.a_col = 1;
+  // A stored K x M (k-major) is read where it lies by the fp32 kernel, which steps A by op.a_col (a
+  // tile's rows then lie side by side in one row of A); the other kernels take it as rows.
+  const bool a_by_columns = op.inner == FastInner::fp32;
+  auto k_major_a = [&](const float* p, size_t ld) {
+    if (a_by_columns) {
+      op.a = p;
+      op.lda = 1;
+      op.a_col = ld;
+      return;
+    }
+    if (s.a.size() < m * k) s.a.resize(m * k);
+    gather_rows(p, m, k, ld, s.a.data());
+    op.a = s.a.data();
+  };
   if (ia) {
     r.a_min = ia->min_nonzero;
     r.a_max = ia->max;
@@ -1038,10 +1053,11 @@ void pack_floats(const PreparedOperands& ops, const InPlaceOperand* ia, const In
       op.a = ia->p;
       op.lda = ia->rs;
     } else {
-      if (s.a.size() < m * k) s.a.resize(m * k);
-      gather_rows(ia->p, m, k, ia->cs, s.a.data());  // (an in-place operand has rs or cs 1)
-      op.a = s.a.data();
+      k_major_a(ia->p, ia->cs);  // (an in-place operand has rs or cs 1)
     }
+  } else if (A.in_float && A.k_major) {
+    if (ranges) magnitude_of(A.qf.data(), m * k, r.a_min, r.a_max, r.a_bad);
+    k_major_a(A.qf.data(), m);
   } else if (A.in_float) {
     if (ranges) magnitude_of(A.qf.data(), m * k, r.a_min, r.a_max, r.a_bad);
     op.a = A.qf.data();
