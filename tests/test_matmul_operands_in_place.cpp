@@ -144,7 +144,8 @@ TEST_CASE("A stored K x M read where it lies: fast path == reference (fp32, coun
   };
   // M: one row (a k-major band of one column), the 6-row tile, the wide tile, tails; K: one step,
   // a block tail, several MX blocks; N: whole strips and not.
-  const Shape shapes[] = {{1, 64, 32}, {2, 64, 40}, {6, 7, 64}, {13, 96, 33}, {24, 200, 64}, {37, 33, 32}, {130, 64, 64}};
+  const Shape shapes[] = {{1, 64, 32},   {2, 64, 40},   {6, 7, 64},   {13, 96, 33},
+                          {24, 200, 64}, {37, 33, 32}, {130, 64, 64}};
   for (const Case& cs : cases)
     for (const Shape& s : shapes)
       for (size_t pad : {size_t{0}, size_t{3}}) {
@@ -166,9 +167,11 @@ TEST_CASE("A stored K x M read where it lies: the thread team, and a NaN in A, g
   std::vector<float> at = values(k, m, lda, 3);
   const std::vector<float> b = values(k, n, n, 4);
   const MatViewF av{at.data(), m, k, lda, true}, bv{b.data(), k, n, n, false};
-  for (const MatmulPolicy& p : {MatmulPolicy{}, operands("fp8_e4m3", true)}) CHECK(same_as_reference(p, false, av, bv));
+  for (const MatmulPolicy& p : {MatmulPolicy{}, operands("fp8_e4m3", true)})
+    CHECK(same_as_reference(p, false, av, bv));
   at[9 * lda + 100] = NAN;
-  for (const MatmulPolicy& p : {MatmulPolicy{}, operands("fp8_e4m3", true)}) CHECK_FALSE(same_as_reference(p, false, av, bv));
+  for (const MatmulPolicy& p : {MatmulPolicy{}, operands("fp8_e4m3", true)})
+    CHECK_FALSE(same_as_reference(p, false, av, bv));
 }
 
 }  // namespace test_matmul_operands_in_place

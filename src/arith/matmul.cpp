@@ -145,29 +145,31 @@ QuantizeWorkspace* quantize_workspace(const MatmulContext& ctx) {
   return ctx.workspace ? &ctx.workspace->quantize : nullptr;
 }
 
+// One canonical operand (rows x k) into `out`. k_major: the float entry lets an operand stored the
+// other way round (A as K x M, B as K x N) stay so, QuantizedOperand::k_major, which its fast path
+// reads without a transposition (B always; A where the fp32 kernel will read it); every other reader
+// widens it first. (The double entry has no such order: its operands are the engine's own copies.)
+template <typename T>
+void quantize_operand(QuantizedOperand& out, const StridedInputOf<T>& x, size_t rows, size_t k, const Quantizer& qz,
+                      uint64_t stream, DelayedState* delayed, const MatmulContext& ctx, bool k_major) {
+  if constexpr (std::is_same_v<T, float>)
+    quantize_into(out, x, rows, k, qz, ctx.seed, stream, delayed, quantize_workspace(ctx), k_major);
+  else
+    quantize_into(out, x, rows, k, qz, ctx.seed, stream, delayed, quantize_workspace(ctx));
+}
+
 // Each operand's quantization draws its random bits from a sub-stream of its own.
 template <typename T>
 void quantize_a(PreparedOperands& ops, const MatViewOf<T>& a, const MatmulPolicy& policy, const MatmulContext& ctx,
                 bool k_major = false) {
-  if constexpr (std::is_same_v<T, float>)
-    quantize_into(ops.a, canonical_a(a), a.rows, a.cols, policy.a, ctx.seed, quantize_stream_a(ctx), ctx.delayed_a,
-                  quantize_workspace(ctx), k_major);
-  else
-    quantize_into(ops.a, canonical_a(a), a.rows, a.cols, policy.a, ctx.seed, quantize_stream_a(ctx), ctx.delayed_a,
-                  quantize_workspace(ctx));
+  quantize_operand(ops.a, canonical_a(a), a.rows, a.cols, policy.a, quantize_stream_a(ctx), ctx.delayed_a, ctx,
+                   k_major);
 }
-// (k_major: the float entry lets a B stored K x N stay so, QuantizedOperand::k_major, which its fast
-// path packs without a transposition; every other reader widens it first. Likewise an A stored
-// K x M where the fp32 kernel will read it.)
 template <typename T>
 void quantize_b(PreparedOperands& ops, const MatViewOf<T>& b, const MatmulPolicy& policy, const MatmulContext& ctx,
                 bool k_major = false) {
-  if constexpr (std::is_same_v<T, float>)
-    quantize_into(ops.b, canonical_b(b), b.cols, b.rows, policy.b, ctx.seed, quantize_stream_b(ctx), ctx.delayed_b,
-                  quantize_workspace(ctx), k_major);
-  else
-    quantize_into(ops.b, canonical_b(b), b.cols, b.rows, policy.b, ctx.seed, quantize_stream_b(ctx), ctx.delayed_b,
-                  quantize_workspace(ctx));
+  quantize_operand(ops.b, canonical_b(b), b.cols, b.rows, policy.b, quantize_stream_b(ctx), ctx.delayed_b, ctx,
+                   k_major);
 }
 
 // inner.scales_in_products: each element times its block's scale (exact: a power of two, or an E4M3

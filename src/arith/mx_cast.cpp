@@ -95,8 +95,10 @@ HWY_INLINE bool NoteScales(DF /*df*/, const Scales<DF>& s, size_t n, double* sca
   const size_t how_many = hn::CountTrue(di, s.counted);
   if (how_many) {
     count.count += how_many;
-    count.min = std::min(count.min, static_cast<int>(hn::GetLane(hn::MinOfLanes(di, hn::IfThenElse(s.counted, s.e, hn::Set(di, 127))))));
-    count.max = std::max(count.max, static_cast<int>(hn::GetLane(hn::MaxOfLanes(di, hn::IfThenElse(s.counted, s.e, hn::Set(di, -127))))));
+    const auto lo = hn::MinOfLanes(di, hn::IfThenElse(s.counted, s.e, hn::Set(di, 127)));
+    const auto hi = hn::MaxOfLanes(di, hn::IfThenElse(s.counted, s.e, hn::Set(di, -127)));
+    count.min = std::min(count.min, static_cast<int>(hn::GetLane(lo)));
+    count.max = std::max(count.max, static_cast<int>(hn::GetLane(hi)));
     count.sum += hn::GetLane(hn::SumOfLanes(di, hn::IfThenElseZero(s.counted, s.e)));  // (|sum| <= 127 * lanes)
     hn::Store(hn::VecFromMask(di, s.counted), di, counted);
     for (size_t l = 0; l < n; ++l)
