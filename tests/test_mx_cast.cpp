@@ -289,7 +289,8 @@ TEST_CASE("mx_cast kernels: many blocks sharing a few exponents, tallied as the 
     }
   }
   SUBCASE("mx_cast_band") {
-    for (size_t n : {size_t{300}, size_t{64}, size_t{5}}) {  // (whole chunks, one chunk, one short vector)
+    for (size_t n : {size_t{300}, size_t{64}, size_t{96}, size_t{5}}) {  // (chunks and a short end, one chunk,
+      // whole vectors short of a chunk, one short vector)
       CAPTURE(n);
       const size_t h = 32, ld = n + 1;
       const std::vector<std::vector<float>> blocks = blocks_of(n, h, false);

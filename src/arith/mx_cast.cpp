@@ -136,7 +136,7 @@ void MxCastBlocksRne(const float* in, float* out, size_t nblocks, size_t b, int 
     const auto a = hn::Load(di, tops);
     const auto fine = hn::And(hn::Lt(a, inf), hn::FirstN(di, g));
     span_top = hn::Max(span_top, hn::IfThenElseZero(fine, a));
-    if (HWY_UNLIKELY(!hn::AllTrue(di, hn::Or(fine, hn::Not(hn::FirstN(di, g)))))) {
+    if (HWY_UNLIKELY(hn::CountTrue(di, fine) != g)) {  // a block of the group holds a NaN or inf
       for (size_t l = 0; l < g; ++l) {
         if (tops[l] < 0x7f800000) continue;
         const float* x = in + (g0 + l) * b;
@@ -261,9 +261,9 @@ bool MxCastBandRne(const float* in, size_t ld, size_t h, size_t n, int shift, fl
   size_t j0 = 0;
   for (; j0 + kChunk * N <= full; j0 += kChunk * N)
     if (!chunk(j0, kChunk, N, std::true_type{})) return false;
-  if (j0 < n) {
+  if (j0 < n) {  // (fewer than kChunk vectors left; only a short last one needs the padded path)
     const size_t nv = (n - j0 + N - 1) / N;
-    if (!chunk(j0, nv, tail ? tail : N, std::false_type{})) return false;
+    if (!(tail ? chunk(j0, nv, tail, std::false_type{}) : chunk(j0, nv, N, std::true_type{}))) return false;
   }
   if (!hn::AllTrue(df, exact)) return false;
   t->cast = rounder.Stats();
