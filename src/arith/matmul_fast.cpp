@@ -264,40 +264,23 @@ HWY_NOINLINE void TileOneBlock(const FastOperands& op, size_t i0, size_t rows, s
 }
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-// The fp32 kernel (fma) over twice a tile's rows: 2 x kRows x 2 accumulators fill most of
-// AVX-512's 32 registers, and each B vector loaded serves twice the rows (a strip of B, k x 2
-// vectors, is read half as often). The same steps in the same order for every result as
-// TileOneBlock (kOneBlock) or Tile: the many-block sums keep their outer sums in memory here (the
-// registers are the inner sums').
+// TileOneBlock's fp32 kernel (fma) over twice a tile's rows: 2 x kRows x 2 accumulators fill most
+// of AVX-512's 32 registers, and each B vector loaded serves twice the rows (a strip of B, k x 2
+// vectors, is read half as often); the same steps in the same order for every result. Only for
+// one-block sums: a many-block sum (MX) would have to keep its outer sums in memory here, and Tile,
+// which keeps both in registers, ran 8-14% faster on MX shapes (`drift bench gemm`, mxfp8_e4m3,
+// 1 thread, three runs in turns: 1024x512x128 1.35-1.37 -> 1.53-1.55 of sgemm, 512^3 0.59-0.62 ->
+// 0.66-0.67).
 constexpr size_t kWideRows = 2 * kRows;
-template <bool kOneBlock>
 HWY_NOINLINE void Fp32TileWide(const FastOperands& op, size_t i0, size_t rows, size_t j0, bool* nonfinite) {
   const hn::ScalableTag<float> d;
   const size_t L = hn::Lanes(d);
   using V = hn::Vec<decltype(d)>;
   const float* strip = op.b + (j0 / (2 * L)) * op.b_strip;
-  HWY_ALIGN float outer[kWideRows * 2 * HWY_MAX_BYTES / sizeof(float)];
-  if (!kOneBlock)
-    for (size_t r = 0; r < kWideRows * 2 * L; ++r) outer[r] = 0.0f;
   V acc[kWideRows][2];
-  for (size_t bi = 0; bi < op.nblocks; ++bi) {
-    const size_t k0 = bi * op.kblock, k1 = std::min(op.k, k0 + op.kblock);
-    for (size_t r = 0; r < kWideRows; ++r) acc[r][0] = acc[r][1] = hn::Zero(d);
-    Fp32Steps(d, op, i0, rows, k0, k1, strip, acc);
-    if (kOneBlock) break;
-    // As Tile: s = fp32(sa * sb), t = fp32(inner * s), outer = fp32(outer + t).
-    const V sb0 = BlockColScale(d, op, j0, 0, bi), sb1 = BlockColScale(d, op, j0, 1, bi);
-    for (size_t r = 0; r < kWideRows; ++r) {
-      const V sa = BlockRowScale(d, op, i0, rows, r, bi);
-      float* o = outer + r * 2 * L;
-      hn::Store(hn::Add(hn::Load(d, o), hn::Mul(acc[r][0], hn::Mul(sa, sb0))), d, o);
-      hn::Store(hn::Add(hn::Load(d, o + L), hn::Mul(acc[r][1], hn::Mul(sa, sb1))), d, o + L);
-    }
-  }
-  if (kOneBlock)
-    StoreTile(d, op, i0, rows, j0, 2, [&](size_t r, size_t h) { return hn::Add(hn::Zero(d), acc[r][h]); }, nonfinite);
-  else
-    StoreTile(d, op, i0, rows, j0, 2, [&](size_t r, size_t h) { return hn::Load(d, outer + (r * 2 + h) * L); }, nonfinite);
+  for (size_t r = 0; r < kWideRows; ++r) acc[r][0] = acc[r][1] = hn::Zero(d);
+  Fp32Steps(d, op, i0, rows, 0, op.k, strip, acc);
+  StoreTile(d, op, i0, rows, j0, 2, [&](size_t r, size_t h) { return hn::Add(hn::Zero(d), acc[r][h]); }, nonfinite);
 }
 
 // TileOneBlock of the fused model in float lanes for two strips at once: columns [j0, j0 + 4 vectors).
@@ -405,12 +388,9 @@ void TilesOf(FastOperands& op) {
         if constexpr (kInner == FastInner::fp32) {
           // Two row tiles at a time where the thread has them (Fp32TileWide).
           const size_t end = std::min(op.m, rt1 * kRows);
-          if (!kCount && op.use_fma && end - i0 > kRows) {
+          if (one_block && op.use_fma && end - i0 > kRows) {
             const size_t wide = std::min(kWideRows, end - i0);
-            for (size_t j0 = p0; j0 < p1; j0 += 2 * L) {
-              if (one_block) Fp32TileWide<true>(op, i0, wide, j0, &nonfinite);
-              else Fp32TileWide<false>(op, i0, wide, j0, &nonfinite);
-            }
+            for (size_t j0 = p0; j0 < p1; j0 += 2 * L) Fp32TileWide(op, i0, wide, j0, &nonfinite);
             ++rt;
             continue;
           }
