@@ -174,4 +174,38 @@ TEST_CASE("A stored K x M read where it lies: the thread team, and a NaN in A, g
     CHECK_FALSE(same_as_reference(p, false, av, bv));
 }
 
+// A weight gradient's product: K is the batch (a thousand and more), A stored K x M (Xᵀ) or as rows,
+// with many row tiles, partial tiles and strips, and blocks that do not divide K (MX: 34 blocks and
+// a tail of 12; promotion every 16). The suites above stop at K = 600.
+TEST_CASE("a long K over many row tiles: fast path == reference, A as rows and stored K x M") {
+  MatmulPolicy promote = operands("bf16", false);
+  promote.inner.promote_every = 16;
+  struct Case {
+    const char* name;
+    MatmulPolicy policy;
+    bool count;
+  };
+  const Case cases[] = {{"fp32", MatmulPolicy{}, false},
+                        {"fp32 counted", MatmulPolicy{}, true},
+                        {"mxfp8_e4m3", operands("fp8_e4m3", true), false},
+                        {"bf16 operands, promote every 16", promote, false}};
+  struct Shape {
+    size_t m, k, n;
+  };
+  const Shape shapes[] = {{50, 1100, 70}, {7, 1500, 33}, {130, 1030, 64}};
+  for (const Case& cs : cases)
+    for (const Shape& s : shapes)
+      for (bool a_k_major : {false, true}) {
+        CAPTURE(cs.name);
+        CAPTURE(s.m);
+        CAPTURE(s.k);
+        CAPTURE(s.n);
+        CAPTURE(a_k_major);
+        const std::vector<float> a = a_k_major ? values(s.k, s.m, s.m, 41 + s.m) : values(s.m, s.k, s.k, 41 + s.m);
+        const std::vector<float> b = values(s.k, s.n, s.n, 43 + s.n);
+        const MatViewF av{a.data(), s.m, s.k, a_k_major ? s.m : s.k, a_k_major};
+        CHECK(same_as_reference(cs.policy, cs.count, av, MatViewF{b.data(), s.k, s.n, s.n, false}));
+      }
+}
+
 }  // namespace test_matmul_operands_in_place
