@@ -113,7 +113,7 @@ void sample_windows(const std::vector<int32_t>& tokens, size_t context, size_t b
                     uint64_t draw, int32_t* out) {
   const uint64_t range = tokens.size() - context;  // valid start positions
   // The windows lie at random places in a corpus larger than the caches: all their starts first,
-  // each window's lines asked for at once, so that the misses overlap instead of queueing
+  // every line of every window asked for at once, so that the misses overlap instead of queueing
   // behind one copy after another.
   thread_local std::vector<size_t> starts;
   starts.resize(batch);
@@ -121,8 +121,9 @@ void sample_windows(const std::vector<int32_t>& tokens, size_t context, size_t b
     const uint64_t idx = 2 * (draw * batch + i);
     const uint64_t r = (static_cast<uint64_t>(random_u32(seed, stream, idx)) << 32) | random_u32(seed, stream, idx + 1);
     starts[i] = static_cast<size_t>(r % range);  // bias < range / 2^64
-    __builtin_prefetch(tokens.data() + starts[i]);
-    __builtin_prefetch(tokens.data() + starts[i] + context);  // (a window may end on the next line)
+    constexpr size_t kTokensPerLine = 64 / sizeof(int32_t);
+    for (size_t t = 0; t < context + kTokensPerLine; t += kTokensPerLine)  // (through the line of its last token)
+      __builtin_prefetch(tokens.data() + starts[i] + std::min(t, context));
   }
   for (size_t i = 0; i < batch; ++i)
     std::copy(tokens.begin() + static_cast<std::ptrdiff_t>(starts[i]),
