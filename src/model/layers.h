@@ -20,6 +20,7 @@
 #include "arith/tanh_fp32.h"
 #include "model/elementwise.h"
 #include "model/sites.h"
+#include "model/softmax_rows.h"
 
 namespace drift {
 
@@ -254,19 +255,24 @@ void attention_probs_forward(MatmulSites& s, const LinearSites& score, T* att, c
       T* p = att + (b * nh + h) * t * t;
       // S (T,T) = Q (T,hs) · Kᵀ (hs,T): K is stored (T,hs) with ld 3C, i.e. Kᵀ transposed.
       s.matmul<T>(score.fwd, t, hs, t, q, c3, false, k, c3, true, p, t, false, false);
-      for (size_t i = 0; i < t; ++i) {
-        T* row = p + i * t;
-        T mx = row[0] * scale;
-        for (size_t j = 1; j <= i; ++j) mx = std::max(mx, row[j] * scale);
-        T sum = 0;
-        for (size_t j = 0; j <= i; ++j) {
-          row[j] = std::exp(row[j] * scale - mx);
-          sum += row[j];
+      // Row i: P[i][j] = exp(S[i][j]*scale - max) / sum for j <= i, 0 after (causal).
+      for_each_row_group(t, [&](size_t i0, auto rows) {
+        constexpr size_t kRows = decltype(rows)::value;
+        T* row = p + i0 * t;
+        size_t len[kRows];
+        T mx[kRows], sum[kRows];
+        for (size_t r = 0; r < kRows; ++r) {
+          len[r] = i0 + r + 1;
+          for (size_t j = 0; j < len[r]; ++j) row[r * t + j] *= scale;
         }
-        const T inv = T(1) / sum;
-        for (size_t j = 0; j <= i; ++j) row[j] *= inv;
-        for (size_t j = i + 1; j < t; ++j) row[j] = 0;
-      }
+        exp_minus_max_rows<kRows>(row, t, row, t, len, mx, sum);
+        for (size_t r = 0; r < kRows; ++r) {
+          T* pr = row + r * t;
+          const T inv = T(1) / sum[r];
+          for (size_t j = 0; j < len[r]; ++j) pr[j] *= inv;
+          for (size_t j = len[r]; j < t; ++j) pr[j] = 0;
+        }
+      });
     }
 }
 
@@ -309,14 +315,19 @@ void attention_backward(MatmulSites& s, const LinearSites& score, const LinearSi
       // dV (T,hs) = Pᵀ (T,T) · dO (T,hs)           [value.grad_weight]
       s.matmul<T>(value.gw, t, t, hs, pm, t, true, dO, c, false, dv, c3, false, false);
       // dS = P * (dP - rowsum(dP * P)) * scale (softmax backward, causal)
-      for (size_t i = 0; i < t; ++i) {
-        T* d = datt + i * t;
-        const T* pr = p + i * t;
-        T dot = 0;
-        for (size_t j = 0; j <= i; ++j) dot += pr[j] * d[j];
-        for (size_t j = 0; j <= i; ++j) d[j] = pr[j] * (d[j] - dot) * scale;
-        for (size_t j = i + 1; j < t; ++j) d[j] = 0;
-      }
+      for_each_row_group(t, [&](size_t i0, auto rows) {
+        constexpr size_t kRows = decltype(rows)::value;
+        size_t len[kRows];
+        T dot[kRows];
+        for (size_t r = 0; r < kRows; ++r) len[r] = i0 + r + 1;
+        dot_rows<kRows>(p + i0 * t, t, datt + i0 * t, t, len, dot);
+        for (size_t r = 0; r < kRows; ++r) {
+          T* d = datt + (i0 + r) * t;
+          const T* pr = p + (i0 + r) * t;
+          for (size_t j = 0; j < len[r]; ++j) d[j] = pr[j] * (d[j] - dot[r]) * scale;
+          for (size_t j = len[r]; j < t; ++j) d[j] = 0;
+        }
+      });
       // dQ (T,hs) = dS (T,T) · K (T,hs)            [score.grad_input]
       s.matmul<T>(score.gi, t, t, hs, datt, t, false, k, c3, false, dq, c3, false, false);
       // dKᵀ (hs,T) = Qᵀ (hs,T) · dS (T,T)          [score.grad_weight], stored transposed into dK
@@ -329,22 +340,23 @@ void attention_backward(MatmulSites& s, const LinearSites& score, const LinearSi
 template <typename T>
 double crossentropy_forward(T* probs, T* losses, const T* logits, const int32_t* targets, size_t n, size_t v) {
   double total = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const T* x = logits + i * v;
-    T* p = probs + i * v;
-    T mx = x[0];
-    for (size_t j = 1; j < v; ++j) mx = std::max(mx, x[j]);
-    T sum = 0;
-    for (size_t j = 0; j < v; ++j) {
-      p[j] = std::exp(x[j] - mx);
-      sum += p[j];
+  for_each_row_group(n, [&](size_t i0, auto rows) {
+    constexpr size_t kRows = decltype(rows)::value;
+    size_t len[kRows];
+    T mx[kRows], sum[kRows];
+    std::fill(len, len + kRows, v);
+    exp_minus_max_rows<kRows>(logits + i0 * v, v, probs + i0 * v, v, len, mx, sum);
+    for (size_t r = 0; r < kRows; ++r) {
+      const size_t i = i0 + r;
+      const T* x = logits + i * v;
+      T* p = probs + i * v;
+      const T inv = T(1) / sum[r];
+      for (size_t j = 0; j < v; ++j) p[j] *= inv;
+      // -log p[target], computed from the logits so that it stays finite when p underflows
+      losses[i] = std::log(sum[r]) - (x[targets[i]] - mx[r]);
+      total += static_cast<double>(losses[i]);
     }
-    const T inv = T(1) / sum;
-    for (size_t j = 0; j < v; ++j) p[j] *= inv;
-    // -log p[target], computed from the logits so that it stays finite when p underflows
-    losses[i] = std::log(sum) - (x[targets[i]] - mx);
-    total += static_cast<double>(losses[i]);
-  }
+  });
   return total / static_cast<double>(n);
 }
 

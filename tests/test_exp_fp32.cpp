@@ -1,0 +1,252 @@
+// drift's fp32 exp (src/arith/exp_fp32.h): the SIMD span against its scalar twin, bit for bit, on
+// every Highway target compiled in that this CPU runs (before and after the rounding to float);
+// accuracy against an independent reference (long double expl, rounded to float) and hand values
+// from an exact oracle; glibc's special cases.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "arith/exp_fp32.h"
+#include "hwy/targets.h"
+
+namespace drift::test_exp_fp32 {
+namespace {
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+bool is_nan_bits(uint32_t u) { return (u & 0x7fffffffu) > 0x7f800000u; }
+
+// Inputs that matter beyond the strided sweep: zeros, infinities, NaNs (quiet, signalling, with
+// payloads), subnormals, 88.0 (where the special path starts) and its neighbours, glibc's three
+// thresholds (overflow above 0x1.62e42ep6, zero below -0x1.9fe368p6, the "may underflow" value
+// below -0x1.9d1d9ep6) and their neighbours, the largest float.
+std::vector<float> special_values() {
+  std::vector<float> out;
+  for (uint32_t sign : {0u, 0x80000000u})
+    for (uint32_t a : {0x0u, 0x1u, 0x7fffffu, 0x800000u, 0x3f800000u, 0x42afffffu, 0x42b00000u, 0x42b00001u,
+                       0x42b17216u, 0x42b17217u, 0x42b17218u, 0x42cff1b3u, 0x42cff1b4u, 0x42cff1b5u, 0x42ce8eceu,
+                       0x42ce8ecfu, 0x42ce8ed0u, 0x7f7fffffu, 0x7f800000u, 0x7f800001u, 0x7fc00000u, 0x7fffffffu,
+                       0x7fa00000u})
+      out.push_back(from_bits(sign | a));
+  return out;
+}
+
+// Every 97th encoding of all 2^32 (both signs, every binade, NaNs included), ~44 million values.
+const std::vector<float>& test_values() {
+  static const std::vector<float> values = [] {
+    std::vector<float> v = special_values();
+    for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 97) v.push_back(from_bits(static_cast<uint32_t>(u)));
+    return v;
+  }();
+  return values;
+}
+
+// The main path's inputs (|x| < 88), where the unrounded double is defined.
+bool main_path(float x) { return (bits(x) & 0x7fffffffu) < 0x42b00000u; }
+
+// Restores the real CPU's targets when a test leaves (also on a failed REQUIRE).
+struct TargetMock {
+  ~TargetMock() { hwy::SetSupportedTargetsForTest(0); }
+};
+
+}  // namespace
+
+// Both the float results and the doubles before their rounding (exp_fp32_unrounded): the latter show
+// that every target performs the same double operations (the same fused steps), which the float
+// results alone would reveal only at rare inputs near a rounding tie.
+TEST_CASE("exp_fp32_span equals exp_fp32 bit for bit on every SIMD target") {
+  const std::vector<float>& in = test_values();
+  constexpr size_t kPiece = (size_t{1} << 20) + 3;  // odd: every target also runs its padded tail
+  std::vector<float> ref(kPiece), got(kPiece), main_in(kPiece);
+  std::vector<double> ref_d(kPiece), got_d(kPiece);
+  const std::vector<int64_t> targets = exp_fp32_targets();
+  REQUIRE(!targets.empty());
+  std::vector<int> failures(targets.size(), 0);
+  TargetMock mock;
+  for (size_t base = 0; base < in.size(); base += kPiece) {
+    const size_t len = std::min(kPiece, in.size() - base);
+    for (size_t i = 0; i < len; ++i) {
+      const float x = in[base + i];
+      ref[i] = exp_fp32(x);
+      main_in[i] = main_path(x) ? x : 0.0f;
+      ref_d[i] = exp_fp32_unrounded(main_in[i]);
+    }
+    for (size_t t = 0; t < targets.size(); ++t) {
+      hwy::SetSupportedTargetsForTest(targets[t]);
+      REQUIRE(std::string(exp_fp32_target_name()) == hwy::TargetName(targets[t]));  // the mock took effect
+      std::memset(got.data(), 0xAB, len * sizeof(float));
+      exp_fp32_span(in.data() + base, got.data(), len);
+      std::memset(got_d.data(), 0xAB, len * sizeof(double));
+      exp_fp32_unrounded_span(main_in.data(), got_d.data(), len);
+      const bool same_f = std::memcmp(ref.data(), got.data(), len * sizeof(float)) == 0;
+      const bool same_d = std::memcmp(ref_d.data(), got_d.data(), len * sizeof(double)) == 0;
+      if (!(same_f && same_d) && failures[t]++ == 0) {
+        size_t i = 0;
+        while (bits(ref[i]) == bits(got[i]) && std::memcmp(&ref_d[i], &got_d[i], sizeof(double)) == 0) ++i;
+        char buf[300];
+        std::snprintf(buf, sizeof buf, "target %s: input %08x (%.9g): scalar %08x (double %a), simd %08x (double %a)",
+                      hwy::TargetName(targets[t]), bits(in[base + i]), static_cast<double>(in[base + i]),
+                      bits(ref[i]), ref_d[i], bits(got[i]), got_d[i]);
+        FAIL_CHECK(buf);
+      }
+    }
+  }
+  std::string names;
+  for (size_t t = 0; t < targets.size(); ++t) {
+    INFO("target " << std::string(hwy::TargetName(targets[t])));
+    CHECK(failures[t] == 0);
+    names += std::string(names.empty() ? "" : ", ") + hwy::TargetName(targets[t]);
+  }
+  MESSAGE("exp_fp32_span checked on " << names << " over " << in.size() << " inputs");
+}
+
+// A vector holding one special lane and ordinary ones goes lane by lane; the others must not change.
+TEST_CASE("exp_fp32_span: every length and offset (tails), in place, special lanes among ordinary ones") {
+  std::vector<float> in;
+  const std::vector<float> sp = special_values();
+  for (size_t i = 0; i < sp.size(); ++i) {
+    in.push_back(sp[i]);
+    for (int k = 0; k < 5; ++k) in.push_back(static_cast<float>(i) * 0.37f - static_cast<float>(k) * 3.1f);
+  }
+  const std::vector<int64_t> targets = exp_fp32_targets();
+  TargetMock mock;
+  for (int64_t target : targets) {
+    hwy::SetSupportedTargetsForTest(target);
+    INFO("target " << std::string(hwy::TargetName(target)));
+    for (size_t off = 0; off < 9; ++off)
+      for (size_t len = 0; off + len <= in.size() && len < 40; ++len) {
+        std::vector<float> got(in.begin() + static_cast<ptrdiff_t>(off), in.begin() + static_cast<ptrdiff_t>(off + len));
+        exp_fp32_span(got.data(), got.data(), len);  // in place
+        for (size_t i = 0; i < len; ++i) {
+          INFO("off " << off << " len " << len << " i " << i);
+          CHECK(bits(got[i]) == bits(exp_fp32(in[off + i])));
+        }
+      }
+  }
+}
+
+// Agreement with long double expl (x87 extended: a 64-bit significand, an implementation independent
+// of drift's) rounded to float. Arm documents the algorithm's error as under 0.502 ulp, so the two
+// may round to different floats only where exp(x) lies within about 0.002 ulp of a float midpoint:
+// every disagreement must be between neighbours, with the reference within 2^-31 (relative, about
+// 0.004 ulp) of their midpoint. Subnormal results included: the double before rounding is accurate
+// to far better than a subnormal's ulp.
+TEST_CASE("exp_fp32 is correctly rounded except within 2^-31 of a float midpoint") {
+  uint64_t checked = 0, near_ties = 0, bad = 0;
+  for (float x : test_values()) {
+    if (is_nan_bits(bits(x))) continue;
+    const float got = exp_fp32(x);
+    const long double r = expl(static_cast<long double>(x));
+    const float want = static_cast<float>(r);
+    ++checked;
+    if (bits(got) == bits(want)) continue;
+    const bool neighbours = bits(got) + 1 == bits(want) || bits(want) + 1 == bits(got);
+    const long double mid = (static_cast<long double>(got) + static_cast<long double>(want)) / 2;  // exact
+    const bool near_tie = neighbours && std::isfinite(got) && std::fabs(r - mid) <= std::ldexp(std::fabs(r), -31);
+    if (near_tie) {
+      ++near_ties;
+    } else if (bad++ < 10) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "x = %a: exp_fp32 %a, (float)expl(x) %a", static_cast<double>(x),
+                    static_cast<double>(got), static_cast<double>(want));
+      FAIL_CHECK(buf);
+    }
+  }
+  CHECK(bad == 0);
+  MESSAGE("exp_fp32 vs (float)expl: " << checked << " inputs, " << near_ties << " near-tie disagreements, " << bad
+                                      << " others");
+}
+
+// Correctly rounded float exp of float inputs, from an oracle independent of any libm: Python's
+// decimal (exp correctly rounded at 80 digits) and fractions (exact round-to-nearest-even of that
+// value onto the float grid, subnormals included). The expected float is given by its encoding.
+TEST_CASE("exp_fp32 hand values") {
+  struct Case {
+    uint32_t x;
+    uint32_t want;
+  };
+  const Case cases[] = {
+      {0x3f800000u, 0x402df854u},  // exp(1)    = 2.7182818...
+      {0xbf800000u, 0x3ebc5ab2u},  // exp(-1)   = 0.36787944...
+      {0x3f000000u, 0x3fd3094cu},  // exp(0.5)  = 1.6487212...
+      {0x41200000u, 0x46ac14eeu},  // exp(10)   = 22026.465...
+      {0xc1200000u, 0x383e6bceu},  // exp(-10)  = 4.5399929e-5
+      {0x42a00000u, 0x792abbceu},  // exp(80)   = 5.5406223e34
+      {0xc2a00000u, 0x05bfecbau},  // exp(-80)  = 1.8048513e-35
+      {0xc2c80000u, 0x0000001bu},  // exp(-100) = 3.72e-44, a subnormal: 27 * 2^-149
+      {0x42b00000u, 0x7ef882b7u},  // exp(88)   = 1.6516362e38 (the first input of the special path)
+      {0x42b17217u, 0x7f7fff84u},  // exp(0x1.62e42ep6) = 3.4027985e38, the largest input that does not overflow
+      {0xc2cf0000u, 0x00000001u},  // exp(-103.5) = 1.12e-45, the "may underflow" range: 2^-149
+      {0x3a83126fu, 0x3f8020c9u},  // exp(0.001f) = 1.0010005...
+      {0x00000000u, 0x3f800000u},  // exp(0) = 1
+      {0x80000000u, 0x3f800000u},  // exp(-0) = 1
+  };
+  for (const Case& c : cases) {
+    INFO("x = " << static_cast<double>(from_bits(c.x)));
+    CHECK(bits(exp_fp32(from_bits(c.x))) == c.want);
+    float out = 0;
+    const float x = from_bits(c.x);
+    exp_fp32_span(&x, &out, 1);
+    CHECK(bits(out) == c.want);
+  }
+}
+
+// The fused steps are fused. Among all non-positive floats (the only arguments a softmax passes) one
+// input tells glibc's FMA build of expf from its plain build: exp(-63.09946) (0xc27c65d9) lies 2^-37
+// (relative) below the midpoint of 0x11fa2992 and 0x11fa2993 (Python decimal at 80 digits). The plain
+// build (a multiply, then an add) returns the correctly rounded 0x11fa2992; the FMA build returns
+// 0x11fa2993 (measured with glibc 2.36, forcing the plain build by GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2,-FMA),
+// within its 0.502 ulp, and so did every run on an x86-64 CPU with FMA before drift had its own exp.
+// exp_fp32 keeps the FMA build's bits on every CPU and target.
+TEST_CASE("exp_fp32 gives glibc's FMA build's bits where the two builds differ") {
+  const float x = from_bits(0xc27c65d9u);
+  CHECK(bits(exp_fp32(x)) == 0x11fa2993u);
+  TargetMock mock;
+  for (int64_t target : exp_fp32_targets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    INFO("target " << std::string(hwy::TargetName(target)));
+    float out = 0;
+    exp_fp32_span(&x, &out, 1);
+    CHECK(bits(out) == 0x11fa2993u);
+  }
+}
+
+TEST_CASE("exp_fp32 special values") {
+  CHECK(bits(exp_fp32(-INFINITY)) == 0x00000000u);
+  CHECK(bits(exp_fp32(INFINITY)) == 0x7f800000u);
+  CHECK(bits(exp_fp32(0x1.62e430p6f)) == 0x7f800000u);  // just above the overflow threshold
+  CHECK(bits(exp_fp32(-0x1.9fe36ap6f)) == 0x00000000u);  // just below the zero threshold
+  CHECK(bits(exp_fp32(-0x1.9fe368p6f)) == 0x00000001u);  // at it: the "may underflow" value
+  CHECK(bits(exp_fp32(-FLT_MAX)) == 0x00000000u);
+  // NaN in, the same NaN out, quieted: payload and sign kept (x + x).
+  CHECK(bits(exp_fp32(from_bits(0x7fc00000u))) == 0x7fc00000u);
+  CHECK(bits(exp_fp32(from_bits(0xffc00000u))) == 0xffc00000u);
+  CHECK(bits(exp_fp32(from_bits(0x7f800001u))) == 0x7fc00001u);
+  CHECK(bits(exp_fp32(from_bits(0xffa00000u))) == 0xffe00000u);
+  // Monotone (non-decreasing) across the special path's edges at +-88 and the thresholds.
+  for (uint32_t u : {0x42b00000u, 0xc2b00000u, 0x42b17217u, 0xc2cff1b4u, 0xc2ce8ecfu})
+    for (uint32_t d = 0; d < 64; ++d) {
+      const float a = from_bits(u - 32 + d), b = from_bits(u - 31 + d);  // a < b when positive, a > b when negative
+      if (u & 0x80000000u)
+        CHECK(exp_fp32(b) <= exp_fp32(a));
+      else
+        CHECK(exp_fp32(a) <= exp_fp32(b));
+    }
+}
+
+}  // namespace drift::test_exp_fp32
