@@ -187,6 +187,33 @@ struct ScalarOptimizer {
 
 }  // namespace
 
+// Values over 60 binades, so that the order of the adds decides many low bits: a lane that added
+// its elements in another order, or into another partial sum, would show. (A fused multiply-add
+// would not: the square of a float is exact in double.)
+TEST_CASE("tensor_sum_squares: every SIMD target this CPU runs gives the definition's bits") {
+  struct Reset {
+    ~Reset() { hwy::SetSupportedTargetsForTest(0); }
+  } reset;
+  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  REQUIRE(!targets.empty());
+  for (const size_t n : {size_t{0}, size_t{5}, size_t{8}, size_t{13}, size_t{1001}, size_t{65543}}) {
+    std::vector<float> g = draws(n, 31, 1.0f);
+    for (size_t i = 0; i < n; ++i) g[i] = std::ldexp(g[i], static_cast<int>(random_u32(7, 32, i) % 61) - 30);
+    double part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (size_t i = 0; i < n; ++i) {
+      const double x = g[i];
+      part[i % 8] = part[i % 8] + x * x;
+    }
+    const double want = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+    for (int64_t target : targets) {
+      hwy::SetSupportedTargetsForTest(target);
+      CAPTURE(n);
+      CAPTURE(std::string(hwy::TargetName(target)));
+      CHECK(same_bits(tensor_sum_squares(g.data(), n), want));
+    }
+  }
+}
+
 TEST_CASE("optimizer: the in-place update gives the scalar rule's bits for every state format and master format") {
   ParamTable tb;
   tb.add("w", {700});       // blocks of 256, 256, 188
