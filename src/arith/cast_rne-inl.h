@@ -159,6 +159,11 @@ class RneRounder {
     sub_ = CountInto(du_, sub_, m.sub);
     return hn::BitCast(DF(), r);
   }
+  // x rounded, nothing counted (a caller that reads no counts).
+  HWY_INLINE VF RoundUncounted(VF x) const {
+    RneMasks<DU> m;
+    return hn::BitCast(DF(), Vec(x, &m));
+  }
   // x rounded, only the lanes of `valid` counted (a ragged end), straight into the totals.
   VF RoundLanes(VF x, hn::Mask<DU> valid) {
     RneMasks<DU> m;

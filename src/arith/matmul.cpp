@@ -153,7 +153,7 @@ template <typename T>
 void quantize_operand(QuantizedOperand& out, const StridedInputOf<T>& x, size_t rows, size_t k, const Quantizer& qz,
                       uint64_t stream, DelayedState* delayed, const MatmulContext& ctx, bool k_major) {
   if constexpr (std::is_same_v<T, float>)
-    quantize_into(out, x, rows, k, qz, ctx.seed, stream, delayed, quantize_workspace(ctx), k_major);
+    quantize_into(out, x, rows, k, qz, ctx.seed, stream, delayed, quantize_workspace(ctx), k_major, ctx.telemetry);
   else
     quantize_into(out, x, rows, k, qz, ctx.seed, stream, delayed, quantize_workspace(ctx));
 }
@@ -282,9 +282,15 @@ MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ld
   // the others are quantized. Each operand is quantized at most once per call (delayed scaling's
   // history must see one amax per call), except that an in-place one the fast path could not use
   // is quantized afterwards, which for the identity is only a copy.
+  // Without telemetry the scan finds the largest magnitude only, unless the swamping counts need
+  // the smallest (the only kernel reading it that an fp32 operand in place can reach; without it
+  // the call would take the quantized route: the same bits, an operand copy later).
   InPlaceOperand ia, ib;
-  const bool a_in = !ctx.force_reference && is_identity_quantizer(policy.a) && in_place_operand(a, false, ops.a, ia);
-  const bool b_in = !ctx.force_reference && is_identity_quantizer(policy.b) && in_place_operand(b, true, ops.b, ib);
+  const bool full_scan = ctx.telemetry || ctx.count_swamping;
+  const bool a_in = !ctx.force_reference && is_identity_quantizer(policy.a) &&
+                    in_place_operand(a, false, ops.a, ia, full_scan);
+  const bool b_in = !ctx.force_reference && is_identity_quantizer(policy.b) &&
+                    in_place_operand(b, true, ops.b, ib, full_scan);
   // An A stored K x M stays so where the fp32 kernel reads it (it steps A by columns); the fused and
   // narrow kernels would take it as rows, a transposition either way.
   const bool a_k_major = !ctx.force_reference && is_plain_fp32_sequential(policy.inner) && !policy.product_format;

@@ -105,6 +105,11 @@ struct MatmulContext {
   bool force_reference = false;        // always take the literal reference path
   bool count_swamping = false;         // the fast path counts swamping only when asked (its counting
                                        // kernel is several times slower); the reference always counts
+  // Off: the caller reads none of this call's operand statistics (a training step whose telemetry
+  // no metrics line reports), so the float entry may leave them out where they cost time: an MX
+  // operand's cast counts and scale tallies, an fp32 operand's subnormal count. C, the route, the
+  // non-finite checks and delayed scaling's amax are the same either way.
+  bool telemetry = true;
   // Diagnostics (off by default; nothing is computed when off). Neither changes C.
   bool cast_error = false;             // measure each operand's cast error (arith/cast_error.h)
   bool check_bound = false;            // compare C with its forward-error bound (arith/error_bound.h)

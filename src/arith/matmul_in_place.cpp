@@ -13,7 +13,7 @@ bool is_identity_quantizer(const Quantizer& q) {
   return !scale_kind_traits(q.scaling.kind).scaled() && q.scaling.hadamard == 0 && is_fp32_grid_kept(q.format, q.round);
 }
 
-bool in_place_operand(const MatViewF& v, bool as_b, QuantizedOperand& q, InPlaceOperand& out) {
+bool in_place_operand(const MatViewF& v, bool as_b, QuantizedOperand& q, InPlaceOperand& out, bool full) {
   // Stored shape (rows x cols, row stride ld) whatever the canonical orientation.
   const size_t sr = v.transposed ? v.cols : v.rows, sc = v.transposed ? v.rows : v.cols;
   double top = 0, low = INFINITY;
@@ -22,7 +22,8 @@ bool in_place_operand(const MatViewF& v, bool as_b, QuantizedOperand& q, InPlace
   const size_t chunks = worth_threads_elements(sr * sc) ? std::max<size_t>(1, std::min<size_t>(sr, 64)) : 1;
   auto scan_chunk = [&](size_t ci) {
     const size_t r0 = sr * ci / chunks, r1 = sr * (ci + 1) / chunks;
-    return scan_floats(v.data + r0 * v.ld, r1 - r0, sc, v.ld);
+    const float* p = v.data + r0 * v.ld;
+    return full ? scan_floats(p, r1 - r0, sc, v.ld) : scan_float_max(p, r1 - r0, sc, v.ld);
   };
   if (chunks == 1) {
     const FloatScan s = scan_chunk(0);

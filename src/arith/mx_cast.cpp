@@ -84,15 +84,15 @@ HWY_INLINE Scales<DF> BlockScales(DF df, VI a, MI take, int shift, float* mult, 
 
 // The bookkeeping of a vector of scales (lanes [0, n); the lanes past n are neither counted nor
 // checked): each scale 2^e stored as a double, the counted exponents into the tally (their number,
-// range and sum in SIMD). Returns whether any lane's products might round.
-template <class DF>
+// range and sum in SIMD; not without kTally). Returns whether any lane's products might round.
+template <bool kTally, class DF>
 HWY_INLINE bool NoteScales(DF /*df*/, const Scales<DF>& s, size_t n, double* scale, size_t scale_stride,
                            mx_detail::ExponentCount& count) {
   const hn::RebindToSigned<DF> di;
   HWY_ALIGN int32_t e[HWY_MAX_BYTES / 4], counted[HWY_MAX_BYTES / 4];
   hn::Store(s.e, di, e);
   for (size_t l = 0; l < n; ++l) scale[l * scale_stride] = pow2(e[l]);
-  const size_t how_many = hn::CountTrue(di, s.counted);
+  const size_t how_many = kTally ? hn::CountTrue(di, s.counted) : 0;
   if (how_many) {
     count.count += how_many;
     const auto lo = hn::MinOfLanes(di, hn::IfThenElse(s.counted, s.e, hn::Set(di, 127)));
@@ -111,7 +111,7 @@ HWY_INLINE bool NoteScales(DF /*df*/, const Scales<DF>& s, size_t n, double* sca
 // block's largest magnitude encoding in one pass (NaN and inf encodings lie above every finite
 // one, so a block holding one shows as an amax at or above inf's), the group's scales in SIMD
 // (BlockScales, NoteScales), then each block again (from L1) scaled and rounded.
-template <bool kConstShift, bool kFiniteSat>
+template <bool kConstShift, bool kFiniteSat, bool kTally>
 void MxCastBlocksRne(const float* in, float* out, size_t nblocks, size_t b, int shift, double* scale,
                      uint8_t* status, MxCastTally* t, const detail::CastParams& p) {
   RneRounder<kConstShift, kFiniteSat> rounder(p);  // (every value it rounds is finite)
@@ -152,7 +152,7 @@ void MxCastBlocksRne(const float* in, float* out, size_t nblocks, size_t b, int 
       }
     }
     const Scales<hn::ScalableTag<float>> sc = BlockScales(df, a, fine, shift, mult, inv);
-    NoteScales(df, sc, g, scale + g0, 1, count);  // (a NaN block's scale: the caller's)
+    NoteScales<kTally>(df, sc, g, scale + g0, 1, count);  // (a NaN block's scale: the caller's)
     hn::Store(hn::VecFromMask(di, sc.check), di, check);
     HWY_ALIGN int32_t fine_lanes[HWY_MAX_BYTES / 4];
     hn::Store(hn::VecFromMask(di, fine), di, fine_lanes);
@@ -173,7 +173,10 @@ void MxCastBlocksRne(const float* in, float* out, size_t nblocks, size_t b, int 
         }
       }
       float* y = out + (g0 + l) * b;
-      for (size_t i = 0; i < b; i += N) hn::StoreU(rounder.Round(hn::Mul(hn::LoadU(df, x + i), mv)), df, y + i);
+      for (size_t i = 0; i < b; i += N) {
+        const auto scaled = hn::Mul(hn::LoadU(df, x + i), mv);
+        hn::StoreU(kTally ? rounder.Round(scaled) : rounder.RoundUncounted(scaled), df, y + i);
+      }
       status[g0 + l] = kMxWritten;
     }
     since_flush += g * b;
@@ -182,6 +185,7 @@ void MxCastBlocksRne(const float* in, float* out, size_t nblocks, size_t b, int 
       since_flush = 0;
     }
   }
+  if (!kTally) return;
   t->cast = rounder.Stats();
   t->amax = float_of(static_cast<uint32_t>(hn::GetLane(hn::MaxOfLanes(di, span_top))));
   count.into(*t);
@@ -191,7 +195,7 @@ void MxCastBlocksRne(const float* in, float* out, size_t nblocks, size_t b, int 
 // band, their scales in SIMD (BlockScales, NoteScales), then the same columns again down the band
 // (from L1: h rows of kChunk vectors), scaled by the multipliers held in registers and rounded. A
 // last vector of fewer than N columns is padded with zeros in registers (never written out).
-template <bool kConstShift, bool kFiniteSat>
+template <bool kConstShift, bool kFiniteSat, bool kTally>
 bool MxCastBandRne(const float* in, size_t ld, size_t h, size_t n, int shift, float* out, double* scale,
                    size_t scale_stride, MxCastTally* t, const detail::CastParams& p) {
   using DF = hn::ScalableTag<float>;
@@ -228,7 +232,7 @@ bool MxCastBandRne(const float* in, size_t ld, size_t h, size_t n, int shift, fl
       span_top = hn::Max(span_top, top[v]);
       const size_t real = v + 1 < nv ? N : last;
       const Scales<DF> sc = BlockScales(df, top[v], hn::FirstN(di, real), shift, mult + v * N, inv + v * N);
-      check = NoteScales(df, sc, real, scale + (j0 + v * N) * scale_stride, scale_stride, count) || check;
+      check = NoteScales<kTally>(df, sc, real, scale + (j0 + v * N) * scale_stride, scale_stride, count) || check;
     }
     V mv[kChunk], iv[kChunk];
     for (size_t v = 0; v < kChunk; ++v) {
@@ -244,9 +248,9 @@ bool MxCastBandRne(const float* in, size_t ld, size_t h, size_t n, int shift, fl
         const V y = hn::Mul(xv, mv[v]);
         if (check) exact = hn::And(exact, hn::Eq(hn::Mul(y, iv[v]), xv));
         if (decltype(full_vectors)::value || v + 1 < nv) {
-          hn::StoreU(rounder.Round(y), df, dst + v * N);
+          hn::StoreU(kTally ? rounder.Round(y) : rounder.RoundUncounted(y), df, dst + v * N);
         } else {  // (the padding lanes: 0 * 1, exact, rounded to 0 and not counted)
-          hn::Store(rounder.RoundLanes(y, last_lanes), df, ys);
+          hn::Store(kTally ? rounder.RoundLanes(y, last_lanes) : rounder.RoundUncounted(y), df, ys);
           std::memcpy(dst + v * N, ys, last * sizeof(float));
         }
       }
@@ -266,6 +270,7 @@ bool MxCastBandRne(const float* in, size_t ld, size_t h, size_t n, int shift, fl
     if (!(tail ? chunk(j0, nv, tail, std::false_type{}) : chunk(j0, nv, N, std::true_type{}))) return false;
   }
   if (!hn::AllTrue(df, exact)) return false;
+  if (!kTally) return true;
   t->cast = rounder.Stats();
   t->amax = float_of(static_cast<uint32_t>(hn::GetLane(hn::MaxOfLanes(di, span_top))));
   count.into(*t);
@@ -274,27 +279,31 @@ bool MxCastBandRne(const float* in, size_t ld, size_t h, size_t n, int shift, fl
 
 // The kernels' four forms: the rne kernel's constant or variable shift, and its lean form for
 // finite values (the only ones they round) where the format saturates (RneFiniteSaturates).
+// and whether the call keeps the tally (the counts cost a fifth of the kernel).
 template <class Fn>
-HWY_INLINE auto WithRneForm(const detail::CastParams& p, Fn fn) {
+HWY_INLINE auto WithRneForm(const detail::CastParams& p, bool tally, Fn fn) {
   const bool lean = RneFiniteSaturates(p);
+  auto with_tally = [&](auto const_shift, auto finite_sat) {
+    return tally ? fn(const_shift, finite_sat, std::true_type{}) : fn(const_shift, finite_sat, std::false_type{});
+  };
   if (p.rne.kind == detail::CastParams::Rne::const_shift)
-    return lean ? fn(std::true_type{}, std::true_type{}) : fn(std::true_type{}, std::false_type{});
-  return lean ? fn(std::false_type{}, std::true_type{}) : fn(std::false_type{}, std::false_type{});
+    return lean ? with_tally(std::true_type{}, std::true_type{}) : with_tally(std::true_type{}, std::false_type{});
+  return lean ? with_tally(std::false_type{}, std::true_type{}) : with_tally(std::false_type{}, std::false_type{});
 }
 
 void MxCastBlocksImpl(const float* in, float* out, size_t nblocks, size_t b, int shift, double* scale,
-                      uint8_t* status, MxCastTally* t, const detail::CastParams& p) {
-  WithRneForm(p, [&](auto const_shift, auto finite_sat) {
-    MxCastBlocksRne<decltype(const_shift)::value, decltype(finite_sat)::value>(in, out, nblocks, b, shift, scale,
-                                                                                status, t, p);
+                      uint8_t* status, MxCastTally* t, const detail::CastParams& p, bool tally) {
+  WithRneForm(p, tally, [&](auto const_shift, auto finite_sat, auto keep_tally) {
+    MxCastBlocksRne<decltype(const_shift)::value, decltype(finite_sat)::value, decltype(keep_tally)::value>(
+        in, out, nblocks, b, shift, scale, status, t, p);
   });
 }
 
 bool MxCastBandImpl(const float* in, size_t ld, size_t h, size_t n, int shift, float* out, double* scale,
-                    size_t scale_stride, MxCastTally* t, const detail::CastParams& p) {
-  return WithRneForm(p, [&](auto const_shift, auto finite_sat) {
-    return MxCastBandRne<decltype(const_shift)::value, decltype(finite_sat)::value>(in, ld, h, n, shift, out, scale,
-                                                                                    scale_stride, t, p);
+                    size_t scale_stride, MxCastTally* t, const detail::CastParams& p, bool tally) {
+  return WithRneForm(p, tally, [&](auto const_shift, auto finite_sat, auto keep_tally) {
+    return MxCastBandRne<decltype(const_shift)::value, decltype(finite_sat)::value, decltype(keep_tally)::value>(
+        in, ld, h, n, shift, out, scale, scale_stride, t, p);
   });
 }
 
@@ -318,15 +327,15 @@ bool mx_cast_applies(const SpanCast& cast, size_t b) {
 const char* mx_cast_target_name() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }
 
 void mx_cast_blocks(const SpanCast& cast, const float* in, float* out, size_t nblocks, size_t b, int shift,
-                    double* scale, uint8_t* status, MxCastTally* t) {
+                    double* scale, uint8_t* status, MxCastTally* t, bool tally) {
   *t = MxCastTally{};
-  HWY_DYNAMIC_DISPATCH(MxCastBlocksImpl)(in, out, nblocks, b, shift, scale, status, t, cast.params);
+  HWY_DYNAMIC_DISPATCH(MxCastBlocksImpl)(in, out, nblocks, b, shift, scale, status, t, cast.params, tally);
 }
 
 bool mx_cast_band(const SpanCast& cast, const float* in, size_t ld, size_t h, size_t n, int shift, float* out,
-                  double* scale, size_t scale_stride, MxCastTally* t) {
+                  double* scale, size_t scale_stride, MxCastTally* t, bool tally) {
   *t = MxCastTally{};
-  return HWY_DYNAMIC_DISPATCH(MxCastBandImpl)(in, ld, h, n, shift, out, scale, scale_stride, t, cast.params);
+  return HWY_DYNAMIC_DISPATCH(MxCastBandImpl)(in, ld, h, n, shift, out, scale, scale_stride, t, cast.params, tally);
 }
 
 }  // namespace drift

@@ -45,16 +45,18 @@ bool mx_cast_applies(const SpanCast& cast, size_t b);
 
 // nblocks blocks of b consecutive floats from `in` into `out`; block i's scale 2^e into scale[i]
 // (shift: the element format's emax minus the rule's offset) and its fate into status[i]; the
-// counts into *t (zeroed first).
+// counts into *t (zeroed first). Without `tally`, *t keeps only its non-finite count (the other
+// counts stay zero); the values, scales and fates are the same.
 void mx_cast_blocks(const SpanCast& cast, const float* in, float* out, size_t nblocks, size_t b, int shift,
-                    double* scale, uint8_t* status, MxCastTally* t);
+                    double* scale, uint8_t* status, MxCastTally* t, bool tally = true);
 
 // The same for a band of h rows of n floats (row stride ld) whose blocks are its columns: element
 // (t, j) of block j at in[t * ld + j], written to out[t * n + j]; block j's scale into
 // scale[j * scale_stride]. All or nothing: false (out, scale and *t then hold garbage) when a block
-// holds a NaN or inf or a product would round; the caller then takes the other order.
+// holds a NaN or inf or a product would round; the caller then takes the other order. `tally` as
+// for mx_cast_blocks.
 bool mx_cast_band(const SpanCast& cast, const float* in, size_t ld, size_t h, size_t n, int shift, float* out,
-                  double* scale, size_t scale_stride, MxCastTally* t);
+                  double* scale, size_t scale_stride, MxCastTally* t, bool tally = true);
 
 // The SIMD target the kernels run on (for tests that mock the CPU's targets).
 const char* mx_cast_target_name();

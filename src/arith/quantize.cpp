@@ -749,14 +749,14 @@ void add_mx_tally(QuantStats& st, const MxCastTally& t, bool counted_apart) {
 // done here as quantize_span_blocks does them: a block with a NaN or inf marked NaN, a block whose
 // scaled values would round below fp32's normal range element by element from its double products.
 void quantize_span_mx(const float* span, size_t k, size_t r0, size_t r1, size_t b, int shift, const Quantizer& qz,
-                      const SpanCast& cast, bool counted_apart, QuantizedOperand& out, QuantStats& st,
+                      const SpanCast& cast, bool counted_apart, bool tally, QuantizedOperand& out, QuantStats& st,
                       QuantizeThreadScratch& scratch) {
   const size_t bpr = k / b, nblocks = (r1 - r0) * bpr, e0 = r0 * k;
   scratch.block_ok.resize(nblocks);
   uint8_t* status = scratch.block_ok.data();
   double* scale = &out.block_scale[r0 * bpr];
   MxCastTally t;
-  mx_cast_blocks(cast, span, out.qf.data() + e0, nblocks, b, shift, scale, status, &t);
+  mx_cast_blocks(cast, span, out.qf.data() + e0, nblocks, b, shift, scale, status, &t, tally);
   add_mx_tally(st, t, counted_apart);
   for (size_t bi = 0; bi < nblocks; ++bi) {
     if (status[bi] == kMxWritten) continue;
@@ -860,7 +860,7 @@ bool quantize_blocks_k_major(QuantizedOperand& out, const StridedInputF& x, size
 // NaN or inf, or a scaled value that would round) but takes an all-zero block, which
 // quantize_blocks_k_major declines (its multiplier, 2^127, is past the range it accepts).
 bool quantize_bands_mx(QuantizedOperand& out, const StridedInputF& x, size_t rows, size_t k, size_t b, int shift,
-                       const SpanCast& cast, bool counted_apart, QuantizeWorkspace& ws) {
+                       const SpanCast& cast, bool counted_apart, bool tally, QuantizeWorkspace& ws) {
   const size_t n = rows, bands = out.blocks_per_row;
   std::atomic<bool> declined{false};
   for_each_band(bands, n * k, out.stats, ws, [&](size_t bi, QuantStats& st, QuantizeThreadScratch&) {
@@ -868,7 +868,7 @@ bool quantize_bands_mx(QuantizedOperand& out, const StridedInputF& x, size_t row
     const size_t t0 = bi * b, h = std::min(k, t0 + b) - t0;
     MxCastTally t;
     if (!mx_cast_band(cast, x.p + t0 * x.cs, x.cs, h, n, shift, out.qf.data() + t0 * n, &out.block_scale[bi], bands,
-                      &t)) {
+                      &t, tally)) {
       declined = true;
       return;
     }
@@ -880,10 +880,11 @@ bool quantize_bands_mx(QuantizedOperand& out, const StridedInputF& x, size_t row
 // Quantizes x (no Hadamard transform left to do) into `out`, whose storage is set up. With
 // `k_major` (k_major_quantizer; x stored k-major, x.rs == 1), into out.qf in x's order, or false
 // where the data declines it (quantize_blocks_k_major): out is then to be reset and quantized in the
-// usual order.
+// usual order. Without `tally` the MX one-pass kernels leave their counts out (quantize_into).
 template <typename T>
 bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t rows, size_t k, const Quantizer& qz,
-                   uint64_t seed, uint64_t stream, DelayedState* state, QuantizeWorkspace& ws, bool k_major = false) {
+                   uint64_t seed, uint64_t stream, DelayedState* state, QuantizeWorkspace& ws, bool k_major = false,
+                   bool tally = true) {
   const Scaling& sc = qz.scaling;
   const ScaleKindTraits& kind = scale_kind_traits(sc.kind);
   out.stats.elements = rows * k;
@@ -952,7 +953,7 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
     if constexpr (std::is_same_v<T, float>) {
       if (!cast) return false;
       if (plain_e8m0 && has_rne_kernel(*cast))
-        return quantize_bands_mx(out, x, rows, k, b, mx_shift, *cast, counted_apart, ws);
+        return quantize_bands_mx(out, x, rows, k, b, mx_shift, *cast, counted_apart, tally, ws);
       return plain_e8m0 ? quantize_blocks_k_major(out, x, rows, k, b, plain_multiplier, counted_apart, *cast, seed,
                                                   stream, ws)
                         : quantize_blocks_k_major(out, x, rows, k, b, block_multiplier, counted_apart, *cast, seed,
@@ -1004,7 +1005,7 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
           span_p = scratch.gathered.data();
         }
         if (mx_one_pass) {
-          quantize_span_mx(span_p, k, span.r0, span.r1, b, mx_shift, qz, *cast, counted_apart, out, st, scratch);
+          quantize_span_mx(span_p, k, span.r0, span.r1, b, mx_shift, qz, *cast, counted_apart, tally, out, st, scratch);
           return;
         }
       }
@@ -1066,7 +1067,7 @@ std::vector<T>& staging_of(QuantizeWorkspace& ws) {
 template <typename T>
 void quantize_into_impl(QuantizedOperand& out, const StridedInputOf<T>& x_in, size_t rows, size_t k,
                         const Quantizer& qz, uint64_t seed, uint64_t stream, DelayedState* state, bool in_float,
-                        QuantizeWorkspace& ws, bool allow_k_major = false) {
+                        QuantizeWorkspace& ws, bool allow_k_major = false, bool tally = true) {
   if (allow_k_major && in_float && x_in.rs == 1 && x_in.cs != 1 && rows > 1 && k > 1 && k_major_quantizer(qz)) {
     // In the input's own order, unless the data declines it (then as below, from the start: the
     // declined attempt changed nothing but `out`; delayed scaling, the one kind with state, never
@@ -1075,7 +1076,7 @@ void quantize_into_impl(QuantizedOperand& out, const StridedInputOf<T>& x_in, si
     out.in_float = true;
     if (out.qf.size() < rows * k) out.qf.resize(rows * k);
     out.q.clear();
-    if (quantize_rows(out, x_in, rows, k, qz, seed, stream, state, ws, true)) {
+    if (quantize_rows(out, x_in, rows, k, qz, seed, stream, state, ws, true, tally)) {
       out.k_major = true;
       return;
     }
@@ -1119,7 +1120,7 @@ void quantize_into_impl(QuantizedOperand& out, const StridedInputOf<T>& x_in, si
         for_each_chunk(rows, kChunk, worth_threads_elements(rows * k), [&](size_t r0, size_t nr) {
           transpose_floats(src.p + r0, k, nr, src.cs, dst + r0 * k, k, false);
         });
-        quantize_rows(out, StridedInputOf<T>{dst, k, 1}, rows, k, qz, seed, stream, state, ws);
+        quantize_rows(out, StridedInputOf<T>{dst, k, 1}, rows, k, qz, seed, stream, state, ws, false, tally);
         return;
       }
     }
@@ -1133,9 +1134,9 @@ void quantize_into_impl(QuantizedOperand& out, const StridedInputOf<T>& x_in, si
           for (size_t cc = 0; cc < nc; ++cc) dst[(r0 + rr) * k + c0 + cc] = buf[rr][cc];
       }
     });
-    quantize_rows(out, StridedInputOf<T>{dst, k, 1}, rows, k, qz, seed, stream, state, ws);
+    quantize_rows(out, StridedInputOf<T>{dst, k, 1}, rows, k, qz, seed, stream, state, ws, false, tally);
   } else {
-    quantize_rows(out, x_in, rows, k, qz, seed, stream, state, ws);
+    quantize_rows(out, x_in, rows, k, qz, seed, stream, state, ws, false, tally);
   }
 }
 
@@ -1148,9 +1149,11 @@ void quantize_into(QuantizedOperand& out, const StridedInput& x, size_t rows, si
 }
 
 void quantize_into(QuantizedOperand& out, const StridedInputF& x, size_t rows, size_t k, const Quantizer& qz,
-                   uint64_t seed, uint64_t stream, DelayedState* state, QuantizeWorkspace* ws, bool allow_k_major) {
+                   uint64_t seed, uint64_t stream, DelayedState* state, QuantizeWorkspace* ws, bool allow_k_major,
+                   bool tally) {
   QuantizeWorkspace own;  // (used only when the caller passes no workspace)
-  quantize_into_impl(out, x, rows, k, qz, seed, stream, state, fits_float(qz.format), ws ? *ws : own, allow_k_major);
+  quantize_into_impl(out, x, rows, k, qz, seed, stream, state, fits_float(qz.format), ws ? *ws : own, allow_k_major,
+                     tally);
 }
 
 void hadamard_rows(double* x, size_t rows, size_t k, size_t ld, int n, uint64_t seed) {

@@ -76,6 +76,7 @@ MatmulContext MatmulSites::context(size_t id) {
   ctx.force_reference = force_reference;
   ctx.cast_error = ctx.check_bound = diagnose;
   ctx.count_swamping = count_swamping;
+  ctx.telemetry = telemetry;
   ctx.workspace = &workspace_;
   return ctx;
 }

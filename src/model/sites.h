@@ -92,6 +92,9 @@ class MatmulSites {
   // Count rounded adds and swamped adds (an addend lost entirely) in every call (MatmulTelemetry);
   // off, the fast kernels skip the counting.
   bool count_swamping = false;
+  // Off: the calls' operand statistics may be left out (MatmulContext::telemetry), for a training
+  // step whose telemetry no metrics line reports; the products are the same.
+  bool telemetry = true;
   // Where the matmuls run (not owned); nullptr: the CPU engine (backend/cpu_backend.h). Every
   // backend gives the same bits (backend/backend.h), so this changes speed, never results.
   Backend* backend = nullptr;

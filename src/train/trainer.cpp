@@ -21,6 +21,7 @@
 #include "policy/elementwise_rules.h"
 #include "train/optimizer.h"
 #include "train/run_lock.h"
+#include "train/step_telemetry.h"
 #include "train/telemetry.h"
 #include "train/train_step.h"
 
@@ -384,6 +385,7 @@ struct Session {
   size_t next_schedule = 0;          // the first precision.schedule entry not yet in force
   Clock::time_point t0, t_log;
   uint64_t steps_since_log = 0, steps_this_session = 0;
+  DelayedStates delayed_at_start;    // of a step without telemetry, should it have to run again
 
   Session(PreparedRun& r, const TrainOptions& o)
       : run(r), c(r.cfg), m(*r.model), opts(o), dir(c.run_dir()), metrics_path((dir / "metrics.jsonl").string()),
@@ -473,6 +475,11 @@ StepRecord one_step(Session& s, uint64_t step) {
     resolve_sites_at_step(c.precision, step, m.sites, m.elementwise);
     ++s.next_schedule;
   }
+  // The matmuls' operand statistics only where a metrics line will report them (step_telemetry.h).
+  const bool telemetry = s.opts.telemetry_every_step ||
+                         telemetry_due(c.train, step, s.steps_this_session, s.diag->due(step));
+  m.sites.telemetry = telemetry;
+  if (!telemetry) s.delayed_at_start.save(m);
   train_step.begin(step, s.st.scaler.scale);
   s.diag->begin_step(step, m.sites, m.elementwise);  // deep diagnostics: snapshot of the sites as the step starts (when due)
   s.st.loss = train_step.gradients(step, s.st.scaler.active(ls), s.opts.phase_times);
@@ -494,6 +501,17 @@ StepRecord one_step(Session& s, uint64_t step) {
   r.scale_used = s.st.scaler.scale;
   r.apply = s.st.scaler.after_backward(ls, std::isfinite(gnorm));  // false: a skipped step
   r.reason = s.div.observe(step, s.st.loss, !std::isfinite(gnorm) && !s.st.scaler.active(ls));
+  if (!telemetry && !r.reason.empty()) {
+    // The divergence's metrics line reports this step's telemetry: the step again, with it, from
+    // the state it began in (the same loss and gradients, bit for bit), its calls counted once.
+    RouteCounts routes;
+    routes.save(m.sites);
+    s.delayed_at_start.restore(m);
+    m.sites.telemetry = true;
+    train_step.begin(step, r.scale_used);
+    train_step.gradients(step, s.st.scaler.active(ls), s.opts.phase_times);
+    routes.restore(m.sites);
+  }
   r.loss_z = s.st.loss_z.z(s.st.loss);
   r.grad_z = s.st.grad_z.z(gnorm);
   s.st.loss_z.push(s.st.loss);

@@ -83,6 +83,9 @@ struct TrainOptions {
   // When set, every step's forward, backward and optimizer-update wall time is added to it
   // (drift bench train times the loop users run through this and `progress`).
   PhaseTimes* phase_times = nullptr;
+  // Gather every step's telemetry, also where no metrics line reports it (train/step_telemetry.h):
+  // the files are the same bytes either way (tests compare the two).
+  bool telemetry_every_step = false;
 };
 
 // The files and folders of a run directory that a run writes (config.json, metrics.jsonl,
