@@ -1,10 +1,11 @@
 // A call without telemetry (MatmulContext::telemetry = false, a training step whose statistics no
 // metrics line reports) leaves operand statistics out where they cost time: the MX one-pass casts'
-// counts and scale tallies, and the in-place fp32 scan's subnormal count and smallest magnitude.
-// Everything else must be what the call with telemetry gives: C bit for bit, the route (fast kernel
-// or reference), the swamping counts when asked for, a NaN or inf still sending the call to the
-// reference, and the MX casts' values, scales and block fates. With telemetry on, the statistics
-// are the full ones (checked against an element-by-element count here).
+// counts and scale tallies, and the scan of an fp32 operand read in place (the kernel then finds a
+// NaN or inf among its results). Everything else must be what the call with telemetry gives: C bit
+// for bit, the route (fast kernel or reference), the swamping counts when asked for, a NaN or inf
+// still sending the call to the reference with its count, and the MX casts' values, scales and
+// block fates. With telemetry on, the statistics are the full ones (checked against an
+// element-by-element count here).
 #include <doctest/doctest.h>
 
 #include <array>
@@ -132,20 +133,27 @@ TEST_CASE("matmul without telemetry: the same C, route and swamping counts; MX o
 }
 
 TEST_CASE("matmul without telemetry: a NaN or an inf still sends the call to the reference, the same C") {
+  // (n 64: B read where it lies, whole strips; n 48: B packed; A as rows and stored K x M.)
   for (const char* name : {"fp32", "fp8_e4m3"}) {
     const MatmulPolicy p = policy_of(name);
-    const size_t m = 40, k = 64, n = 48;
-    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()})
-      for (const bool in_a : {false, true}) {
-        CAPTURE(name);
-        CAPTURE(in_a);
-        std::vector<float> a = values(m, k, k, 3), b = values(k, n, n, 4);
-        (in_a ? a[5 * k + 17] : b[9 * n + 30]) = bad;
-        const MatViewF av{a.data(), m, k, k, false}, bv{b.data(), k, n, n, false};
-        const Call on = run(p, av, bv, true, false), off = run(p, av, bv, false, false);
-        check_same_products(on, off, false);
-        CHECK((on.tel.a.nonfinite + on.tel.b.nonfinite) == 1);
-      }
+    const size_t m = 40, k = 64;
+    for (const size_t n : {size_t{48}, size_t{64}})
+      for (const bool ta : {false, true})
+        for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()})
+          for (const bool in_a : {false, true}) {
+            CAPTURE(std::string(name));
+            CAPTURE(n);
+            CAPTURE(ta);
+            CAPTURE(in_a);
+            std::vector<float> a = ta ? values(k, m, m, 3, false) : values(m, k, k, 3, false);
+            std::vector<float> b = values(k, n, n, 4, false);
+            (in_a ? a[17 * (ta ? m : k) + 5] : b[9 * n + 30]) = bad;
+            const MatViewF av{a.data(), m, k, ta ? m : k, ta}, bv{b.data(), k, n, n, false};
+            const Call on = run(p, av, bv, true, false), off = run(p, av, bv, false, false);
+            check_same_products(on, off, false);
+            CHECK(!on.tel.fast_path);
+            CHECK((on.tel.a.nonfinite + on.tel.b.nonfinite) == 1);
+          }
   }
 }
 

@@ -282,15 +282,17 @@ MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ld
   // the others are quantized. Each operand is quantized at most once per call (delayed scaling's
   // history must see one amax per call), except that an in-place one the fast path could not use
   // is quantized afterwards, which for the identity is only a copy.
-  // Without telemetry the scan finds the largest magnitude only, unless the swamping counts need
-  // the smallest (the only kernel reading it that an fp32 operand in place can reach; without it
-  // the call would take the quantized route: the same bits, an operand copy later).
+  // The in-place scan serves the telemetry (the magnitudes, the subnormal count) and the routing (a
+  // NaN or inf goes to the reference). Without telemetry nothing is read, unless the swamping
+  // counts need the smallest magnitudes: the fp32 kernel, the one an fp32 operand in place can
+  // reach, flags a NaN or inf among its results and declines (a NaN or inf in row i of A, or column
+  // j of B, makes every C[i][j] of that row or column NaN or inf: inf times 0 is NaN, inf times
+  // anything else inf, and a sum holding either never returns to a finite value), and the call then
+  // takes the quantized route below, which finds it.
+  const InPlaceScan scan = ctx.telemetry || ctx.count_swamping ? InPlaceScan::full : InPlaceScan::none;
   InPlaceOperand ia, ib;
-  const bool full_scan = ctx.telemetry || ctx.count_swamping;
-  const bool a_in = !ctx.force_reference && is_identity_quantizer(policy.a) &&
-                    in_place_operand(a, false, ops.a, ia, full_scan);
-  const bool b_in = !ctx.force_reference && is_identity_quantizer(policy.b) &&
-                    in_place_operand(b, true, ops.b, ib, full_scan);
+  const bool a_in = !ctx.force_reference && is_identity_quantizer(policy.a) && in_place_operand(a, false, ops.a, ia, scan);
+  const bool b_in = !ctx.force_reference && is_identity_quantizer(policy.b) && in_place_operand(b, true, ops.b, ib, scan);
   // An A stored K x M stays so where the fp32 kernel reads it (it steps A by columns); the fused and
   // narrow kernels would take it as rows, a transposition either way.
   const bool a_k_major = !ctx.force_reference && is_plain_fp32_sequential(policy.inner) && !policy.product_format;
@@ -307,6 +309,8 @@ MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ld
     }
     if (a_in) quantize_a(ops, a, policy, ctx, a_k_major);
     if (b_in) quantize_b(ops, b, policy, ctx, true);
+    tel.a = ops.a.stats;  // (an operand that went unread now has its counts, a non-finite one too)
+    tel.b = ops.b.stats;
   }
   if (!ctx.force_reference && matmul_fast(ops, c, ldc, policy, ctx, tel)) {
     tel.fast_path = true;

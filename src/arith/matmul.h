@@ -107,8 +107,9 @@ struct MatmulContext {
                                        // kernel is several times slower); the reference always counts
   // Off: the caller reads none of this call's operand statistics (a training step whose telemetry
   // no metrics line reports), so the float entry may leave them out where they cost time: an MX
-  // operand's cast counts and scale tallies, an fp32 operand's subnormal count. C, the route, the
-  // non-finite checks and delayed scaling's amax are the same either way.
+  // operand's cast counts and scale tallies, and the scan of an fp32 operand read in place (its
+  // amax and subnormal count; a NaN or inf is then found by the kernel). C, the route, the
+  // non-finite counts and delayed scaling's amax are the same either way.
   bool telemetry = true;
   // Diagnostics (off by default; nothing is computed when off). Neither changes C.
   bool cast_error = false;             // measure each operand's cast error (arith/cast_error.h)

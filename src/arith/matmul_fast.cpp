@@ -527,41 +527,6 @@ void FloatMagnitudeRange(const float* v, size_t rows, size_t cols, size_t ld, Fl
   out->subnormal = sub;
 }
 
-// The largest |v| of a rows x cols block of floats (row stride ld), on the encodings as above, and
-// whether a NaN or inf is present: FloatMagnitudeRange's max and nonfinite alone, two operations a
-// vector, for a call that reads no counts and no smallest magnitude (the in-place scan of a step
-// without telemetry).
-void FloatMaxMagnitude(const float* v, size_t rows, size_t cols, size_t ld, FloatScan* out) {
-  const hn::ScalableTag<float> d;
-  const hn::RebindToUnsigned<decltype(d)> du;
-  using VU = hn::Vec<decltype(du)>;
-  const size_t L = hn::Lanes(d);
-  constexpr uint32_t kAbs = 0x7fffffffu, kInfBits = 0x7f800000u;
-  const VU abs_mask = hn::Set(du, kAbs);
-  VU vmax = hn::Zero(du), vmax2 = vmax;  // two chains, as FloatMagnitudeRange
-  uint32_t mx = 0;
-  for (size_t r = 0; r < rows; ++r) {
-    const float* row = v + r * ld;
-    size_t i = 0;
-    for (; i + 2 * L <= cols; i += 2 * L) {
-      vmax = hn::Max(vmax, hn::And(hn::BitCast(du, hn::LoadU(d, row + i)), abs_mask));
-      vmax2 = hn::Max(vmax2, hn::And(hn::BitCast(du, hn::LoadU(d, row + i + L)), abs_mask));
-    }
-    for (; i + L <= cols; i += L) vmax = hn::Max(vmax, hn::And(hn::BitCast(du, hn::LoadU(d, row + i)), abs_mask));
-    for (; i < cols; ++i) {
-      uint32_t a;
-      std::memcpy(&a, row + i, sizeof a);
-      a &= kAbs;
-      mx = a > mx ? a : mx;
-    }
-  }
-  mx = std::max(mx, static_cast<uint32_t>(hn::GetLane(hn::MaxOfLanes(du, hn::Max(vmax, vmax2)))));
-  float f;
-  std::memcpy(&f, &mx, sizeof f);
-  out->max = f;
-  out->nonfinite = mx >= kInfBits;
-}
-
 }  // namespace HWY_NAMESPACE
 }  // namespace drift
 HWY_AFTER_NAMESPACE();
@@ -576,7 +541,6 @@ HWY_EXPORT(FusedIntCuts);
 HWY_EXPORT(FusedExpCodes);
 HWY_EXPORT(FusedPackStrips);
 HWY_EXPORT(FloatMagnitudeRange);
-HWY_EXPORT(FloatMaxMagnitude);
 HWY_EXPORT(FastTargetName);
 
 namespace {
@@ -689,13 +653,6 @@ FusedPlan build_fused_plan(size_t len, const FusedModel& m) {
 FloatScan scan_floats(const float* v, size_t rows, size_t cols, size_t ld) {
   FloatScan r;
   HWY_DYNAMIC_DISPATCH(FloatMagnitudeRange)(v, rows, cols, ld, &r);
-  return r;
-}
-
-FloatScan scan_float_max(const float* v, size_t rows, size_t cols, size_t ld) {
-  FloatScan r;
-  HWY_DYNAMIC_DISPATCH(FloatMaxMagnitude)(v, rows, cols, ld, &r);
-  r.min_nonzero = 0;  // (unknown: see matmul_in_place.h)
   return r;
 }
 

@@ -13,7 +13,7 @@ bool is_identity_quantizer(const Quantizer& q) {
   return !scale_kind_traits(q.scaling.kind).scaled() && q.scaling.hadamard == 0 && is_fp32_grid_kept(q.format, q.round);
 }
 
-bool in_place_operand(const MatViewF& v, bool as_b, QuantizedOperand& q, InPlaceOperand& out, bool full) {
+bool in_place_operand(const MatViewF& v, bool as_b, QuantizedOperand& q, InPlaceOperand& out, InPlaceScan scan) {
   // Stored shape (rows x cols, row stride ld) whatever the canonical orientation.
   const size_t sr = v.transposed ? v.cols : v.rows, sc = v.transposed ? v.rows : v.cols;
   double top = 0, low = INFINITY;
@@ -22,10 +22,11 @@ bool in_place_operand(const MatViewF& v, bool as_b, QuantizedOperand& q, InPlace
   const size_t chunks = worth_threads_elements(sr * sc) ? std::max<size_t>(1, std::min<size_t>(sr, 64)) : 1;
   auto scan_chunk = [&](size_t ci) {
     const size_t r0 = sr * ci / chunks, r1 = sr * (ci + 1) / chunks;
-    const float* p = v.data + r0 * v.ld;
-    return full ? scan_floats(p, r1 - r0, sc, v.ld) : scan_float_max(p, r1 - r0, sc, v.ld);
+    return scan_floats(v.data + r0 * v.ld, r1 - r0, sc, v.ld);
   };
-  if (chunks == 1) {
+  if (scan == InPlaceScan::none) {
+    top = INFINITY, low = 0;
+  } else if (chunks == 1) {
     const FloatScan s = scan_chunk(0);
     top = s.max, low = s.min_nonzero, bad = s.nonfinite, sub = s.subnormal;
   } else {
@@ -53,7 +54,7 @@ bool in_place_operand(const MatViewF& v, bool as_b, QuantizedOperand& q, InPlace
   q.q.clear();
   q.stats.elements = sr * sc;
   q.stats.subnormal = sub;
-  q.stats.amax = out.max;
+  q.stats.amax = scan == InPlaceScan::none ? 0 : out.max;
   return true;
 }
 

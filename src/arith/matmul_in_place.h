@@ -28,20 +28,23 @@ struct FloatScan {
   uint64_t subnormal = 0;           // 0 < |v| < 2^-126
 };
 FloatScan scan_floats(const float* v, size_t rows, size_t cols, size_t ld);  // SIMD (matmul_fast.cpp)
-// Its max and nonfinite only (the rest 0), in a third of the time: min_nonzero 0 stands for
-// "unknown", which every check that reads it takes for a possible underflow (the reference path).
-FloatScan scan_float_max(const float* v, size_t rows, size_t cols, size_t ld);
 
 // True when quantizing with q leaves every finite input unchanged: the identity the in-place route needs.
 bool is_identity_quantizer(const Quantizer& q);
 
-// Scans v, the float entry's A (as_b false) or B, for an in-place read: with no NaN or inf among its
-// values, fills `out` and sets q to what quantize_into records for an identity quantizer (shape,
-// stats; no values) and returns true; else returns false (q untouched). Without `full` (a call
-// whose telemetry nobody reads, and whose kernel reads no smallest magnitude: the fp32 kernel
-// without swamping counts), only the largest magnitude is found: q's subnormal count stays 0 and
-// out.min_nonzero is 0 (unknown).
-bool in_place_operand(const MatViewF& v, bool as_b, QuantizedOperand& q, InPlaceOperand& out, bool full = true);
+// How much of an in-place operand is read before the kernel runs.
+enum class InPlaceScan {
+  full,  // the magnitude range, the subnormal count (the telemetry's) and a NaN or inf
+  none,  // nothing (a call whose telemetry nobody reads and whose kernel, the fp32 one without
+         // swamping counts, declines a non-finite result itself): out.max is inf and
+         // out.min_nonzero 0, "unknown", and q's statistics are its shape's alone
+};
+
+// Scans v, the float entry's A (as_b false) or B, for an in-place read (as `scan` says): with no NaN
+// or inf found among its values, fills `out` and sets q to what quantize_into records for an
+// identity quantizer (shape, stats; no values) and returns true; else returns false (q untouched).
+bool in_place_operand(const MatViewF& v, bool as_b, QuantizedOperand& q, InPlaceOperand& out,
+                      InPlaceScan scan = InPlaceScan::full);
 
 // The fast path with either operand read in place (nullptr: from ops, as matmul_fast). ops.a / ops.b
 // give the shapes, scales and stats; an in-place operand's values are not in them. Returns false,

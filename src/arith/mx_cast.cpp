@@ -277,9 +277,10 @@ bool MxCastBandRne(const float* in, size_t ld, size_t h, size_t n, int shift, fl
   return true;
 }
 
-// The kernels' four forms: the rne kernel's constant or variable shift, and its lean form for
-// finite values (the only ones they round) where the format saturates (RneFiniteSaturates).
-// and whether the call keeps the tally (the counts cost a fifth of the kernel).
+// The kernels' eight forms: the rne kernel's constant or variable shift, its lean form for finite
+// values (the only ones they round) where the format saturates (RneFiniteSaturates), and whether
+// the call keeps the tally (its counts are a quarter of the blocks kernel's time: 0.22 against
+// 0.17 ns a value, E4M3, 256k values, 1 thread).
 template <class Fn>
 HWY_INLINE auto WithRneForm(const detail::CastParams& p, bool tally, Fn fn) {
   const bool lean = RneFiniteSaturates(p);

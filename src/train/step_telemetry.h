@@ -1,8 +1,8 @@
 // Which training steps gather telemetry, and how a step that did not can be computed again with it.
 //
 // Every matmul's operand statistics (clip, flush and subnormal counts, amax, MX scale tallies) cost
-// time: about a twentieth of an attention step under MXFP8, where the casts' counts are a fifth of
-// the casts. A step's statistics are read only by its metrics line, which only some steps write
+// time: about a twentieth of an attention step under MXFP8 (the casts' counts are a quarter of the
+// casts) and under fp32 (a scan of every operand). A step's statistics are read only by its metrics line, which only some steps write
 // (train.log_every, the evaluation steps, the last step, the first step of a session, whose
 // statistics the MX block-length warning reads) and the step a divergence is found at, which no one
 // knows in advance. So the other steps leave the statistics out (MatmulContext::telemetry), and a
