@@ -14,21 +14,20 @@
 #include <vector>
 
 #include "arith/exp_fp32.h"
+#include "float_span_twins.h"
 #include "hwy/targets.h"
 
 namespace drift::test_exp_fp32 {
+
+using testing::check_span_on_every_target;
+using testing::check_span_tails_in_place;
+using testing::FloatSpanTwins;
+using testing::TargetMock;
+
 namespace {
 
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
+uint32_t bits(float f) { return testing::float_bits(f); }
+float from_bits(uint32_t u) { return testing::float_from_bits(u); }
 bool is_nan_bits(uint32_t u) { return (u & 0x7fffffffu) > 0x7f800000u; }
 
 // Inputs that matter beyond the strided sweep: zeros, infinities, NaNs (quiet, signalling, with
@@ -59,60 +58,15 @@ const std::vector<float>& test_values() {
 // The main path's inputs (|x| < 88), where the unrounded double is defined.
 bool main_path(float x) { return (bits(x) & 0x7fffffffu) < 0x42b00000u; }
 
-// Restores the real CPU's targets when a test leaves (also on a failed REQUIRE).
-struct TargetMock {
-  ~TargetMock() { hwy::SetSupportedTargetsForTest(0); }
-};
+FloatSpanTwins exp_twins() {
+  return {exp_fp32,          exp_fp32_unrounded,    exp_fp32_span, exp_fp32_unrounded_span,
+          exp_fp32_target_name, exp_fp32_targets, main_path};
+}
 
 }  // namespace
 
-// Both the float results and the doubles before their rounding (exp_fp32_unrounded): the latter show
-// that every target performs the same double operations (the same fused steps), which the float
-// results alone would reveal only at rare inputs near a rounding tie.
 TEST_CASE("exp_fp32_span equals exp_fp32 bit for bit on every SIMD target") {
-  const std::vector<float>& in = test_values();
-  constexpr size_t kPiece = (size_t{1} << 20) + 3;  // odd: every target also runs its padded tail
-  std::vector<float> ref(kPiece), got(kPiece), main_in(kPiece);
-  std::vector<double> ref_d(kPiece), got_d(kPiece);
-  const std::vector<int64_t> targets = exp_fp32_targets();
-  REQUIRE(!targets.empty());
-  std::vector<int> failures(targets.size(), 0);
-  TargetMock mock;
-  for (size_t base = 0; base < in.size(); base += kPiece) {
-    const size_t len = std::min(kPiece, in.size() - base);
-    for (size_t i = 0; i < len; ++i) {
-      const float x = in[base + i];
-      ref[i] = exp_fp32(x);
-      main_in[i] = main_path(x) ? x : 0.0f;
-      ref_d[i] = exp_fp32_unrounded(main_in[i]);
-    }
-    for (size_t t = 0; t < targets.size(); ++t) {
-      hwy::SetSupportedTargetsForTest(targets[t]);
-      REQUIRE(std::string(exp_fp32_target_name()) == hwy::TargetName(targets[t]));  // the mock took effect
-      std::memset(got.data(), 0xAB, len * sizeof(float));
-      exp_fp32_span(in.data() + base, got.data(), len);
-      std::memset(got_d.data(), 0xAB, len * sizeof(double));
-      exp_fp32_unrounded_span(main_in.data(), got_d.data(), len);
-      const bool same_f = std::memcmp(ref.data(), got.data(), len * sizeof(float)) == 0;
-      const bool same_d = std::memcmp(ref_d.data(), got_d.data(), len * sizeof(double)) == 0;
-      if (!(same_f && same_d) && failures[t]++ == 0) {
-        size_t i = 0;
-        while (bits(ref[i]) == bits(got[i]) && std::memcmp(&ref_d[i], &got_d[i], sizeof(double)) == 0) ++i;
-        char buf[300];
-        std::snprintf(buf, sizeof buf, "target %s: input %08x (%.9g): scalar %08x (double %a), simd %08x (double %a)",
-                      hwy::TargetName(targets[t]), bits(in[base + i]), static_cast<double>(in[base + i]),
-                      bits(ref[i]), ref_d[i], bits(got[i]), got_d[i]);
-        FAIL_CHECK(buf);
-      }
-    }
-  }
-  std::string names;
-  for (size_t t = 0; t < targets.size(); ++t) {
-    INFO("target " << std::string(hwy::TargetName(targets[t])));
-    CHECK(failures[t] == 0);
-    names += std::string(names.empty() ? "" : ", ") + hwy::TargetName(targets[t]);
-  }
-  MESSAGE("exp_fp32_span checked on " << names << " over " << in.size() << " inputs");
+  check_span_on_every_target(exp_twins(), test_values(), "exp_fp32_span");
 }
 
 // A vector holding one special lane and ordinary ones goes lane by lane; the others must not change.
@@ -123,21 +77,7 @@ TEST_CASE("exp_fp32_span: every length and offset (tails), in place, special lan
     in.push_back(sp[i]);
     for (int k = 0; k < 5; ++k) in.push_back(static_cast<float>(i) * 0.37f - static_cast<float>(k) * 3.1f);
   }
-  const std::vector<int64_t> targets = exp_fp32_targets();
-  TargetMock mock;
-  for (int64_t target : targets) {
-    hwy::SetSupportedTargetsForTest(target);
-    INFO("target " << std::string(hwy::TargetName(target)));
-    for (size_t off = 0; off < 9; ++off)
-      for (size_t len = 0; off + len <= in.size() && len < 40; ++len) {
-        std::vector<float> got(in.begin() + static_cast<ptrdiff_t>(off), in.begin() + static_cast<ptrdiff_t>(off + len));
-        exp_fp32_span(got.data(), got.data(), len);  // in place
-        for (size_t i = 0; i < len; ++i) {
-          INFO("off " << off << " len " << len << " i " << i);
-          CHECK(bits(got[i]) == bits(exp_fp32(in[off + i])));
-        }
-      }
-  }
+  check_span_tails_in_place(exp_twins(), in);
 }
 
 // Agreement with long double expl (x87 extended: a 64-bit significand, an implementation independent

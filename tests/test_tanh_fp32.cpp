@@ -13,9 +13,14 @@
 #include <vector>
 
 #include "arith/tanh_fp32.h"
-#include "hwy/targets.h"
+#include "float_span_twins.h"
 
 namespace drift::test_tanh_fp32 {
+
+using testing::check_span_on_every_target;
+using testing::check_span_tails_in_place;
+using testing::FloatSpanTwins;
+
 namespace {
 
 uint32_t bits(float f) {
@@ -63,82 +68,24 @@ const std::vector<float>& test_values() {
 
 bool is_nan_bits(uint32_t u) { return (u & 0x7fffffffu) > 0x7f800000u; }
 
-// Restores the real CPU's targets when a test leaves (also on a failed REQUIRE).
-struct TargetMock {
-  ~TargetMock() { hwy::SetSupportedTargetsForTest(0); }
-};
+bool not_nan(float x) { return !is_nan_bits(bits(x)); }
+
+FloatSpanTwins tanh_twins() {
+  return {tanh_fp32,          tanh_fp32_unrounded,    tanh_fp32_span, tanh_fp32_unrounded_span,
+          tanh_fp32_target_name, tanh_fp32_targets, not_nan};
+}
 
 }  // namespace
 
-// Both the float results and the double values before their rounding (tanh_fp32_unrounded): the
-// latter show that every target performs the same double operations, which the float results alone
-// would reveal only at rare inputs near a rounding tie.
 TEST_CASE("tanh_fp32_span equals tanh_fp32 bit for bit on every SIMD target") {
-  const std::vector<float>& in = test_values();
-  // Pieces of an odd length, so every target also runs its padded tail.
-  constexpr size_t kPiece = (size_t{1} << 20) + 3;
-  std::vector<float> ref(kPiece), got(kPiece), finite(kPiece);
-  std::vector<double> ref_d(kPiece), got_d(kPiece);
-  const std::vector<int64_t> targets = tanh_fp32_targets();
-  REQUIRE(!targets.empty());
-  std::vector<int> failures(targets.size(), 0);
-  TargetMock mock;
-  for (size_t base = 0; base < in.size(); base += kPiece) {
-    const size_t len = std::min(kPiece, in.size() - base);
-    for (size_t i = 0; i < len; ++i) {
-      const float x = in[base + i];
-      ref[i] = tanh_fp32(x);
-      finite[i] = is_nan_bits(bits(x)) ? 0.0f : x;  // the unrounded value is defined for x not NaN
-      ref_d[i] = tanh_fp32_unrounded(finite[i]);
-    }
-    for (size_t t = 0; t < targets.size(); ++t) {
-      hwy::SetSupportedTargetsForTest(targets[t]);
-      REQUIRE(std::string(tanh_fp32_target_name()) == hwy::TargetName(targets[t]));  // the mock took effect
-      std::memset(got.data(), 0xAB, len * sizeof(float));
-      tanh_fp32_span(in.data() + base, got.data(), len);
-      std::memset(got_d.data(), 0xAB, len * sizeof(double));
-      tanh_fp32_unrounded_span(finite.data(), got_d.data(), len);
-      const bool same_f = std::memcmp(ref.data(), got.data(), len * sizeof(float)) == 0;
-      const bool same_d = std::memcmp(ref_d.data(), got_d.data(), len * sizeof(double)) == 0;
-      if (!(same_f && same_d) && failures[t]++ == 0) {
-        size_t i = 0;
-        while (bits(ref[i]) == bits(got[i]) && std::memcmp(&ref_d[i], &got_d[i], sizeof(double)) == 0) ++i;
-        char buf[300];
-        std::snprintf(buf, sizeof buf, "target %s: input %08x (%.9g): scalar %08x (double %a), simd %08x (double %a)",
-                      hwy::TargetName(targets[t]), bits(in[base + i]), static_cast<double>(in[base + i]),
-                      bits(ref[i]), ref_d[i], bits(got[i]), got_d[i]);
-        FAIL_CHECK(buf);
-      }
-    }
-  }
-  std::string names;
-  for (size_t t = 0; t < targets.size(); ++t) {
-    INFO("target " << std::string(hwy::TargetName(targets[t])));
-    CHECK(failures[t] == 0);
-    names += std::string(names.empty() ? "" : ", ") + hwy::TargetName(targets[t]);
-  }
-  MESSAGE("tanh_fp32_span checked on " << names << " over " << in.size() << " inputs");
+  check_span_on_every_target(tanh_twins(), test_values(), "tanh_fp32_span");
 }
 
 TEST_CASE("tanh_fp32_span: every length and offset (tails), in place, equals the scalar twin") {
   const std::vector<float> sp = special_values();
   std::vector<float> in;
   for (int rep = 0; rep < 4; ++rep) in.insert(in.end(), sp.begin(), sp.end());
-  const std::vector<int64_t> targets = tanh_fp32_targets();
-  TargetMock mock;
-  for (int64_t target : targets) {
-    hwy::SetSupportedTargetsForTest(target);
-    INFO("target " << std::string(hwy::TargetName(target)));
-    for (size_t off = 0; off < 9; ++off)
-      for (size_t len = 0; off + len <= in.size() && len < 40; ++len) {
-        std::vector<float> got(in.begin() + static_cast<ptrdiff_t>(off), in.begin() + static_cast<ptrdiff_t>(off + len));
-        tanh_fp32_span(got.data(), got.data(), len);  // in place
-        for (size_t i = 0; i < len; ++i) {
-          INFO("off " << off << " len " << len << " i " << i);
-          CHECK(bits(got[i]) == bits(tanh_fp32(in[off + i])));
-        }
-      }
-  }
+  check_span_tails_in_place(tanh_twins(), in);
 }
 
 // Agreement with glibc's double tanh (under 2 ulp of double, an implementation independent of
