@@ -1,6 +1,5 @@
 #include "train/step_telemetry.h"
 
-#include <algorithm>
 
 #include "train/config.h"
 
