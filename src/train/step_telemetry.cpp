@@ -1,6 +1,5 @@
 #include "train/step_telemetry.h"
 
-
 #include "train/config.h"
 
 namespace drift {
