@@ -102,10 +102,11 @@ TEST_CASE("matmul without telemetry: the same C, route and swamping counts; MX o
     for (const bool count : {false, true}) {
       // (m, k, n): one MX block, several, and a weight gradient's long K; A as rows and stored K x M,
       // B stored K x N and N x K.
-      for (const auto& [m, k, n] : {std::array<size_t, 3>{64, 32, 64}, {37, 96, 50}, {24, 1056, 40}})
+      for (const std::array<size_t, 3>& shape : {std::array<size_t, 3>{64, 32, 64}, {37, 96, 50}, {24, 1056, 40}})
         for (const bool ta : {false, true})
           for (const bool tb : {false, true}) {
-            CAPTURE(name);
+            const size_t m = shape[0], k = shape[1], n = shape[2];
+            CAPTURE(std::string(name));
             CAPTURE(count);
             CAPTURE(m);
             CAPTURE(k);
