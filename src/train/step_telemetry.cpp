@@ -4,11 +4,12 @@
 
 namespace drift {
 
+bool line_scheduled(const TrainConfig& t, uint64_t step) {
+  return step % t.log_every == 0 || (step + 1) % t.eval_every == 0 || step + 1 == t.steps;
+}
+
 bool telemetry_due(const TrainConfig& t, uint64_t step, uint64_t steps_this_session, bool diag_due) {
-  // (The loop logs at step % log_every == 0, at evaluations ((step + 1) % eval_every == 0, or the
-  // last step) and at a divergence; the last is the one found only afterwards.)
-  return steps_this_session == 0 || diag_due || step % t.log_every == 0 || (step + 1) % t.eval_every == 0 ||
-         step + 1 == t.steps;
+  return steps_this_session == 0 || diag_due || line_scheduled(t, step);
 }
 
 namespace {

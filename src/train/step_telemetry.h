@@ -23,8 +23,12 @@ namespace drift {
 
 struct TrainConfig;  // train/config.h
 
-// Whether step `step` writes a metrics line whatever happens (train.log_every, evaluation, the last
-// step), or is the first of this session, or runs the deep diagnostics (`diag_due`).
+// Whether step `step` writes a metrics line whatever happens: every train.log_every steps, at an
+// evaluation, at the last step. (The loop writes one at a divergence too, found only afterwards.)
+bool line_scheduled(const TrainConfig& t, uint64_t step);
+
+// Whether step `step` gathers telemetry: a scheduled line, the first step of this session, or the
+// deep diagnostics' step (`diag_due`).
 bool telemetry_due(const TrainConfig& t, uint64_t step, uint64_t steps_this_session, bool diag_due);
 
 // The delayed-scaling states of a model's matmul and elementwise sites as a step starts. A state

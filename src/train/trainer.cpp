@@ -669,7 +669,8 @@ RunSummary train(PreparedRun& run, const TrainOptions& opts, const std::function
   open_run(s);
   for (uint64_t step = s.st.next_step; step < s.c.train.steps; ++step) {
     const StepRecord r = one_step(s, step);
-    if (step % s.c.train.log_every == 0 || r.eval || r.last || !r.reason.empty()) log_line(s, r, progress);
+    // (An evaluation or a last step that is not scheduled is a stop at a divergence: its reason.)
+    if (line_scheduled(s.c.train, step) || !r.reason.empty()) log_line(s, r, progress);
     if (r.stop) break;
     if (opts.stop_requested && opts.stop_requested->load()) {
       sum.interrupted = true;
