@@ -737,6 +737,61 @@ TEST_CASE("hand-derived: a fused group whose c is zero aligns to its products, b
   check_fused_column("h100_bf16", "bf16", a, b, std::ldexp(1.0, -125) - std::ldexp(1.0, -149));
 }
 
+TEST_CASE("hand-derived: fused results below the output's smallest normal round on its subnormal grid") {
+  // The kernel rounds such results itself (the output keeps subnormals): scaled to units of the
+  // subnormal spacing, rounded as integers, scaled back.
+  // fp32 output, rtz (A100 bf16: 8 terms): one product (1.75 * 2^-75)^2 = 3.0625 * 2^-150 = 1.53125
+  // units of 2^-149, exact before the final rounding (E = -150 + 1); toward zero it is 1 unit, where
+  // rounding to nearest would give 2.
+  std::vector<double> a(8, 0.0), b(8, 0.0);
+  a[3] = b[3] = 1.75 * std::ldexp(1.0, -75);
+  check_fused_column("a100_bf16", "bf16", a, b, std::ldexp(1.0, -149));
+  // The same product less 2^-75 * 2^-80 = 2^-155 (1/64 unit): 1.515625 units, still 1 toward zero.
+  a[5] = std::ldexp(1.0, -75);
+  b[5] = -std::ldexp(1.0, -80);
+  check_fused_column("a100_bf16", "bf16", a, b, std::ldexp(1.0, -149));
+  // A negative result toward zero: -1.53125 units -> -1 unit.
+  a[5] = b[5] = 0.0;
+  b[3] = -b[3];
+  check_fused_column("a100_bf16", "bf16", a, b, -std::ldexp(1.0, -149));
+  // fp16 output, rne (H100 fp16 out16: 16 terms), spacing 2^-24: 2^-12 * (1.375 * 2^-13) = 1.375 * 2^-25
+  // = 0.6875 units -> 1 unit (2^-24); 2^-12 * 2^-13 = 0.5 unit, a tie -> 0 (even), signed as the sum:
+  // +0; 2^-12 * (1.5 * 2^-12) = 1.5 units -> 2 units (even); -(1.25 * 2^-12 * 2^-12) = -1.25 -> -1 unit.
+  std::vector<double> h(16, 0.0), k(16, 0.0);
+  h[0] = std::ldexp(1.0, -12);
+  k[0] = 1.375 * std::ldexp(1.0, -13);
+  check_fused_column("h100_fp16_out16", "fp16", h, k, std::ldexp(1.0, -24));
+  k[0] = std::ldexp(1.0, -13);
+  check_fused_column("h100_fp16_out16", "fp16", h, k, 0.0);
+  k[0] = 1.5 * std::ldexp(1.0, -12);
+  check_fused_column("h100_fp16_out16", "fp16", h, k, std::ldexp(1.0, -23));
+  k[0] = -1.25 * std::ldexp(1.0, -12);
+  check_fused_column("h100_fp16_out16", "fp16", h, k, -std::ldexp(1.0, -24));
+  // 1.9375 units of 2^-24 just under 2^-14 (the smallest normal): 1023.5 units is a tie -> 1024 units
+  // = 2^-14, the normal; 2^-12 * (1023.5 * 2^-12) is exact in fp16's product (11 bits: 2047 * 2^-25).
+  k[0] = 2047.0 * std::ldexp(1.0, -13);
+  check_fused_column("h100_fp16_out16", "fp16", h, k, std::ldexp(1.0, -14));
+}
+
+TEST_CASE("fused tensor-core models: results below the output's smallest normal, kernel == reference") {
+  // Operands spread so that most results fall below the output's smallest normal: bf16 inputs under
+  // the fp32-output rtz models (whose lanes in double round them; in float lanes their alignment
+  // exponent leaves the integer route) and fp16 inputs under the fp16-output rne models.
+  const Shape s{9, 96, 40};
+  int seed = 0;
+  for (const char* name : {"a100_bf16", "h100_bf16", "h100_fp16_out16", "a100_fp16_out16"}) {
+    CAPTURE(name);
+    const TcPreset& tp = *find_tc_preset(name);
+    const Format& f = tp.in_format;
+    const MatmulPolicy p = fused_policy(tp, f);
+    const bool fp16_out = tp.output == "fp16";
+    const int lo = fp16_out ? -24 : -80, hi = fp16_out ? -6 : -62;
+    check_fast_case(p, grid_matrix(s.m * s.k, 700 + seed, f, lo, hi), grid_matrix(s.k * s.n, 710 + seed, f, lo, hi), s,
+                    1, std::string(name) + " below the smallest normal");
+    ++seed;
+  }
+}
+
 TEST_CASE("fused tensor-core models: the integer route hands alignment exponents beyond its range to the core") {
   // The H100 FP8 model (13 kept bits) given bf16 operands, whose products reach 2^±250: where a
   // group's q = E - 13 lies outside the integer route's [-125, 112] (2^-q not a normal float, or
