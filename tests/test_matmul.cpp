@@ -781,7 +781,7 @@ TEST_CASE("fused tensor-core models: results below the output's smallest normal,
   int seed = 0;
   for (const char* name : {"a100_bf16", "h100_bf16", "h100_fp16_out16", "a100_fp16_out16"}) {
     CAPTURE(name);
-    const TcPreset& tp = *find_tc_preset(name);
+    const TcPreset tp = *find_tc_preset(name);  // (a copy: the optional is a temporary)
     const Format& f = tp.in_format;
     const MatmulPolicy p = fused_policy(tp, f);
     const bool fp16_out = tp.output == "fp16";

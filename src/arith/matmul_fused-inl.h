@@ -536,6 +536,7 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
   const size_t SW = S * 2 * hn::Lanes(hn::ScalableTag<float>());  // a row's columns
   const FusedModel& m = *op.fused.model;
   const bool promote = m.promote_every > 0;
+  const bool promote_in_float = promote && is_binary32(m.out) && m.out_subnormals;
   HWY_ALIGN T c[kMaxRows * S * 2 * HWY_MAX_BYTES / sizeof(float)];
   HWY_ALIGN int16_t ep[kMaxRows * S * 2 * HWY_MAX_BYTES / sizeof(float)];
   for (size_t l = 0; l < rows * SW; ++l) out[l] = 0.0f;  // the outer accumulators
@@ -557,9 +558,16 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
       if (r < rows) FusedGroupRows<1, S>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
     }
     g0 = chain_end;
-    // Promotion into the outer accumulator, once per chain: the scalar core.
-    for (size_t l = 0; l < rows * SW; ++l)
-      out[l] = static_cast<float>(promote ? fused_promote_add(out[l], c[l], m) : static_cast<double>(c[l]));
+    // Promotion into the outer accumulator, once per chain. Into an IEEE binary32 accumulator that
+    // keeps subnormals, fused_promote_add is one fp32 addition (round to nearest even, IEEE special
+    // values; c is on that grid, so its float is exact), done here in the lanes; else the scalar core.
+    // (B200 FP8 promotes every group: the scalar core had taken half of a training run.)
+    if (promote_in_float) {
+      for (size_t l = 0; l < rows * SW; ++l) out[l] = out[l] + static_cast<float>(c[l]);
+    } else {
+      for (size_t l = 0; l < rows * SW; ++l)
+        out[l] = static_cast<float>(promote ? fused_promote_add(out[l], c[l], m) : static_cast<double>(c[l]));
+    }
   }
 }
 
