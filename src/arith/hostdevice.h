@@ -74,6 +74,13 @@ DRIFT_HD float f32_mul(float a, float b) {
   return a * b;
 #endif
 }
+DRIFT_HD float f32_div(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
 DRIFT_HD float f32_add(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fadd_rn(a, b);

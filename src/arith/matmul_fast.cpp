@@ -1201,7 +1201,24 @@ void finish_output(const FastOperands& op, const MatmulPolicy& policy, const Mat
   uint64_t outer_scalar_swamped = 0;
   const float* cbuf = op.c;
   const size_t out_rows = direct ? 0 : m;  // (direct: C is finished)
+  // The output rounding alone (no scalar outer sum) into a format whose values are floats: the SIMD
+  // span cast of each row, with round_to's bits and random words (element i*n + j of the output
+  // stream). The rows are the scratch C, cast in place where C is double.
+  const bool span_cast = !direct && !outer_scalar && !out_is_identity && fits_float(policy.out_format) &&
+                         policy.out_round.sr_bits >= 0 && policy.out_round.sr_bits <= 32;
+  const SpanCast out_cast = span_cast ? prepare_span_cast(policy.out_format, policy.out_round) : SpanCast{};
+  const uint64_t out_stream = ctx.stream ^ (kMatmulStreamOut << 56);
   auto finish_row = [&](size_t i, uint64_t& swamped) {
+    if (span_cast) {
+      float* row = op.c + i * n;
+      if constexpr (std::is_same_v<CT, float>) {
+        cast_span(out_cast, row, c + i * ldc, n, ctx.seed, out_stream, i * n);
+      } else {
+        cast_span(out_cast, row, row, n, ctx.seed, out_stream, i * n);
+        for (size_t j = 0; j < n; ++j) c[i * ldc + j] = row[j];
+      }
+      return;
+    }
     for (size_t j = 0; j < n; ++j) {
       double y = cbuf[i * n + j];
       if (outer_scalar) {
@@ -1215,7 +1232,7 @@ void finish_output(const FastOperands& op, const MatmulPolicy& policy, const Mat
         }
         if (alpha != 1.0) y = op_mul(y, alpha, policy.outer.format, policy.outer.round);
       }
-      const uint32_t rnd = out_sr ? random_u32(ctx.seed, ctx.stream ^ (kMatmulStreamOut << 56), i * n + j) : 0;
+      const uint32_t rnd = out_sr ? random_u32(ctx.seed, out_stream, i * n + j) : 0;
       c[i * ldc + j] = static_cast<CT>(out_is_identity && !outer_scalar
                                            ? y
                                            : round_to(y, policy.out_format, policy.out_round, rnd));

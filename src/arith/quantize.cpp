@@ -278,7 +278,8 @@ bool scale_float_row(const StridedInputOf<T>& x, size_t r, const Region& g, doub
 // Scaled multiply then element rounding, as the TE / DeepSeek cast kernels do: fp32(x * mult), then
 // the format. Each row of the region is rounded by the SIMD span cast when every scaled value is a
 // float (bit-identical to the scalar core, tested), else element by element through round_to.
-// With `count`, the region's input counts (amax, non-finite) are taken from the same read. `cast` is
+// With `count`, the region's input counts (amax, non-finite): from the same read on the element
+// path, from a SIMD pass over the row (float_row_counts) on the float rows' path. `cast` is
 // the span cast prepared for qz (nullptr when the format does not fit in float: no SIMD cast).
 // `scratch` is the thread's: one row's scaled values, and the float input and output of the cast.
 template <typename T>
@@ -313,8 +314,15 @@ void quantize_region_with_multiplier(const StridedInputOf<T>& x, size_t k, const
           row_sub = rc.subnormal;
         }
       }
-    } else if (!count && scale_float_row(x, r, g, mult, mult_exact_pow2, !simd, scaled, scratch.in.data(), &floats)) {
+    } else if (scale_float_row(x, r, g, mult, mult_exact_pow2, !simd, scaled, scratch.in.data(), &floats)) {
       floats = floats && simd;
+      if constexpr (std::is_same_v<T, float>) {
+        if (count) {  // (a second read of the row, in SIMD: delayed scaling counts every cast)
+          const FloatRowCounts rc = float_row_counts(x.p + r * x.rs + g.c0, len);
+          nonfinite += rc.nonfinite;
+          amax = std::max(amax, static_cast<double>(rc.amax));
+        }
+      }
     } else {
       float* in_w = scratch.in.data();
       for (size_t c = 0; c < len; ++c) {
@@ -394,6 +402,14 @@ void quantize_span_blocks(const T* span, const StridedInputOf<T>& x, size_t k, s
           for (size_t c = c0; c < c1; ++c) scaled[c] = static_cast<double>(span[c]) * mult;
         return ok != 0;
       }
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      // A float multiplier that is not a power of two (NVFP4's): fp32(x * mult), scaled_value's one
+      // IEEE float multiply, in SIMD; a NaN or a product that overflowed from a finite input sends
+      // the block to scaled_value below.
+      const float mf = static_cast<float>(mult);
+      if (!exact && x.cs == 1 && static_cast<double>(mf) == mult && !scale_floats(span + c0, in_f + c0, c1 - c0, mf))
+        return true;
     }
     if (exact && x.cs == 1) {  // doubles (or an extreme power): one multiply by a power of two, vectorised
       for (size_t c = c0; c < c1; ++c) {

@@ -118,6 +118,27 @@ DRIFT_HD double scaled_value(double v, double mult, bool mult_exact_pow2, const 
   return op_mul(v, mult, fp32, quant::nearest_saturating());
 }
 
+// a / b and a * b into fp32 under nearest_saturating, as op_div / op_mul give them: for finite
+// float operands (a non-zero divisor) one IEEE float operation, correctly rounded with gradual
+// underflow like op_div's, whose overflow to infinity saturates as op_div's does; else op_div /
+// op_mul. (NVFP4 takes three of these per block of 16: through op_div's double-double rounding they
+// had been a third of a training run.)
+DRIFT_HD bool finite_float(double x) { return quant::finite(x) && static_cast<double>(static_cast<float>(x)) == x; }
+DRIFT_HD double fp32_div_sat(double a, double b, const Format& fp32) {
+  if (finite_float(a) && finite_float(b) && b != 0) {
+    const float q = f32_div(static_cast<float>(a), static_cast<float>(b));
+    return is_inf(q) ? overflow_value(sign_bit(q), fp32, quant::nearest_saturating()) : q;
+  }
+  return op_div(a, b, fp32, quant::nearest_saturating());
+}
+DRIFT_HD double fp32_mul_sat(double a, double b, const Format& fp32) {
+  if (finite_float(a) && finite_float(b)) {
+    const float p = f32_mul(static_cast<float>(a), static_cast<float>(b));
+    return is_inf(p) ? overflow_value(sign_bit(p), fp32, quant::nearest_saturating()) : p;
+  }
+  return op_mul(a, b, fp32, quant::nearest_saturating());
+}
+
 // Everything a block's scale needs under one quantizer, filled on the host (block_scale_spec).
 struct BlockScaleSpec {
   BlockScaleRule method = BlockScaleRule::e8m0_exponent;  // the kind's block rule (scale_kinds.h)
@@ -203,9 +224,9 @@ DRIFT_HD BlockScale block_scale_of(const BlockScaleSpec& s, double amax) {
     case BlockScaleRule::e4m3_under_tensor: {
       // NVFP4: block decode scale amax/6, times the tensor encode scale, rounded to e4m3 (saturating);
       // elements are multiplied by fp32(s_enc / e4m3 scale) and rounded to fp4.
-      const double dec = op_mul(op_div(amax, s.max_finite, fp32, rn), s.s_enc, fp32, rn);
+      const double dec = fp32_mul_sat(fp32_div_sat(amax, s.max_finite, fp32), s.s_enc, fp32);
       const double stored = round_to(dec, s.e4m3, rn);
-      return BlockScale{stored, stored == 0 ? 0.0 : op_div(s.s_enc, stored, fp32, rn), false};
+      return BlockScale{stored, stored == 0 ? 0.0 : fp32_div_sat(s.s_enc, stored, fp32), false};
     }
   }
   return BlockScale{1.0, 1.0, true};
