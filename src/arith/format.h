@@ -107,6 +107,13 @@ DRIFT_HD bool is_binary32(const Format& f) {
          f.nan == NanCode::ieee && f.subnormals;
 }
 
+// Whether f is IEEE binary16 itself (5 exponent bits, 10 mantissa bits, bias 15, inf, IEEE NaN,
+// subnormals).
+DRIFT_HD bool is_binary16(const Format& f) {
+  return f.kind == Kind::floating && f.exp_bits == 5 && f.man_bits == 10 && f.bias == 15 && f.inf &&
+         f.nan == NanCode::ieee && f.subnormals;
+}
+
 // Bits of significand a value of f can carry (the implicit bit included): what decides whether a
 // product of two values is exact in a wider format.
 DRIFT_HD int significand_bits(const Format& f) {

@@ -524,6 +524,27 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
   }
 }
 
+// fused_promote_add into IEEE binary16 keeping subnormals, for lanes of fp16 values: their float sum,
+// rounded once more to fp16 (to nearest even, overflow to infinity), is their correctly rounded fp16
+// sum: the float sum keeps 24 bits, at least 2 * 11 + 2, so its rounding never decides the second.
+// The second rounding on the float's bits, by an integer add at fp16's last fraction bit; below
+// 2^-14 it changes nothing, as it should: every fp16 value is a multiple of 2^-24, so a sum there
+// lies on the subnormal grid already. NaN stays NaN.
+template <class DF, class V = hn::Vec<DF>>
+HWY_INLINE V Fp16PromoteAdd(DF df, V outer, V partial) {
+  const hn::RebindToSigned<DF> di;
+  const V s = hn::Add(outer, partial);
+  const auto bits = hn::BitCast(di, s);
+  const auto sign_mask = hn::Set(di, static_cast<int32_t>(0x80000000u));
+  const auto mag = hn::AndNot(sign_mask, bits);
+  // 13 bits dropped: add half (0xfff) plus the kept last bit, clear them (a carry moves the exponent).
+  const auto rounded = hn::AndNot(hn::Set(di, 0x1fff), hn::Add(hn::Add(mag, hn::Set(di, 0xfff)),
+                                                             hn::And(hn::ShiftRight<13>(mag), hn::Set(di, 1))));
+  const auto overflowed = hn::Not(hn::Lt(rounded, hn::Set(di, 0x47800000)));  // at or past 2^16: infinity
+  const auto r = hn::IfThenElse(overflowed, hn::Set(di, 0x7f800000), rounded);
+  return hn::IfThenElse(hn::IsNaN(s), s, hn::BitCast(df, hn::Or(hn::And(bits, sign_mask), r)));
+}
+
 // The fused model over one K-block for rows [i0, i0+rows), rows <= kMaxRows, and the S strips from
 // column j0 (S = 2 in float lanes on AVX-512: each group's per-lane work is done once for twice the
 // columns), in lanes of dt's type: out[r*S*W + l] (results on the output format's grid, exact as
@@ -537,6 +558,7 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
   const FusedModel& m = *op.fused.model;
   const bool promote = m.promote_every > 0;
   const bool promote_in_float = promote && is_binary32(m.out) && m.out_subnormals;
+  const bool promote_in_fp16 = promote && is_binary16(m.out) && m.out_subnormals;
   HWY_ALIGN T c[kMaxRows * S * 2 * HWY_MAX_BYTES / sizeof(float)];
   HWY_ALIGN int16_t ep[kMaxRows * S * 2 * HWY_MAX_BYTES / sizeof(float)];
   for (size_t l = 0; l < rows * SW; ++l) out[l] = 0.0f;  // the outer accumulators
@@ -564,6 +586,12 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
     // (B200 FP8 promotes every group: the scalar core had taken half of a training run.)
     if (promote_in_float) {
       for (size_t l = 0; l < rows * SW; ++l) out[l] = out[l] + static_cast<float>(c[l]);
+    } else if (promote_in_fp16) {  // (the FP8 models with fp16 output: a promotion every 32 products)
+      const hn::ScalableTag<float> df;
+      HWY_ALIGN float cf[kMaxRows * S * 2 * HWY_MAX_BYTES / sizeof(float)];
+      for (size_t l = 0; l < rows * SW; ++l) cf[l] = static_cast<float>(c[l]);  // (exact: fp16 values)
+      for (size_t l = 0; l < rows * SW; l += hn::Lanes(df))
+        hn::StoreU(Fp16PromoteAdd(df, hn::LoadU(df, out + l), hn::Load(df, cf + l)), df, out + l);
     } else {
       for (size_t l = 0; l < rows * SW; ++l)
         out[l] = static_cast<float>(promote ? fused_promote_add(out[l], c[l], m) : static_cast<double>(c[l]));
