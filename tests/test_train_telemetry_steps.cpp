@@ -2,7 +2,8 @@
 // files must be the bytes of a run that gathers every step's (TrainOptions::telemetry_every_step):
 // metrics.jsonl (timing aside), summary.json (timing aside; the route counts included), and
 // checkpoint.bin. Under fp32 (the in-place scan), MXFP8 (the casts' counts), delayed scaling (whose
-// amax histories a step computed again must start from where they were), on the mlp and the
+// amax histories a step computed again must start from where they were), NVFP4 (the block scales'
+// tallies), on the mlp and the
 // attention model; and for a run that diverges at a step that logs nothing, whose divergence line
 // and telemetry_at_divergence then come from the step computed again, stopping there or going on.
 #include <doctest/doctest.h>
@@ -88,9 +89,10 @@ TEST_CASE("trainer: steps without telemetry write the bytes of a run that gather
   const json fp32 = json::array({{{"preset", "fp32"}}});
   const json mx = json::array({{{"preset", "mxfp8_e4m3"}}});
   const json delayed = json::array({{{"preset", "fp8_delayed_hybrid"}}});
+  const json nvfp4 = json::array({{{"preset", "nvfp4"}}});  // (block scales other than MX's: their tallies)
   for (const auto& [model, matmul, name] : {std::tuple{"mlp", fp32, "mlp_fp32"}, {"mlp", mx, "mlp_mx"},
-                                            {"mlp", delayed, "mlp_delayed"}, {"attn", mx, "attn_mx"},
-                                            {"attn", fp32, "attn_fp32"}}) {
+                                            {"mlp", delayed, "mlp_delayed"}, {"mlp", nvfp4, "mlp_nvfp4"},
+                                            {"attn", mx, "attn_mx"}, {"attn", fp32, "attn_fp32"}}) {
     const std::string run_name = name;
     CAPTURE(run_name);
     same_files_both_ways(t, base_config(data, model, matmul), name);

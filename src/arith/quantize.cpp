@@ -949,7 +949,7 @@ bool quantize_rows(QuantizedOperand& out, const StridedInputOf<T>& x, size_t row
   auto block_multiplier = [&](const Region& g, size_t first, double amax, QuantStats& st, bool* exact) -> double {
     const BlockScale bs = block_scale_of(spec, amax);
     set_block_scale(out, g, first, bs.stored);
-    if (amax != 0) record_scale(st, bs.stored);
+    if (amax != 0 && tally) record_scale(st, bs.stored);
     *exact = bs.exact;
     return bs.mult;
   };

@@ -170,8 +170,9 @@ void quantize_into(QuantizedOperand& out, const StridedInput& x, size_t rows, si
 // the quantizer allows it: deterministic rounding, no Hadamard transform, no microxcaling element
 // step, 1-D blocks whose scaled values are floats and without NaN/inf (else the usual order).
 // Without `tally` (a caller that reads none of out.stats' counts on this call), the MX presets'
-// one-pass kernels skip their counts: out.stats may then lack clipped, flushed, subnormal, amax and
-// the scale tallies (its non-finite count is kept); values and scales are the same.
+// one-pass kernels skip their counts and the other block kinds their scale tallies: out.stats may
+// then lack clipped, flushed, subnormal, amax and the scale tallies (its non-finite count is kept);
+// values and scales are the same.
 void quantize_into(QuantizedOperand& out, const StridedInputF& x, size_t rows, size_t k, const Quantizer& qz,
                    uint64_t seed, uint64_t stream, DelayedState* state = nullptr, QuantizeWorkspace* ws = nullptr,
                    bool allow_k_major = false, bool tally = true);

@@ -122,7 +122,7 @@ DRIFT_HD double scaled_value(double v, double mult, bool mult_exact_pow2, const 
 // float operands (a non-zero divisor) one IEEE float operation, correctly rounded with gradual
 // underflow like op_div's, whose overflow to infinity saturates as op_div's does; else op_div /
 // op_mul. (NVFP4 takes three of these per block of 16: through op_div's double-double rounding they
-// had been a third of a training run.)
+// had been a third of a training run; the rceil MX rule takes one per block.)
 DRIFT_HD bool finite_float(double x) { return quant::finite(x) && static_cast<double>(static_cast<float>(x)) == x; }
 DRIFT_HD double fp32_div_sat(double a, double b, const Format& fp32) {
   if (finite_float(a) && finite_float(b) && b != 0) {
@@ -175,7 +175,7 @@ DRIFT_HD int mx_exponent_of(double amax, const BlockScaleSpec& s) {
     case ExpRule::ceil:  // 2^ceil(log2(amax) - emax): never clips, may waste a binade
       return quant::ceil_log2(amax) - s.emax;
     case ExpRule::rceil:  // TE/cuBLAS: fp32(amax * fp32(1/max)) rounded up to a power of two
-      return quant::ceil_log2(op_mul(amax, s.rceil_rcp, s.fp32, quant::nearest_saturating()));
+      return quant::ceil_log2(fp32_mul_sat(amax, s.rceil_rcp, s.fp32));
     case ExpRule::even:  // amax first rounded (rne) to the element precision, then floor(log2) - emax
       return quant::floor_log2(round_to(amax, s.even_format, RoundSpec{})) - s.emax;
   }
