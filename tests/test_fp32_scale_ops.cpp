@@ -9,10 +9,10 @@
 //   to the largest float with the result's sign.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 
 #include "arith/catalogue.h"
@@ -29,18 +29,12 @@ using namespace drift::testing;
 
 namespace {
 
-float float_of_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 // A finite float with a uniformly drawn exponent field (subnormals and zero included) and random
 // fraction bits and sign.
 float random_finite_float(uint64_t seed, uint64_t i) {
   const uint32_t r0 = random_u32(seed, 21, 2 * i), r1 = random_u32(seed, 21, 2 * i + 1);
   const uint32_t field = r1 % 255;  // (255: inf and NaN, left out)
-  return float_of_bits((r0 & 0x807fffffu) | (field << 23));
+  return std::bit_cast<float>((r0 & 0x807fffffu) | (field << 23));
 }
 
 // The independent derivation: one double operation (exact for a product of floats; correctly
@@ -84,7 +78,7 @@ TEST_CASE("fp32_div_sat and fp32_mul_sat: hand cases and the operands they hand 
   const RoundSpec rn = quant::nearest_saturating();
   // NVFP4's block decode scale amax / 6: 1 / 6 = 0x3e2aaaab (0.1666666716...), rounded up: the
   // remainder 1/6 - 0x3e2aaaaa's value is more than half an ulp.
-  CHECK(same_bits(fp32_div_sat(1.0, 6.0, fp32), static_cast<double>(float_of_bits(0x3e2aaaabu))));
+  CHECK(same_bits(fp32_div_sat(1.0, 6.0, fp32), static_cast<double>(std::bit_cast<float>(0x3e2aaaabu))));
   // Overflow saturates with the sign: FLT_MAX * 2 and -FLT_MAX / 0.5.
   CHECK(fp32_mul_sat(FLT_MAX, 2.0, fp32) == FLT_MAX);
   CHECK(fp32_div_sat(-FLT_MAX, 0.5, fp32) == -FLT_MAX);

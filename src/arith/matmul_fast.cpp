@@ -1219,6 +1219,7 @@ void finish_output(const FastOperands& op, const MatmulPolicy& policy, const Mat
       }
       return;
     }
+    RandomWords words(ctx.seed, out_stream);
     for (size_t j = 0; j < n; ++j) {
       double y = cbuf[i * n + j];
       if (outer_scalar) {
@@ -1232,7 +1233,7 @@ void finish_output(const FastOperands& op, const MatmulPolicy& policy, const Mat
         }
         if (alpha != 1.0) y = op_mul(y, alpha, policy.outer.format, policy.outer.round);
       }
-      const uint32_t rnd = out_sr ? random_u32(ctx.seed, out_stream, i * n + j) : 0;
+      const uint32_t rnd = out_sr ? words.at(i * n + j) : 0;
       c[i * ldc + j] = static_cast<CT>(out_is_identity && !outer_scalar
                                            ? y
                                            : round_to(y, policy.out_format, policy.out_round, rnd));

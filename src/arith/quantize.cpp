@@ -352,8 +352,9 @@ void quantize_region_with_multiplier(const StridedInputOf<T>& x, size_t k, const
       st.flushed += cs.flushed;
       st.subnormal += cs.subnormal;
     } else {
+      RandomWords words(seed, stream);
       for (size_t c = 0; c < len; ++c) {
-        const uint32_t rnd = qz.round.mode == Rounding::sr ? random_u32(seed, stream, r * k + g.c0 + c) : 0;
+        const uint32_t rnd = qz.round.mode == Rounding::sr ? words.at(r * k + g.c0 + c) : 0;
         const double v = quantize_element(scaled[c], qz, mult, rnd, st);
         if (q) q[c] = v;
         else qf[c] = static_cast<float>(v);  // exact: the format's grid fits in float
@@ -429,8 +430,9 @@ void quantize_span_blocks(const T* span, const StridedInputOf<T>& x, size_t k, s
   };
   // Elements [c0, c1) one by one from their scaled values (a block that is not all floats).
   auto round_elements = [&](size_t c0, size_t c1, double mult) {
+    RandomWords words(seed, stream);
     for (size_t c = c0; c < c1; ++c) {
-      const uint32_t rnd = qz.round.mode == Rounding::sr ? random_u32(seed, stream, e0 + c) : 0;
+      const uint32_t rnd = qz.round.mode == Rounding::sr ? words.at(e0 + c) : 0;
       const double v = quantize_element(scaled[c], qz, mult, rnd, st);
       if (q) q[c] = v;
       else qf[c] = static_cast<float>(v);  // exact: the format's grid fits in float
@@ -1175,8 +1177,9 @@ void quantize_into(QuantizedOperand& out, const StridedInputF& x, size_t rows, s
 void hadamard_rows(double* x, size_t rows, size_t k, size_t ld, int n, uint64_t seed) {
   if (n != 16 && n != 32) throw std::invalid_argument("hadamard size must be 16 or 32");
   const size_t groups = k / static_cast<size_t>(n);
+  const uint32_t signs = hadamard_signs(n, seed);  // (quantize_element.h: every group's)
   for (size_t r = 0; r < rows; ++r)
-    for (size_t g = 0; g < groups; ++g) hadamard_group(x + r * ld + g * n, n, seed);  // (quantize_element.h)
+    for (size_t g = 0; g < groups; ++g) hadamard_group_signed(x + r * ld + g * n, n, signs);
 }
 
 namespace {

@@ -240,14 +240,27 @@ DRIFT_HD bool scale_exponent_of(double s, int* e) {
   return true;
 }
 
-// One group of n (16 or 32) consecutive values along k, transformed in place by the random
-// Hadamard transform: signs from (seed), the fast Walsh-Hadamard butterflies in a fixed order, then
-// the 1/sqrt(n) normalisation. Every step is one IEEE double operation.
-DRIFT_HD void hadamard_group(double* v, int n, uint64_t seed) {
+// The random Hadamard transform's signs under seed for groups of n (16 or 32): bit i set where value
+// i of every group is negated (random word i of the sign stream is odd). Four words a Philox call.
+DRIFT_HD uint32_t hadamard_signs(int n, uint64_t seed) {
   constexpr uint64_t kSignStream = 0x4841444d41524400ull;  // "HADAMARD"
-  const double norm = n == 16 ? 0.25 : 0.17677669529663687;  // 1/sqrt(n), the latter rounded to double
+  uint32_t signs = 0;
+  for (int i = 0; i < n; i += 4) {
+    const auto words = philox_block(seed, kSignStream, static_cast<uint64_t>(i) >> 2);  // (random_u32's)
+    for (int w = 0; w < 4; ++w) signs |= (words.v[w] & 1u) << (i + w);
+  }
+  return signs;
+}
+
+// One group of n (16 or 32) consecutive values along k, transformed in place by the random
+// Hadamard transform: the signs (hadamard_signs), the fast Walsh-Hadamard butterflies in a fixed
+// order, then the 1/sqrt(n) normalisation. Every step is one IEEE double operation.
+DRIFT_HD void hadamard_group_signed(double* v, int n, uint32_t signs) {
+  // 1.0 / sqrt(n) in double, as the recipes' Python computes 1 / math.sqrt(n) (for 32 one ulp below
+  // the correctly rounded value).
+  const double norm = n == 16 ? 0.25 : 0.17677669529663687;
   for (int i = 0; i < n; ++i)
-    if (random_u32(seed, kSignStream, static_cast<uint64_t>(i)) & 1) v[i] = -v[i];
+    if ((signs >> i) & 1u) v[i] = -v[i];
   for (int h = 1; h < n; h *= 2)
     for (int i = 0; i < n; i += 2 * h)
       for (int j = i; j < i + h; ++j) {
@@ -257,5 +270,9 @@ DRIFT_HD void hadamard_group(double* v, int n, uint64_t seed) {
       }
   for (int i = 0; i < n; ++i) v[i] *= norm;
 }
+
+// The same, the signs drawn here (the signs are the same for every group under one seed: a caller
+// with many groups draws them once).
+DRIFT_HD void hadamard_group(double* v, int n, uint64_t seed) { hadamard_group_signed(v, n, hadamard_signs(n, seed)); }
 
 }  // namespace drift

@@ -23,6 +23,27 @@ DRIFT_HD uint32_t random_u32(uint64_t seed, uint64_t stream, uint64_t index) {
   return philox_block(seed, stream, index >> 2).v[index & 3];
 }
 
+// random_u32's words for an element loop that visits indices in ascending runs: one Philox call per
+// four indices (the block last drawn is kept) instead of one per index.
+class RandomWords {
+ public:
+  DRIFT_HD RandomWords(uint64_t seed, uint64_t stream) : seed_(seed), stream_(stream) {}
+  DRIFT_HD uint32_t at(uint64_t index) {
+    if (!drawn_ || index >> 2 != block_) {
+      block_ = index >> 2;
+      words_ = philox_block(seed_, stream_, block_);
+      drawn_ = true;
+    }
+    return words_.v[index & 3];
+  }
+
+ private:
+  uint64_t seed_, stream_;
+  uint64_t block_ = 0;
+  bool drawn_ = false;
+  r123::Philox4x32::ctr_type words_{};
+};
+
 // splitmix64's finalizer: a bijective mix, so distinct (step, site, call) keys give distinct random
 // streams with overwhelming odds (the models' matmul and elementwise sites derive theirs with it).
 DRIFT_HD uint64_t splitmix64(uint64_t x) {
