@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "arith/exp2_table.h"
 #include "arith/exp_fp32.h"
 #include "float_span_twins.h"
 #include "hwy/targets.h"
@@ -115,6 +116,25 @@ TEST_CASE("exp_fp32 is correctly rounded except within 2^-31 of a float midpoint
 // Correctly rounded float exp of float inputs, from an oracle independent of any libm: Python's
 // decimal (exp correctly rounded at 80 digits) and fractions (exact round-to-nearest-even of that
 // value onto the float grid, subnormals included). The expected float is given by its encoding.
+// exp2_table.h (glibc's table, shared by exp_fp32 and tanh_fp32's quick route, whose error bound
+// takes each entry within half an ulp): T[i] + (i << 47) is the double nearest 2^(i/32). The
+// reference is long double exp2l (64-bit significand, within an ulp of its own), so an entry passes
+// when no other double is nearer than it, up to 2^-60 relative.
+TEST_CASE("exp2_table: each entry is the double nearest 2^(i/32)") {
+  for (uint64_t i = 0; i < 32; ++i) {
+    const uint64_t b = exp2_table::kTable[i] + (i << (52 - exp2_table::kTableBits));
+    double t;
+    std::memcpy(&t, &b, sizeof t);
+    const long double want = exp2l(static_cast<long double>(i) / 32);
+    const long double err = std::fabs(static_cast<long double>(t) - want);
+    const long double half_ulp = static_cast<long double>(std::nextafter(t, 2.0) - t) / 2;
+    CAPTURE(i);
+    CHECK(err <= half_ulp + std::ldexp(want, -60));
+    CHECK(t >= 1.0);
+    CHECK(t < 2.0);
+  }
+}
+
 TEST_CASE("exp_fp32 hand values") {
   struct Case {
     uint32_t x;

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -86,6 +88,49 @@ TEST_CASE("tanh_fp32_span: every length and offset (tails), in place, equals the
   std::vector<float> in;
   for (int rep = 0; rep < 4; ++rep) in.insert(in.end(), sp.begin(), sp.end());
   check_span_tails_in_place(tanh_twins(), in);
+}
+
+// The span's quick route (AVX-512) keeps its own approximation t' only where t' settles the float
+// rounding. t' and the header's t are each within 2^-46 (relative) of tanh(x), so they lie within
+// 2^8 units of t's last bit of each other. Every input whose t lies within 2^11 units of a float
+// midpoint (the rounding drops t's 29 low fraction bits; a midpoint is 2^28 there) therefore has t'
+// within 2^11 + 2^8 < 2^12 units of it and must be deferred to the header's operations. The inputs:
+// every 5th encoding of [2^-6, 9.02), the exp branch short of where every tanh rounds to 1.0f (15
+// million; about 2^-17 of them, 110, lie that near, found by the scalar twin). And the route must
+// settle nearly everything itself: at most 2^-12 of them deferred.
+TEST_CASE("tanh_fp32_span's quick route defers every input near a float midpoint, and few others") {
+  std::vector<float> in;
+  for (uint32_t u = bits(0x1p-6f); u < bits(9.02f); u += 5) in.push_back(from_bits(u));
+  std::vector<uint8_t> deferred(in.size());
+  if (!tanh_fp32_quick_deferred_span(in.data(), deferred.data(), in.size())) {
+    const std::string target = tanh_fp32_target_name();
+    WARN_MESSAGE(false, "the quick route runs on AVX-512 only; this CPU's target is " << target
+                                                                                      << ": not checked here");
+    return;
+  }
+  uint64_t near = 0, near_missed = 0, deferred_count = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    deferred_count += deferred[i];
+    const double t = tanh_fp32_unrounded(in[i]);
+    uint64_t tb;
+    std::memcpy(&tb, &t, sizeof tb);
+    const int64_t dropped = static_cast<int64_t>(tb & ((uint64_t{1} << 29) - 1));
+    if (std::llabs(dropped - (int64_t{1} << 28)) <= (int64_t{1} << 11)) {
+      ++near;
+      if (!deferred[i] && near_missed++ < 10) FAIL_CHECK("not deferred: x = " << static_cast<double>(in[i]));
+    }
+  }
+  CHECK(near >= 50);
+  CHECK(near_missed == 0);
+  CHECK(deferred_count * 4096 <= in.size());
+  // The Taylor branch's inputs and NaN are never deferred (their lanes do not take t').
+  const std::vector<float> others = {0.0f, 0x1p-7f, std::nextafter(0x1p-6f, 0.0f), -0x1p-10f,
+                                     std::numeric_limits<float>::quiet_NaN()};
+  std::vector<uint8_t> none(others.size(), 1);
+  CHECK(tanh_fp32_quick_deferred_span(others.data(), none.data(), others.size()));
+  CHECK(std::count(none.begin(), none.end(), 1) == 0);
+  MESSAGE("quick route: " << in.size() << " inputs, " << deferred_count << " deferred, " << near
+                          << " within 2^11 units of a midpoint");
 }
 
 // Agreement with glibc's double tanh (under 2 ulp of double, an implementation independent of

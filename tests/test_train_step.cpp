@@ -8,9 +8,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "arith/cast_span.h"
@@ -272,9 +274,15 @@ TEST_CASE("update rules: every SIMD target this CPU runs gives the scalar rule's
     for (const int threads : {1, 2}) {
       CAPTURE(n);
       CAPTURE(threads);
-      const std::vector<float> g = draws(n, 20, 0.5f), p0 = draws(n, 21, 1.0f), m0 = draws(n, 22, 0.1f);
+      std::vector<float> g = draws(n, 20, 0.5f), p0 = draws(n, 21, 1.0f), m0 = draws(n, 22, 0.1f);
       std::vector<float> v0 = draws(n, 23, 0.01f);
       for (float& x : v0) x = std::fabs(x);
+      // Signed zeros, subnormal moments, a square that overflows, a NaN gradient: a division by
+      // 1.0f (skipped from the step where 1 - beta^t rounds to one) returns each unchanged.
+      m0[0] = -0.0f, g[0] = -0.0f, v0[0] = 0.0f;
+      m0[1] = 0x1p-140f, v0[1] = 0x1p-146f, g[1] = 0.0f;
+      g[2] = 3e19f;
+      g[3] = std::numeric_limits<float>::quiet_NaN();
       const std::vector<int64_t> targets = update_rule_targets();
       REQUIRE(!targets.empty());
       struct Reset {
@@ -288,12 +296,18 @@ TEST_CASE("update rules: every SIMD target this CPU runs gives the scalar rule's
       for (int64_t target : targets) {
         hwy::SetSupportedTargetsForTest(target);
         CAPTURE(std::string(hwy::TargetName(target)));
-        for (bool decay : {false, true}) {
+        // Bias corrections below one (early steps) and equal to one (later), each way round.
+        const std::pair<float, float> biases[] = {{0.271f, 0.142625f}, {1.0f, 0.142625f}, {0.271f, 1.0f}, {1.0f, 1.0f}};
+        for (size_t variant = 0; variant < 2 * std::size(biases); ++variant) {
+          const bool decay = variant % 2 == 1;
+          const auto [bias1, bias2] = biases[variant / 2];
           CAPTURE(decay);
+          CAPTURE(bias1);
+          CAPTURE(bias2);
           AdamwCoeffs a;
           a.lr = 1e-3f, a.grad_scale = 0.75f, a.weight_decay = 0.1f, a.beta1 = 0.9f, a.beta2 = 0.95f, a.eps = 1e-8f;
           a.one_minus_beta1 = 1.0f - a.beta1, a.one_minus_beta2 = 1.0f - a.beta2;
-          a.bias1 = 0.271f, a.bias2 = 0.142625f;
+          a.bias1 = bias1, a.bias2 = bias2;
           std::vector<float> p = p0, m = m0, v = v0, pr = p0, mr = m0, vr = v0;
           adamw_update(p.data(), g.data(), m.data(), v.data(), n, a, decay);
           for (size_t i = 0; i < n; ++i) {

@@ -17,24 +17,18 @@
 #include <cstring>
 #include <limits>
 
+#include "arith/exp2_table-inl.h"
+#include "arith/exp2_table.h"
 #include "arith/exp_fp32.h"
 
 #ifndef DRIFT_ARITH_EXP_FP32_SHARED
 #define DRIFT_ARITH_EXP_FP32_SHARED
 namespace drift::exp_detail {
 
-// glibc's __exp2f_data (sysdeps/ieee754/flt-32/e_exp2f_data.c), EXP2F_TABLE_BITS = 5.
-constexpr int kTableBits = 5;
-constexpr uint64_t kTableMask = (uint64_t{1} << kTableBits) - 1;
-// T[i] = bits(2^(i/32)) - (i << 47): adding k << 47 to T[k mod 32] adds floor(k/32) to the exponent.
-alignas(64) constexpr uint64_t kTable[32] = {
-    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
-    0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
-    0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
-    0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
-    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
-    0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
-    0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
+// glibc's __exp2f_data (sysdeps/ieee754/flt-32/e_exp2f_data.c): its table T is exp2_table.h's.
+using exp2_table::kTable;
+using exp2_table::kTableBits;
+using exp2_table::kTableMask;
 constexpr double kInvLn2N = 0x1.71547652b82fep+5;  // 32/ln2 (invln2_scaled)
 constexpr double kShift = 0x1.8p52;               // rounds a double of magnitude < 2^51 to an integer
 // poly_scaled: C0 r^3 + C1 r^2 + C2 r approximates 2^(r/32) - 1 on |r| <= 1/2.
@@ -54,29 +48,6 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 #if HWY_NATIVE_FMA
-// T[i] for each lane's i = ki mod 32. AVX-512 holds the 32-entry table in four registers and
-// looks it up with two two-register permutes and a blend (a gather from memory cost a third of the
-// exp's time); other targets gather.
-template <class D>
-HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> TableEntries(D d, hn::Vec<hn::RebindToUnsigned<D>> ki) {
-  namespace k = exp_detail;
-  const hn::RebindToUnsigned<D> du;
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  if constexpr (hn::MaxLanes(du) == 8) {
-    (void)d;
-    const __m512i t0 = _mm512_load_si512(k::kTable), t1 = _mm512_load_si512(k::kTable + 8);
-    const __m512i t2 = _mm512_load_si512(k::kTable + 16), t3 = _mm512_load_si512(k::kTable + 24);
-    // permutex2var reads an index's low four bits (entry, then which register); bit 4 picks the pair.
-    const __m512i low = _mm512_permutex2var_epi64(t0, ki.raw, t1);
-    const __m512i high = _mm512_permutex2var_epi64(t2, ki.raw, t3);
-    const __mmask8 upper = _mm512_test_epi64_mask(ki.raw, _mm512_set1_epi64(16));
-    return hn::Vec<hn::RebindToUnsigned<D>>{_mm512_mask_blend_epi64(upper, low, high)};
-  }
-#endif
-  const hn::RebindToSigned<D> di;
-  return hn::GatherIndex(du, k::kTable, hn::BitCast(di, hn::And(ki, hn::Set(du, k::kTableMask))));
-}
-
 // y of the header for one vector of x promoted to double (|x| < 88).
 template <class D>
 HWY_INLINE hn::Vec<D> ExpMain(D d, hn::Vec<D> xd) {
@@ -88,7 +59,7 @@ HWY_INLINE hn::Vec<D> ExpMain(D d, hn::Vec<D> xd) {
   const V kd = hn::Sub(shifted, hn::Set(d, k::kShift));
   const V r = hn::MulSub(inv_ln2n, xd, kd);
   const auto ki = hn::BitCast(du, shifted);
-  const V s = hn::BitCast(d, hn::Add(TableEntries(d, ki), hn::ShiftLeft<52 - k::kTableBits>(ki)));
+  const V s = hn::BitCast(d, hn::Add(Exp2TableEntries(d, ki), hn::ShiftLeft<52 - k::kTableBits>(ki)));
   const V z = hn::MulAdd(hn::Set(d, k::kC0), r, hn::Set(d, k::kC1));
   const V r2 = hn::Mul(r, r);
   V y = hn::MulAdd(r, hn::Set(d, k::kC2), hn::Set(d, 1.0));

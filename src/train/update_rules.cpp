@@ -29,7 +29,11 @@ HWY_INLINE void SgdLanes(D d, float* HWY_RESTRICT p, const float* HWY_RESTRICT g
   hn::StoreU(hn::Sub(pv, hn::Mul(hn::Set(d, k.lr), mv)), d, p + i);
 }
 
-template <bool kDecay, class D>
+// kBias1, kBias2: whether the bias correction divides at all. From the step where 1 - beta^t rounds
+// to 1.0f (t > 165 for beta1 = 0.9, t > 338 for beta2 = 0.95) it is a division by one, which returns
+// its operand (m and v are sums, never signalling NaNs), and the loops skip it: two of the rule's
+// four slow operations (divide, square root) per element.
+template <bool kDecay, bool kBias1, bool kBias2, class D>
 HWY_INLINE void AdamwLanes(D d, float* HWY_RESTRICT p, const float* HWY_RESTRICT gr, float* HWY_RESTRICT m,
                            float* HWY_RESTRICT v, size_t i, const AdamwCoeffs& k) {
   const auto g = hn::Mul(hn::LoadU(d, gr + i), hn::Set(d, k.grad_scale));
@@ -38,7 +42,8 @@ HWY_INLINE void AdamwLanes(D d, float* HWY_RESTRICT p, const float* HWY_RESTRICT
       hn::Add(hn::Mul(hn::Set(d, k.beta2), hn::LoadU(d, v + i)), hn::Mul(hn::Set(d, k.one_minus_beta2), hn::Mul(g, g)));
   hn::StoreU(mv, d, m + i);
   hn::StoreU(vv, d, v + i);
-  const auto mhat = hn::Div(mv, hn::Set(d, k.bias1)), vhat = hn::Div(vv, hn::Set(d, k.bias2));
+  const auto mhat = kBias1 ? hn::Div(mv, hn::Set(d, k.bias1)) : mv;
+  const auto vhat = kBias2 ? hn::Div(vv, hn::Set(d, k.bias2)) : vv;
   auto upd = hn::Div(mhat, hn::Add(hn::Sqrt(vhat), hn::Set(d, k.eps)));
   const auto pv = hn::LoadU(d, p + i);
   if constexpr (kDecay) upd = hn::Add(upd, hn::Mul(hn::Set(d, k.weight_decay), pv));
@@ -54,13 +59,22 @@ HWY_INLINE void SgdLoop(float* p, const float* g, float* m, size_t n, const SgdC
   for (; i < n; ++i) SgdLanes<kDecay>(d1, p, g, m, i, k);
 }
 
-template <bool kDecay>
+template <bool kDecay, bool kBias1, bool kBias2>
 HWY_INLINE void AdamwLoop(float* p, const float* g, float* m, float* v, size_t n, const AdamwCoeffs& k) {
   const hn::ScalableTag<float> d;
   const hn::CappedTag<float, 1> d1;
   size_t i = 0;
-  for (; i + hn::Lanes(d) <= n; i += hn::Lanes(d)) AdamwLanes<kDecay>(d, p, g, m, v, i, k);
-  for (; i < n; ++i) AdamwLanes<kDecay>(d1, p, g, m, v, i, k);
+  for (; i + hn::Lanes(d) <= n; i += hn::Lanes(d)) AdamwLanes<kDecay, kBias1, kBias2>(d, p, g, m, v, i, k);
+  for (; i < n; ++i) AdamwLanes<kDecay, kBias1, kBias2>(d1, p, g, m, v, i, k);
+}
+
+template <bool kDecay>
+HWY_INLINE void AdamwLoopBiased(float* p, const float* g, float* m, float* v, size_t n, const AdamwCoeffs& k) {
+  const bool b1 = k.bias1 != 1.0f, b2 = k.bias2 != 1.0f;
+  if (b1 && b2) AdamwLoop<kDecay, true, true>(p, g, m, v, n, k);
+  else if (b1) AdamwLoop<kDecay, true, false>(p, g, m, v, n, k);
+  else if (b2) AdamwLoop<kDecay, false, true>(p, g, m, v, n, k);
+  else AdamwLoop<kDecay, false, false>(p, g, m, v, n, k);
 }
 
 void SgdUpdate(float* p, const float* g, float* m, size_t n, const SgdCoeffs& k, bool decay) {
@@ -69,8 +83,8 @@ void SgdUpdate(float* p, const float* g, float* m, size_t n, const SgdCoeffs& k,
 }
 
 void AdamwUpdate(float* p, const float* g, float* m, float* v, size_t n, const AdamwCoeffs& k, bool decay) {
-  if (decay) AdamwLoop<true>(p, g, m, v, n, k);
-  else AdamwLoop<false>(p, g, m, v, n, k);
+  if (decay) AdamwLoopBiased<true>(p, g, m, v, n, k);
+  else AdamwLoopBiased<false>(p, g, m, v, n, k);
 }
 
 }  // namespace HWY_NAMESPACE
