@@ -30,7 +30,7 @@ HWY_INLINE void SgdLanes(D d, float* HWY_RESTRICT p, const float* HWY_RESTRICT g
 }
 
 // kBias1, kBias2: whether the bias correction divides at all. From the step where 1 - beta^t rounds
-// to 1.0f (t > 165 for beta1 = 0.9, t > 338 for beta2 = 0.95) it is a division by one, which returns
+// to 1.0f (t = 165 for beta1 = 0.9, t = 338 for beta2 = 0.95) it is a division by one, which returns
 // its operand (m and v are sums, never signalling NaNs), and the loops skip it: two of the rule's
 // four slow operations (divide, square root) per element.
 template <bool kDecay, bool kBias1, bool kBias2, class D>
