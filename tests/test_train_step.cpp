@@ -300,7 +300,7 @@ TEST_CASE("update rules: every SIMD target this CPU runs gives the scalar rule's
         const std::pair<float, float> biases[] = {{0.271f, 0.142625f}, {1.0f, 0.142625f}, {0.271f, 1.0f}, {1.0f, 1.0f}};
         for (size_t variant = 0; variant < 2 * std::size(biases); ++variant) {
           const bool decay = variant % 2 == 1;
-          const auto [bias1, bias2] = biases[variant / 2];
+          const float bias1 = biases[variant / 2].first, bias2 = biases[variant / 2].second;
           CAPTURE(decay);
           CAPTURE(bias1);
           CAPTURE(bias2);
