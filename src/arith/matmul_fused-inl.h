@@ -380,13 +380,11 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
   const size_t L = hn::Lanes(df), W = 2 * L, NVT = S * 2;
   const FusedOperands& fo = op.fused;
   const VI bias = hn::Set(di, kBias);
-  VI cut_c[R][kFusedMaxNV];
   V scale[R][kFusedMaxNV];
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NVT; ++v) {
       outside[r][v] = IntCutOutside(di, q[r][v], fo.model->kept_bits);
       scale[r][v] = hn::BitCast(df, hn::ShiftLeft<kMant>(hn::Sub(bias, q[r][v])));  // 2^-q
-      cut_c[r][v] = TruncToInt32(df, hn::Mul(hn::Load(df, cw + r * S * W + v * L), scale[r][v]));
     }
   const float* arow[R];
   for (size_t r = 0; r < R; ++r) arow[r] = fo.af + (i + r) * op.k + k0;
@@ -394,14 +392,20 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
   for (size_t st = 0; st < S; ++st) bs[st] = fo.bf + (j0 / W + st) * op.k * W + k0 * W;
   VI acc[1][R][kFusedMaxNV];
   FusedIntCutTerms<R, S, 1>(df, arow, bs, idx, g.n, scale, acc);
+  // c's cut after the products, and 2^q from 2^-q (its exponent field mirrored: (2 kBias << kMant)
+  // minus the bits of 2^-q, both normal where not outside): the product loop keeps neither q nor
+  // c's cuts live, which had spilled registers there.
+  const VI two_bias = hn::Set(di, static_cast<int32_t>((2 * kBias) << kMant));
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NVT; ++v) {
-      const VI sum = hn::Add(acc[0][r][v], cut_c[r][v]);  // (wraps on overflow: the signs tell)
+      const VI cut_c = TruncToInt32(df, hn::Mul(hn::Load(df, cw + r * S * W + v * L), scale[r][v]));
+      const VI sum = hn::Add(acc[0][r][v], cut_c);  // (wraps on overflow: the signs tell)
       if (fo.int_sum_may_wrap) {
-        const auto wrapped = hn::Lt(hn::And(hn::Xor(acc[0][r][v], sum), hn::Xor(cut_c[r][v], sum)), hn::Zero(di));
+        const auto wrapped = hn::Lt(hn::And(hn::Xor(acc[0][r][v], sum), hn::Xor(cut_c, sum)), hn::Zero(di));
         outside[r][v] = hn::Or(outside[r][v], wrapped);
       }
-      val[r][v] = hn::Mul(IntSumToFloat(sum, *fo.model), hn::BitCast(df, hn::ShiftLeft<kMant>(hn::Add(bias, q[r][v]))));
+      const V pow2_q = hn::BitCast(df, hn::Sub(two_bias, hn::BitCast(di, scale[r][v])));
+      val[r][v] = hn::Mul(IntSumToFloat(sum, *fo.model), pow2_q);
     }
 }
 #endif
@@ -410,7 +414,32 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
 // Step 3: val rounded once to the result grid into cw; results at the output format's overflow
 // threshold, results below its smallest normal where it flushes them (or T cannot scale them), a
 // non-finite c and `outside` lanes from the scalar core.
-template <size_t R, size_t S, class DT, class V = hn::Vec<DT>, class MI = hn::Mask<hn::RebindToSigned<DT>>>
+// The vector cv (row i, columns from j) gets `result`, but its `rare` lanes the scalar core's
+// result on their own operands (also where c had become infinite); cv holds c on entry.
+template <class DT, class MI>
+HWY_NOINLINE void FusedRareLanes(DT dt, const FastOperands& op, size_t i, size_t j, size_t k0, const FusedGroup& g,
+                                 MI rare, hn::Vec<DT> result, hn::TFromD<DT>* cv) {
+  using T = hn::TFromD<DT>;
+  using TI = hn::TFromD<hn::RebindToSigned<DT>>;
+  const hn::RebindToSigned<DT> di;
+  const size_t Ld = hn::Lanes(dt);
+  HWY_ALIGN T res[HWY_MAX_BYTES / sizeof(T)];
+  hn::Store(result, dt, res);
+  HWY_ALIGN TI rare_lanes[HWY_MAX_BYTES / sizeof(T)];
+  hn::Store(hn::VecFromMask(di, rare), di, rare_lanes);
+  for (size_t l = 0; l < Ld; ++l) {
+    if (!rare_lanes[l] || j + l >= op.n) continue;
+    res[l] = static_cast<T>(FusedGroupInCore(op.fused, op.k, op.n, i, j + l, k0, g, static_cast<double>(cv[l])));
+  }
+  hn::Store(hn::Load(dt, res), dt, cv);
+}
+
+// kPlain: the caller has found the rounding already done and nothing tiny to check (float lanes of
+// the integer route, an output of float's 23 fraction bits and emin at or below kIntCutQMin: every
+// fp32-output preset), so that val is the result and only the range checks remain; the same
+// results as the general code, without its run-time choices in every vector.
+template <size_t R, size_t S, bool kPlain, class DT, class V = hn::Vec<DT>,
+          class MI = hn::Mask<hn::RebindToSigned<DT>>>
 HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
                                   const V (&val)[R][kFusedMaxNV], const MI (&outside)[R][kFusedMaxNV],
                                   hn::TFromD<DT>* cw) {
@@ -450,6 +479,15 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
       const VI bits = hn::BitCast(di, val[r][v]);
       const VI sign = hn::And(bits, sign_mask);
       const VI mag = hn::AndNot(sign_mask, bits);
+      T* cv = cw + r * S * W + v * Ld;
+      if constexpr (kPlain) {  // (shift 0, !check_tiny: the result is val)
+        const auto rare = hn::Or(outside[r][v], hn::Not(hn::Lt(mag, overflow_enc)));
+        if (HWY_LIKELY(hn::AllFalse(di, rare)))
+          hn::Store(val[r][v], dt, cv);
+        else
+          FusedRareLanes(dt, op, i + r, j0 + v * Ld, k0, g, rare, val[r][v], cv);
+        continue;
+      }
       VI rounded;
       if (shift == 0)  // (the integer route's float lanes: val already rounded, IntSumToFloat)
         rounded = mag;
@@ -473,27 +511,16 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
         }
       }
       if (m.final_rounding == Rounding::rne && shift != 0) rare = hn::Or(rare, hn::Not(hn::Lt(mag, overflow_enc)));
-      T* cv = cw + r * S * W + v * Ld;
-      if (HWY_LIKELY(hn::AllFalse(di, rare))) {
+      if (HWY_LIKELY(hn::AllFalse(di, rare)))
         hn::Store(result, dt, cv);
-      } else {
-        HWY_ALIGN T res[HWY_MAX_BYTES / sizeof(T)];
-        hn::Store(result, dt, res);
-        // The scalar core on this lane's own operands (also where c had become infinite).
-        HWY_ALIGN TI rare_lanes[HWY_MAX_BYTES / sizeof(T)];
-        hn::Store(hn::VecFromMask(di, rare), di, rare_lanes);
-        for (size_t l = 0; l < Ld; ++l) {
-          const size_t j = j0 + v * Ld + l;
-          if (!rare_lanes[l] || j >= op.n) continue;
-          res[l] = static_cast<T>(FusedGroupInCore(op.fused, op.k, op.n, i + r, j, k0, g, static_cast<double>(cv[l])));
-        }
-        hn::Store(hn::Load(dt, res), dt, cv);
-      }
+      else
+        FusedRareLanes(dt, op, i + r, j0 + v * Ld, k0, g, rare, result, cv);
     }
 }
 
 // One group for R rows from i and S strips from j0 (c: cw[r*S*W + l], replaced by the group's results).
-template <size_t R, size_t S, class DT>
+// kPlain: FusedRoundResults' (the float lanes of the integer route only).
+template <size_t R, size_t S, bool kPlain, class DT>
 HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
                                const uint32_t* idx, const int16_t* ep, hn::TFromD<DT>* cw) {
   const hn::RebindToSigned<DT> di;
@@ -513,14 +540,14 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
       else
         FusedCutSumsInt<R, 2>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
     }
-    FusedRoundResults<R, S>(dt, op, i, j0, k0, g, val, outside, cw);
+    FusedRoundResults<R, S, kPlain && sizeof(hn::TFromD<DT>) == 4>(dt, op, i, j0, k0, g, val, outside, cw);
     return;
   }
 #endif
   if constexpr (sizeof(hn::TFromD<DT>) == 8 && S == 1) {  // (float lanes: the integer route only)
     FusedCutExponents<R, S>(dt, *op.fused.model, op.fused.min_align, false, cw, ep, q);
     FusedCutSumsTruncated<R, S>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
-    FusedRoundResults<R, S>(dt, op, i, j0, k0, g, val, outside, cw);
+    FusedRoundResults<R, S, false>(dt, op, i, j0, k0, g, val, outside, cw);
   }
 }
 
@@ -559,6 +586,9 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
   const bool promote = m.promote_every > 0;
   const bool promote_in_float = promote && is_binary32(m.out) && m.out_subnormals;
   const bool promote_in_fp16 = promote && is_binary16(m.out) && m.out_subnormals;
+  // FusedRoundResults' kPlain: float lanes of the integer route into float's 23 fraction bits, with
+  // no result below the output's smallest normal to check (its emin at or below kIntCutQMin).
+  const bool plain = sizeof(T) == 4 && op.fused.int_accs > 0 && m.out_man_bits == 23 && m.out.emin <= kIntCutQMin;
   HWY_ALIGN T c[kMaxRows * S * 2 * HWY_MAX_BYTES / sizeof(float)];
   HWY_ALIGN int16_t ep[kMaxRows * S * 2 * HWY_MAX_BYTES / sizeof(float)];
   for (size_t l = 0; l < rows * SW; ++l) out[l] = 0.0f;  // the outer accumulators
@@ -576,8 +606,13 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
         FusedProductExponents<kMaxRows, S>(op, i0, rows, j0, k0, g, idx, ep);
       // Rows in pairs: two rows' independent sums hide each other's latencies, and they share B's loads.
       size_t r = 0;
-      for (; r + 2 <= rows; r += 2) FusedGroupRows<2, S>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
-      if (r < rows) FusedGroupRows<1, S>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
+      if (plain) {
+        for (; r + 2 <= rows; r += 2) FusedGroupRows<2, S, true>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
+        if (r < rows) FusedGroupRows<1, S, true>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
+      } else {
+        for (; r + 2 <= rows; r += 2) FusedGroupRows<2, S, false>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
+        if (r < rows) FusedGroupRows<1, S, false>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
+      }
     }
     g0 = chain_end;
     // Promotion into the outer accumulator, once per chain. Into an IEEE binary32 accumulator that
