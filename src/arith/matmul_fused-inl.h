@@ -411,9 +411,6 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
 #endif
 #endif
 
-// Step 3: val rounded once to the result grid into cw; results at the output format's overflow
-// threshold, results below its smallest normal where it flushes them (or T cannot scale them), a
-// non-finite c and `outside` lanes from the scalar core.
 // The vector cv (row i, columns from j) gets `result`, but its `rare` lanes the scalar core's
 // result on their own operands (also where c had become infinite); cv holds c on entry.
 template <class DT, class MI>
@@ -434,6 +431,9 @@ HWY_NOINLINE void FusedRareLanes(DT dt, const FastOperands& op, size_t i, size_t
   hn::Store(hn::Load(dt, res), dt, cv);
 }
 
+// Step 3: val rounded once to the result grid into cw; results at the output format's overflow
+// threshold, results below its smallest normal where it flushes them (or T cannot scale them), a
+// non-finite c and `outside` lanes from the scalar core.
 // kPlain: the caller has found the rounding already done and nothing tiny to check (float lanes of
 // the integer route, an output of float's 23 fraction bits and emin at or below kIntCutQMin: every
 // fp32-output preset), so that val is the result and only the range checks remain; the same
