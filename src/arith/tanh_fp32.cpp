@@ -138,7 +138,7 @@ HWY_INLINE hn::Vec<D> TanhMagnitude(D d, hn::Vec<D> a) {
 //     rounding: < 115u. e + 1: < 4.5u. t' = (e - 1)/(e + 1): one more rounding.
 //   Total < 115u + 4.5u + u < 121u < 2^-46 relative: 16x inside the 2^-42 the test allows.
 // (A reciprocal estimate refined by Newton's method instead of the division ran slower here.)
-// The test: t' in (2^-6, 1 + 2^-50), so 2^-42 t' is under 2^11 units of t''s last bit (2^-52 of its
+// The test: t' in (2^-7, 1 + 2^-50), so 2^-42 t' is under 2^11 units of t''s last bit (2^-52 of its
 // binade); float rounding drops 29 of its 52 fraction bits, whose midpoint is 2^28. A lane is sure
 // when those 29 bits lie more than 2^12 units from 2^28. (Near a power of two the float grid
 // changes, but the nearest midpoint across it is 2^27 units away.)
