@@ -166,19 +166,30 @@ HWY_INLINE hn::Vec<D> TanhExpQuick(D d, hn::Vec<D> a, hn::Mask<D>* unsure) {
 }
 #endif
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// The quick route for one vector: the Taylor branch's t where a < 2^-6, else TanhExpQuick's t';
+// `deferred`: the lanes whose t' does not settle the float rounding (never a Taylor lane), which
+// TanhForFloat gives to TanhExp.
+template <class D>
+HWY_INLINE hn::Vec<D> TanhQuickRoute(D d, hn::Vec<D> a, hn::Mask<D>* deferred) {
+  const auto taylor = hn::Lt(a, hn::Set(d, tanh_detail::kTaylorBelow));
+  hn::Mask<D> unsure;
+  auto t = TanhExpQuick(d, a, &unsure);
+  if (!hn::AllFalse(d, taylor)) t = hn::IfThenElse(taylor, TanhTaylor(d, a), t);  // (a few in a hundred)
+  *deferred = hn::AndNot(taylor, unsure);
+  return t;
+}
+#endif
+
 // t for the float result: TanhMagnitude's value, or on AVX-512 another double that rounds to the
 // same float (TanhExpQuick), which is all the span's callers keep.
 template <class D>
 HWY_INLINE hn::Vec<D> TanhForFloat(D d, hn::Vec<D> a) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   if constexpr (hn::MaxLanes(d) == 8) {
-    const auto taylor = hn::Lt(a, hn::Set(d, tanh_detail::kTaylorBelow));
-    hn::Mask<D> unsure;
-    const auto quick = TanhExpQuick(d, a, &unsure);
-    auto t = quick;
-    if (!hn::AllFalse(d, taylor)) t = hn::IfThenElse(taylor, TanhTaylor(d, a), t);  // (a few in a hundred)
-    unsure = hn::AndNot(taylor, unsure);
-    if (HWY_UNLIKELY(!hn::AllFalse(d, unsure))) t = hn::IfThenElse(unsure, TanhExp(d, a), t);
+    hn::Mask<D> deferred;
+    auto t = TanhQuickRoute(d, a, &deferred);
+    if (HWY_UNLIKELY(!hn::AllFalse(d, deferred))) t = hn::IfThenElse(deferred, TanhExp(d, a), t);
     return t;
   }
 #endif
@@ -230,7 +241,7 @@ void TanhUnroundedSpanImpl(const float* in, double* out, size_t n) {
   }
 }
 
-// The test hook of the quick route: deferred[i] = 1 where TanhForFloat left in[i] to TanhExp.
+// The test hook of the quick route: deferred[i] = 1 where TanhQuickRoute defers in[i] to TanhExp.
 bool TanhQuickDeferredImpl(const float* in, uint8_t* deferred, size_t n) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   const hn::ScalableTag<double> d;
@@ -244,10 +255,9 @@ bool TanhQuickDeferredImpl(const float* in, uint8_t* deferred, size_t n) {
     const size_t len = std::min(N, n - i);
     std::memcpy(tail, in + i, len * sizeof(float));
     const auto a = hn::Abs(hn::PromoteTo(d, hn::Load(df, tail)));
-    hn::Mask<decltype(d)> unsure;
-    (void)TanhExpQuick(d, a, &unsure);
-    unsure = hn::AndNot(hn::Lt(a, hn::Set(d, tanh_detail::kTaylorBelow)), unsure);
-    hn::Store(hn::VecFromMask(di, hn::RebindMask(di, unsure)), di, flags);
+    hn::Mask<decltype(d)> lanes;
+    (void)TanhQuickRoute(d, a, &lanes);
+    hn::Store(hn::VecFromMask(di, hn::RebindMask(di, lanes)), di, flags);
     for (size_t l = 0; l < len; ++l) deferred[i + l] = flags[l] != 0;
   }
   return true;
