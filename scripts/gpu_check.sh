@@ -14,6 +14,10 @@
 #      hypothesis preset; the one at 100% bit agreement is how the block sums join the accumulator
 # and prints a summary table. Exit status: non-zero when a check (2 or 3) failed.
 # Usage: scripts/gpu_check.sh [build-dir]   (env: GPU_CHECK_STEPS=200, GPU_CHECK_BENCH_SHAPE=4096x4096x4096)
+# GPU_CHECK_PREBUILT=1 skips step 1 and runs the binaries already in the build dir: built on another
+# machine with the same nvcc (cmake -DDRIFT_CUDA=ON; the CUDA runtime is linked statically and cuBLAS
+# is opened at run time), carried over with the shared libraries they need on LD_LIBRARY_PATH, so
+# that a short lease goes to the checks rather than to compiling.
 # GPU_CHECK_EMULATE=1 rehearses the script on the CUDA emulator (tests/cuda_emu), on any x86-64
 # machine: the same steps with drift_emu and drift_gpu_emu_tests (4 training steps unless
 # GPU_CHECK_STEPS says otherwise); cuBLASLt and cuBLAS (steps 4 and 5) are skipped. Device time is
@@ -22,6 +26,7 @@ set -uo pipefail
 src="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$src/build-gpu}"
 emulate="${GPU_CHECK_EMULATE:-0}"
+prebuilt="${GPU_CHECK_PREBUILT:-0}"
 suffix="" gpu_test_args=()
 if [ "$emulate" = 1 ]; then
   suffix=_emu gpu_test_args=(--test-case-exclude='*cuda-native*')
@@ -38,7 +43,19 @@ t0=$(date +%s)
 elapsed() { echo "$(( $(date +%s) - t0 ))s"; }
 
 echo "== 1. build ($build)"
-if cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDRIFT_CUDA=ON > "$work/configure.log" 2>&1 &&
+if [ "$prebuilt" = 1 ]; then
+  missing=""
+  for t in "drift$suffix" drift_tests "drift_gpu${suffix}_tests"; do
+    if [ ! -x "$build/$t" ]; then missing+=" $t (absent)";
+    elif ldd "$build/$t" | grep -q 'not found'; then missing+=" $t ($(ldd "$build/$t" | grep 'not found' | tr -s ' \t\n' ' '))"; fi
+  done
+  if [ -n "$missing" ]; then
+    row "build (prebuilt, carried)" FAIL "not runnable:$missing"
+    printf '%s\n' "${rows[@]}"
+    exit 1
+  fi
+  row "build (prebuilt, carried)" ok "$(elapsed)"
+elif cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDRIFT_CUDA=ON > "$work/configure.log" 2>&1 &&
    cmake --build "$build" -j"$(nproc)" --target "drift$suffix" drift_tests "drift_gpu${suffix}_tests" \
      > "$work/build.log" 2>&1; then
   row "build (DRIFT_CUDA=ON)" ok "$(elapsed)"
