@@ -391,7 +391,10 @@ class Acc:
         if order.startswith("split:"):
             self.split = int(order[6:])
             order = "split"
-        if order not in ("sequential", "reverse", "pairwise", "split"):
+        if order.startswith("splitk:"):
+            self.split = int(order[7:])
+            order = "splitk"
+        if order not in ("sequential", "reverse", "pairwise", "split", "splitk"):
             raise ValueError("oracle does not model order " + order)
         self.order = order
         self.promote_every = d.get("promote_every", 0)
@@ -673,6 +676,20 @@ def ordered_sum(terms, acc):
         for p in range(1, parts):
             s = add(s, partial[p])
         return s
+    if acc.order == "splitk":
+        # Contiguous parts of ceil(n/parts) terms (cuBLASLt's split-K); empty parts stay +0.
+        parts = max(1, acc.split)
+        size = -(-n // parts)
+        partial = []
+        for p in range(parts):
+            s = PZ
+            for t in terms[p * size:(p + 1) * size]:
+                s = add(s, t)
+            partial.append(s)
+        s = partial[0]
+        for p in range(1, parts):
+            s = add(s, partial[p])
+        return s
     raise ValueError(acc.order)
 
 
@@ -838,7 +855,7 @@ def build_policies():
                                     outer=acc("fp16", overflow="saturate")), ["big"])
     add("fp16_acc_flush", policy(a=quant("fp16"), b=quant("fp16"),
                                  inner=dict(acc("fp16"), subnormals="flush"), outer=acc("fp16")), ["tiny"])
-    for order in ("sequential", "reverse", "pairwise", "split:4", "split:3"):
+    for order in ("sequential", "reverse", "pairwise", "split:4", "split:3", "splitk:3", "splitk:8"):
         add("bf16_acc_order_%s" % order.replace(":", ""),
             policy(a=quant("bf16"), b=quant("bf16"), inner=acc("bf16", order=order), outer=acc("fp32")))
     add("fp16_acc_pairwise_rtz", policy(a=quant("fp16"), b=quant("fp16"), inner=acc("fp16", "rtz", "pairwise"),
@@ -900,6 +917,11 @@ def build_policies():
                                     inner={"fused": "h100_fp8_e4m3"}))
     add("fused_h100_fp8_tensor", policy(a=quant("fp8_e4m3", "tensor"), b=quant("fp8_e4m3", "tensor"),
                                         inner={"fused": "h100_fp8_e4m3"}))
+    # cuBLASLt's split-K (docs/policy.md): 16-product blocks in 3 contiguous parts; K = 64 leaves the
+    # third part empty, K = 37 gives parts of 1, 1 and 1 blocks.
+    add("fused_h100_fp8_promote16_splitk3", policy(a=quant("fp8_e4m3", "tensor"), b=quant("fp8_e4m3", "tensor"),
+                                                   inner={"fused": "h100_fp8_e4m3", "promote_every": 16},
+                                                   outer=acc("fp32", "rne", "splitk:3")), GEN + ["tiny"])
     add("fused_h100_fp8_promote128_tile", policy(a=quant("fp8_e4m3", "tile", block=128),
                                                  b=quant("fp8_e4m3", "tile", block=128, two_d=True),
                                                  inner={"fused": "h100_fp8_promote128"}))

@@ -131,9 +131,9 @@ TEST_CASE("element bodies equal the CPU engine: every tensor-core preset as the 
 }
 
 TEST_CASE("element bodies equal the CPU engine: every order, stochastic rounding everywhere") {
-  const char* orders[] = {"sequential", "reverse", "pairwise", "split:3", "split", "permuted"};
+  const char* orders[] = {"sequential", "reverse", "pairwise", "split:3", "split", "permuted", "splitk:3", "splitk:7"};
   for (const char* inner : orders)
-    for (const char* outer : {"sequential", "pairwise", "permuted", "split:2"}) {
+    for (const char* outer : {"sequential", "pairwise", "permuted", "split:2", "splitk:2"}) {
       const std::string name = std::string(inner) + " / " + outer;
       // bf16 sums (where orders matter), sr products in bf16, sr outer sums, sr output to fp16.
       check_policy(name, policy_from(std::string(R"({"preset": "mxfp8_e4m3",

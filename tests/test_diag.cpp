@@ -215,7 +215,7 @@ TEST_CASE("error bound: silent on accumulator variants (orders, roundings, narro
   // bits) has a bound of (1 + 2^-3)^n - 1: finite, and checked, only for short sums.
   for (const char* acc : {"fp32", "bf16", "fp16", "fp8_e5m2"})
     for (SumOrder order : {SumOrder::sequential, SumOrder::reverse, SumOrder::pairwise, SumOrder::split,
-                           SumOrder::permuted})
+                           SumOrder::permuted, SumOrder::splitk})
       for (Rounding r : {Rounding::rne, Rounding::rtz, Rounding::rup, Rounding::sr, Rounding::rto})
         for (Subnormals sub : {Subnormals::keep, Subnormals::flush}) {
           MatmulPolicy p = *find_matmul_preset(std::string(acc) == "fp32" ? "mxfp8_e4m3" : "bf16");

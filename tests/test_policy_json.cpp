@@ -66,6 +66,14 @@ TEST_CASE("wrong types and values name the path and what was expected") {
   CHECK(e.path == "precision.matmul[0].a.scaling.hadamard");
   e = error_of(json::parse(R"({"inner": {"order": "split:0"}})"));
   CHECK(e.path == "precision.matmul[0].inner.order");
+  e = error_of(json::parse(R"({"inner": {"order": "splitk"}})"));  // no default part count
+  CHECK(e.path == "precision.matmul[0].inner.order");
+  CHECK(e.message.find("splitk:S") != std::string::npos);
+  e = error_of(json::parse(R"({"outer": {"order": "splitk:x"}})"));
+  CHECK(e.path == "precision.matmul[0].outer.order");
+  CHECK(e.message.find("splitk:S") != std::string::npos);
+  e = error_of(json::parse(R"({"inner": {"order": "permuted:2"}})"));
+  CHECK(e.path == "precision.matmul[0].inner.order");
   e = error_of(json::parse(R"({"inner": {"order": "zigzag"}})"));
   CHECK(e.path == "precision.matmul[0].inner.order");
   e = error_of(json::parse(R"({"outer": {"fused": "h100"}})"));
@@ -153,6 +161,11 @@ TEST_CASE("a preset is a base that fields override one by one") {
   CHECK(bare.inner.order == drift::SumOrder::split);
   CHECK(bare.inner.split == 2);
   CHECK(drift::apply_matmul_policy(json::parse(R"({"inner": {"order": "split"}})"), "p", p).inner.split == 2);
+  // splitk:S keeps its count, and the resolved policy writes it back.
+  const auto splitk = drift::parse_matmul_policy(json::parse(R"({"outer": {"order": "splitk:6"}})"), "p");
+  CHECK(splitk.outer.order == drift::SumOrder::splitk);
+  CHECK(splitk.outer.split == 6);
+  CHECK(drift::policy_to_json(splitk)["outer"]["order"] == "splitk:6");
   REQUIRE(p.product_format);
   CHECK(drift::format_name(*p.product_format) == "bf16");
   CHECK(drift::format_name(p.out_format) == "bf16");

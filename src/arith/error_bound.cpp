@@ -39,7 +39,8 @@ void tree_shape(const Accumulator& acc, size_t n, double* L, double* R) {
       *R = n ? 2 * dn - 1 : 0;
       return;
     }
-    case SumOrder::split: {
+    case SumOrder::split:
+    case SumOrder::splitk: {  // ceil(n/p) adds in the longest partial sum, then p - 1 joins
       const size_t p = static_cast<size_t>(std::max(1, acc.split));
       *L = static_cast<double>((n + p - 1) / p + p - 1);
       *R = dn + static_cast<double>(p - 1);

@@ -43,7 +43,8 @@ bool is_plain_fp32_sequential(const Accumulator& acc) {
 namespace {
 
 std::string validate_accumulator(const Accumulator& acc, const char* name) {
-  if (acc.order == SumOrder::split && acc.split < 1) return std::string(name) + ".split must be >= 1";
+  if ((acc.order == SumOrder::split || acc.order == SumOrder::splitk) && acc.split < 1)
+    return std::string(name) + ".split must be >= 1";
   if (acc.promote_every < 0) return std::string(name) + ".promote_every must be >= 0";
   if (acc.round.sr_bits < 1 || acc.round.sr_bits > 32) return std::string(name) + ".sr_bits must be in 1..32";
   return "";
@@ -325,7 +326,7 @@ MatmulTelemetry matmul(const MatViewF& a, const MatViewF& b, float* c, size_t ld
 }
 
 namespace {
-const char* const kOrderNames[] = {"sequential", "reverse", "pairwise", "split", "permuted"};
+const char* const kOrderNames[] = {"sequential", "reverse", "pairwise", "split", "permuted", "splitk"};
 }
 const char* to_string(SumOrder o) { return enum_name(o, kOrderNames); }
 bool parse_sum_order(const std::string& s, SumOrder* out) { return enum_from_name(s, kOrderNames, out); }

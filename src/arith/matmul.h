@@ -34,13 +34,15 @@ enum class SumOrder : uint8_t {
   pairwise,    // recursive halving: sum(lo..hi) = fmt(sum(left half) + sum(right half))
   split,       // `split` interleaved partial sums (k mod split), each sequential, then added in order
   permuted,    // a seeded random order, one permutation per (call, block)
+  splitk,      // `split` contiguous partial sums of ceil(n/split) terms each (the last may hold fewer or
+               // none), each sequential, then added in order: cuBLASLt's split-K as measured on an H200
 };
 
 struct Accumulator {
   Format format;           // fp32 unless set
   RoundSpec round;         // rne, IEEE overflow unless set
   SumOrder order = SumOrder::sequential;
-  int split = 2;           // for SumOrder::split
+  int split = 2;           // for SumOrder::split and splitk: the number of partial sums
   int promote_every = 0;   // inner only: K-block when neither operand has block scales (0: all of K)
   std::optional<FusedModel> fused;  // inner only: the tensor-core fused multi-term model replaces `order`
   // Inner only, with `fused` and block-scaled operands: false (the two-level definition): each

@@ -64,6 +64,15 @@ double ordered_sum(const std::vector<double>& t, const std::vector<size_t>& idx,
       for (size_t p = 1; p < parts; ++p) acc = s.add(acc, partial[p]);
       return acc;
     }
+    case SumOrder::splitk: {
+      const size_t parts = static_cast<size_t>(std::max(1, s.acc.split));
+      const size_t per_part = (n + parts - 1) / parts;
+      std::vector<double> partial(parts, 0.0);
+      for (size_t i = 0; i < n; ++i) partial[i / per_part] = s.add(partial[i / per_part], t[idx[i]]);
+      double acc = partial[0];
+      for (size_t p = 1; p < parts; ++p) acc = s.add(acc, partial[p]);
+      return acc;
+    }
   }
   return 0.0;
 }

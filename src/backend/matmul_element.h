@@ -88,7 +88,8 @@ struct Summer {
 DRIFT_HD uint64_t adds_in_sum(const SumSpec& s, uint64_t n) {
   switch (s.order) {
     case SumOrder::pairwise: return n == 0 ? 0 : 2 * n - 1;
-    case SumOrder::split: return n + static_cast<uint64_t>(s.split < 1 ? 1 : s.split) - 1;
+    case SumOrder::split:
+    case SumOrder::splitk: return n + static_cast<uint64_t>(s.split < 1 ? 1 : s.split) - 1;
     default: return n;
   }
 }
@@ -162,6 +163,20 @@ DRIFT_HD double ordered_sum(const Term& term, const Pos& pos, uint64_t n, const 
       for (uint64_t p = 0; p < parts; ++p) {
         double partial = 0.0;
         for (uint64_t i = p; i < n; i += parts) partial = s.add(partial, term(pos(i)), start + i);
+        total = p == 0 ? partial : s.add(total, partial, start + n + p - 1);
+      }
+      return total;
+    }
+    case SumOrder::splitk: {
+      // Terms [p * per_part, (p + 1) * per_part) go to partial p, term i with add number i; the
+      // partials join as in split.
+      const uint64_t parts = static_cast<uint64_t>(s.spec->split < 1 ? 1 : s.spec->split);
+      const uint64_t per_part = (n + parts - 1) / parts;
+      double total = 0.0;
+      for (uint64_t p = 0; p < parts; ++p) {
+        double partial = 0.0;
+        const uint64_t end = (p + 1) * per_part < n ? (p + 1) * per_part : n;
+        for (uint64_t i = p * per_part; i < end; ++i) partial = s.add(partial, term(pos(i)), start + i);
         total = p == 0 ? partial : s.add(total, partial, start + n + p - 1);
       }
       return total;

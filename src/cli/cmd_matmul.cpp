@@ -11,6 +11,9 @@
 #include "arith/exact_dot.h"
 #include "arith/matmul.h"
 #include "backend/backend.h"
+#ifdef DRIFT_HAVE_CUDA
+#include "backend/cuda/native_fp8.h"
+#endif
 #include "arith/tc_presets.h"
 #include "cli/commands.h"
 #include "io/memory.h"
@@ -219,6 +222,14 @@ void run_matmul(const MatmulOptions& o) {
       {"out", {{"file", o.out}, {"dtype", dtype == io::Dtype::f4 ? "float32" : "float64"}}},
       {"seed", o.seed}};
   if (o.exact_error) j["exact_error"] = exact_error_json(va, vb, c.data, policy.out_format);
+#ifdef DRIFT_HAVE_CUDA
+  // cuda-native: the cuBLASLt algorithm that ran. Its split of K is part of the summation order:
+  // splitk S > 1 is the policy order splitk:S (docs/cuda.md, "cuBLASLt's FP8 GEMM, bit for bit").
+  if (const NativeFp8Algorithm algo = native_fp8_last_algorithm(*backend); algo.id >= 0)
+    j["cublaslt"] = {{"algo", algo.id}, {"tile", algo.tile}, {"splitk", algo.splitk},
+                     {"reduction_scheme", algo.reduction}, {"stages", algo.stages}, {"cta_swizzling", algo.swizzle},
+                     {"custom_option", algo.custom}};
+#endif
   j["policy"] = nlohmann::ordered_json::parse(policy_to_json(policy).dump());
   std::printf("%s\n", j.dump(2).c_str());
 }

@@ -278,19 +278,26 @@ void apply_accumulator(const json& j, const std::string& path, Accumulator& acc,
   apply_round_fields(j, path, &acc.format, acc.round);
   if (j.contains("order")) {
     const std::string p = join(path, "order");
-    const std::string s = get_string(j["order"], p, "a sum order (sequential|reverse|pairwise|split|permuted|split:S)");
+    const char* const kOrders = "sequential|reverse|pairwise|split|permuted, split:S or splitk:S";
+    const std::string s = get_string(j["order"], p, std::string("a sum order (") + kOrders + ")");
     const std::string head = s.substr(0, s.find(':'));
     SumOrder o;
-    if (!parse_sum_order(head, &o) || (head != "split" && head != s))
-      throw ConfigError(p, "unknown sum order '" + s + "' (expected sequential|reverse|pairwise|split|permuted or split:S)");
+    const bool known = parse_sum_order(head, &o);
+    const bool counted = known && (o == SumOrder::split || o == SumOrder::splitk);
+    if (!known || (!counted && head != s))
+      throw ConfigError(p, "unknown sum order '" + s + "' (expected " + kOrders + ")");
+    // splitk has no default: its part count is what a GEMM library chose for one shape.
+    if (o == SumOrder::splitk && head == s)
+      throw ConfigError(p, "'splitk' needs its number of parts: splitk:S (e.g. splitk:3, the split cuBLASLt chose)");
     acc.order = o;
     if (s == "split") acc.split = 2;  // a bare split is split:2, whatever a base policy split into
-    if (head != s) {  // "split:S"
+    if (head != s) {  // "split:S" or "splitk:S"
       const std::string n = s.substr(head.size() + 1);
       int v = 0;
       bool ok = !n.empty() && n.size() <= 6 && n.find_first_not_of("0123456789") == std::string::npos;
       if (ok) v = std::stoi(n);
-      if (!ok || v < 1) throw ConfigError(p, "'" + s + "': expected split:S with S a positive integer (e.g. split:4)");
+      if (!ok || v < 1)
+        throw ConfigError(p, "'" + s + "': expected " + head + ":S with S a positive integer (e.g. " + head + ":4)");
       acc.split = v;
     }
   }
@@ -468,7 +475,8 @@ json quantizer_to_json(const Quantizer& q) {
 json accumulator_to_json(const Accumulator& acc) {
   json j = round_fields_json(acc.round);
   j["format"] = format_to_json(acc.format);
-  j["order"] = acc.order == SumOrder::split ? "split:" + std::to_string(acc.split) : std::string(to_string(acc.order));
+  const bool counted = acc.order == SumOrder::split || acc.order == SumOrder::splitk;
+  j["order"] = std::string(to_string(acc.order)) + (counted ? ":" + std::to_string(acc.split) : "");
   j["promote_every"] = acc.promote_every;
   j["fused"] = acc.fused ? fused_to_json(*acc.fused) : json(nullptr);
   // Written only when not the default, so that every other policy's resolved form (and a run's

@@ -17,7 +17,7 @@
 //                            "margin": int, "pow2": bool, "amax_floor": >0, "history": >=1,
 //                            "algo": max|most_recent, "hadamard": 0|16|32, "hadamard_seed": uint } }
 //             A quantizer may also be a string: a quantizer preset name (see presets.h).
-//   ACC     = ROUND fields + { "order": sequential|reverse|pairwise|split|permuted|"split:S",
+//   ACC     = ROUND fields + { "order": sequential|reverse|pairwise|split|permuted|"split:S"|"splitk:S",
 //               "promote_every": >=0 (inner: K-block when no operand has block scales; 0 = all of K),
 //               "fused": null | <tensor-core preset name, arith/tc_presets.h> | FUSED (inner only) }
 //   FUSED   = { "preset": <tc preset name> (base), "terms", "kept_bits", "align_includes_acc", "sticky",

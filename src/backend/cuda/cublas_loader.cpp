@@ -80,3 +80,7 @@ DRIFT_FORWARD(cublaslt_lib, cublasLtMatrixLayoutCreate,
               (cublasLtMatrixLayout_t* layout, cudaDataType type, uint64_t rows, uint64_t cols, int64_t ld),
               (layout, type, rows, cols, ld))
 DRIFT_FORWARD(cublaslt_lib, cublasLtMatrixLayoutDestroy, (cublasLtMatrixLayout_t layout), (layout))
+DRIFT_FORWARD(cublaslt_lib, cublasLtMatmulAlgoConfigGetAttribute,
+              (const cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoConfigAttributes_t attr, void* buf, size_t bytes,
+               size_t* written),
+              (algo, attr, buf, bytes, written))

@@ -53,6 +53,7 @@ class NativeFp8Backend final : public Backend {
   }
   ~NativeFp8Backend() override { cublasLtDestroy(lt_); }
   const char* name() const override { return fast_accum_ ? "cuda-native-fastacc" : "cuda-native"; }
+  const NativeFp8Algorithm& last_algorithm() const { return last_; }
 
   // Not the simulator: "supported" means cuBLASLt can run it, never that it matches the CPU.
   std::string unsupported_reason(const MatmulPolicy& p) const override {
@@ -120,6 +121,7 @@ class NativeFp8Backend final : public Backend {
       int found = 0;
       check_lt(cublasLtMatmulAlgoGetHeuristic(lt_, desc, la, lb, ld, ld, pref, 1, &heur, &found), "heuristic");
       if (found == 0) throw BackendError("backend cuda-native: cuBLASLt found no FP8 algorithm for this shape");
+      last_ = describe(heur.algo);
       const float alpha = 1.0f, beta = 0.0f;
       check_lt(cublasLtMatmul(lt_, desc, &alpha, da_.get(), la, db_.get(), lb, &beta, dd_.get(), ld, dd_.get(), ld,
                               &heur.algo, workspace_.get(), kWorkspace, nullptr),
@@ -156,7 +158,28 @@ class NativeFp8Backend final : public Backend {
     if (a) cublasLtMatrixLayoutDestroy(a);
     if (d) cublasLtMatmulDescDestroy(d);
   }
+  static NativeFp8Algorithm describe(const cublasLtMatmulAlgo_t& algo) {
+    NativeFp8Algorithm d;
+    const auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attr, auto* value) {
+      size_t written = 0;
+      check_lt(cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, value, sizeof *value, &written), "algo config");
+    };
+    int32_t id = 0, splitk = 0;
+    uint32_t tile = 0, reduction = 0, stages = 0, swizzle = 0, custom = 0;
+    get(CUBLASLT_ALGO_CONFIG_ID, &id);
+    get(CUBLASLT_ALGO_CONFIG_TILE_ID, &tile);
+    get(CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk);
+    get(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction);
+    get(CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages);
+    get(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle);
+    get(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom);
+    d.id = id, d.tile = static_cast<int>(tile), d.splitk = splitk, d.reduction = static_cast<int>(reduction);
+    d.stages = static_cast<int>(stages), d.swizzle = static_cast<int>(swizzle), d.custom = static_cast<int>(custom);
+    return d;
+  }
+
   bool fast_accum_;
+  NativeFp8Algorithm last_;
   cublasLtHandle_t lt_ = nullptr;
   PreparedOperands ops_;
   DoubleStaging staging_;
@@ -165,6 +188,19 @@ class NativeFp8Backend final : public Backend {
 };
 
 }  // namespace
+
+NativeFp8Algorithm native_fp8_last_algorithm(const Backend& backend) {
+  const auto* native = dynamic_cast<const NativeFp8Backend*>(&backend);
+  return native ? native->last_algorithm() : NativeFp8Algorithm{};
+}
+
+int native_fp8_compute_capability() {
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) != cudaSuccess)
+    return 0;
+  return 10 * major + minor;
+}
 
 std::unique_ptr<Backend> make_native_fp8_backend(bool fast_accum) { return std::make_unique<NativeFp8Backend>(fast_accum); }
 
