@@ -7,7 +7,8 @@
 #      and summary.json compared byte for
 #      byte (timing fields aside)
 #   4. native FP8: cuBLASLt FP8 GEMM (fast accumulation off and on) vs the simulator's h100_fp8_e4m3
-#      model, bit agreement reported (scripts/bit_agreement.py)
+#      model, on a shape cuBLASLt runs whole and one whose K it splits (the policy follows the split
+#      `drift matmul` reports), bit agreement reported (scripts/bit_agreement.py)
 #   5. drift bench gemm --backend cuda at 4096^3 with cuBLAS SGEMM (no TF32) as the reference
 #   6. Blackwell block-scaled MMA (compute capability 10.x only; skipped on the H200, which lacks
 #      it): one MXFP8 GEMM through cuBLASLt (scripts/blackwell_probe.cu) replayed under each
@@ -103,6 +104,7 @@ if [ "$emulate" = 1 ]; then
   row "native FP8 (cuBLASLt), bench gemm (cuBLAS)" skip "not emulated: NVIDIA's libraries need a device"
 else
   echo "== 4. native FP8 (cuBLASLt) vs the simulator's h100_fp8_e4m3 model"
+  # Two shapes: one cuBLASLt runs whole, one whose K its heuristic splits on an H200 (docs/cuda.md).
   python3 - "$work" <<'PY'
 import struct, sys, random
 def write(path, rows, cols, seed):
@@ -111,26 +113,46 @@ def write(path, rows, cols, seed):
     hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
     with open(path, "wb") as f:
         f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
-        f.write(struct.pack("<%dd" % (rows * cols), *[r.gauss(0, 1) for _ in range(rows * cols)]))
-write(sys.argv[1] + "/a.npy", 256, 1024, 1)
-write(sys.argv[1] + "/b.npy", 1024, 192, 2)
+        f.write(struct.pack("<%dd" % (rows * cols), *[r.gauss(0, 1) * 2.0 ** r.randint(-6, 6) for _ in range(rows * cols)]))
+for m, k, n in ((256, 1024, 192), (32, 8192, 32)):
+    write("%s/a_%d.npy" % (sys.argv[1], k), m, k, 1)
+    write("%s/b_%d.npy" % (sys.argv[1], k), k, n, 2)
 PY
   native_policy='{"preset": "fp8_tensor_e4m3"}'
-  for acc in "" fastacc; do
-    be="cuda-native${acc:+-$acc}"
-    sim='{"preset": "fp8_tensor_e4m3", "inner": {"fused": "h100_fp8_e4m3"'
-    [ -z "$acc" ] && sim+=', "promote_every": 128'
-    sim+='}}'
-    if "$drift" matmul --a "$work/a.npy" --b "$work/b.npy" --policy "$native_policy" --backend "$be" \
-         --out "$work/native$acc.npy" > "$work/native$acc.json" 2>&1 &&
-       "$drift" matmul --a "$work/a.npy" --b "$work/b.npy" --policy "$sim" --out "$work/sim$acc.npy" > /dev/null 2>&1; then
-      line=$(python3 "$src/scripts/bit_agreement.py" "$work/native$acc.npy" "$work/sim$acc.npy" --label "$be vs model")
-      echo "$line"
-      row "$be vs h100_fp8_e4m3 model (256x1024x192)" info "${line#*: }"
-    else
-      cat "$work/native$acc.json"
-      row "$be vs h100_fp8_e4m3 model" FAIL "did not run"
-    fi
+  for shape in 256x1024x192 32x8192x32; do
+    k=${shape#*x}; k=${k%x*}
+    for acc in "" fastacc; do
+      be="cuda-native${acc:+-$acc}"
+      if "$drift" matmul --a "$work/a_$k.npy" --b "$work/b_$k.npy" --policy "$native_policy" --backend "$be" \
+           --out "$work/native.npy" > "$work/native.json" 2>&1; then
+        # The policy that describes the algorithm cuBLASLt ran: the model over 128-product blocks
+        # added in fp32 (fast accumulation off) or over all of K (on); where it split K into S
+        # parts, the splitk:S order over the blocks, or one block per part (docs/cuda.md).
+        sim=$(python3 - "$work/native.json" "$k" "$acc" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["cublaslt"]["splitk"]
+k, fast = int(sys.argv[2]), sys.argv[3] == "fastacc"
+tiles = k // 128
+if fast:
+    inner, outer = {"fused": "h100_fp8_e4m3", "promote_every": 128 * -(-tiles // s) if s > 1 else 0}, {}
+else:
+    inner, outer = {"fused": "h100_fp8_e4m3", "promote_every": 128}, {"order": "splitk:%d" % s} if s > 1 else {}
+print(json.dumps({"preset": "fp8_tensor_e4m3", "inner": inner, "outer": outer}))
+PY
+)
+        splitk=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["cublaslt"]["splitk"])' "$work/native.json")
+        if "$drift" matmul --a "$work/a_$k.npy" --b "$work/b_$k.npy" --policy "$sim" --out "$work/sim.npy" > /dev/null; then
+          line=$(python3 "$src/scripts/bit_agreement.py" "$work/native.npy" "$work/sim.npy" --label "$be vs model")
+          echo "$line (cuBLASLt split K in $splitk; policy $sim)"
+          row "$be vs h100_fp8 model ($shape, splitk $splitk)" info "${line#*: }"
+        else
+          row "$be vs h100_fp8 model ($shape)" FAIL "the simulator did not run $sim"
+        fi
+      else
+        cat "$work/native.json"
+        row "$be vs h100_fp8 model ($shape)" FAIL "did not run"
+      fi
+    done
   done
 
   echo "== 5. bench gemm --backend cuda ($shape)"
