@@ -215,8 +215,8 @@ TEST_CASE("cuda: the fast kernel runs where it applies; overflow falls back to t
 
 namespace {
 
-// Operands spanning 2^-12..2^12 (so that alignment, truncation, clipping and subnormals all
-// matter), from the seeds' values.
+// Operands spanning 2^-12..2^12 around their seeds' values, so that the groups' alignment and
+// truncation matter and the per-tensor scale sends the smallest to E4M3's subnormals and to zero.
 std::vector<double> wide_values(size_t n, uint64_t seed) {
   std::vector<double> v = values(n, seed, 2.0);
   for (size_t i = 0; i < v.size(); ++i) v[i] = std::ldexp(v[i], static_cast<int>(random_u32(seed, 99, i) % 25) - 12);
