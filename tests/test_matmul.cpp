@@ -483,6 +483,13 @@ TEST_CASE("fused tensor-core models: fast kernel == reference for every preset (
       check_fast_case(p, small_int_matrix(s.m * s.k, 260 + si, 7), small_int_matrix(s.k * s.n, 270 + si, 7), s, 1,
                       base + " small integers");
       MatmulPolicy q = p;
+      // K-blocks of 40 (a partial last block in most shapes) into the fp32 outer sum: for the models
+      // with fp32 output the fast path runs them as the model's own promotion chains in one block.
+      q.inner.promote_every = 40;
+      check_fast_case(q, grid_matrix(s.m * s.k, 320 + si, f, -4, 3), grid_matrix(s.k * s.n, 330 + si, f, -4, 3), s, 1,
+                      base + " promote 40");
+      check_fast_case(q, grid_matrix(s.m * s.k, 340 + si, f, lo, hi), grid_matrix(s.k * s.n, 350 + si, f, lo, hi), s,
+                      -1, base + " promote 40, whole range");
       q.inner.promote_every = 64;  // K-blocks of 64 into the fp32 outer sum
       q.out_format = fmt("bf16");
       check_fast_case(q, grid_matrix(s.m * s.k, 280 + si, f, -4, 3), grid_matrix(s.k * s.n, 290 + si, f, -4, 3), s, 1,

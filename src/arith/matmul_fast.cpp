@@ -779,6 +779,8 @@ struct FastPlan {
   bool outer_scalar = false;
   bool inner_fused = false;
   bool products_fit_float = false;  // the operands' significands fit one float's together
+  // The fused model's K-blocks run as its own promotion chains in one block (plan_fast says when).
+  bool fused_chains = false;
 };
 
 // Phase 1, plan: whether the fast path computes exactly what the reference does for this call (false:
@@ -820,6 +822,22 @@ bool plan_fast(const PreparedOperands& ops, const InPlaceOperand* ia, const InPl
   op.npad = (n + plan.W - 1) / plan.W * plan.W;
   op.kblock = ops.kblock;
   op.nblocks = nblocks;
+  op.outer_terms = nblocks;
+  // A fused model's unscaled K-blocks summed by this fp32 outer sum are what the model's own
+  // promotion computes (fused_dot_strided: each chain's result joins the running sum by one fp32
+  // addition, rne, from +0, as Tile adds each block's inner sum into the outer one). Run as one
+  // block whose plan promotes every kblock products, the chains stay in the kernel's lanes and take
+  // the two-strip tile (FusedTileTwoStrips) that single blocks take. The telemetry still counts the
+  // policy's blocks (outer_terms). Not when the outer adds' swamping is counted, block by block.
+  if (inner_fused) {
+    const FusedModel& fm = *policy.inner.fused;
+    plan.fused_chains = nblocks > 1 && outer_fp32 && !A.block_k && !B.block_k && !ctx.count_swamping &&
+                        fm.promote_every == 0 && is_binary32(fm.out) && fm.out_subnormals;
+    if (plan.fused_chains) {
+      op.kblock = k;
+      op.nblocks = 1;
+    }
+  }
   op.use_fma = use_fma;
   op.count_swamping = ctx.count_swamping;
   op.parallel = worth_threads_products(m * n * k);
@@ -1269,7 +1287,7 @@ void finish_output(const FastOperands& op, const MatmulPolicy& policy, const Mat
   tel.inner_swamped += op.inner_swamped;
   tel.outer_swamped += op.outer_swamped + outer_scalar_swamped;
   tel.inner_adds += m * n * op.k;
-  tel.outer_adds += m * n * op.nblocks;  // the reference adds every block term into the outer sum, from +0
+  tel.outer_adds += m * n * op.outer_terms;  // the reference adds every block term into the outer sum, from +0
 }
 
 // matmul_fast for C as double or float (CT): the value written is (CT) of the double result. An
@@ -1288,9 +1306,15 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
                          : std::is_same_v<CT, float> ? ctx.workspace->fast_float
                                                      : ctx.workspace->fast_double;
   FusedPlan plan_full, plan_tail;
+  FusedModel chained;  // plan.fused_chains: the model promoting at the policy's K-blocks
+  if (plan.fused_chains) {
+    chained = *policy.inner.fused;
+    chained.promote_every = static_cast<int>(ops.kblock);
+  }
   PackedRanges ranges;
   if (plan.inner_fused)
-    pack_fused(ops, *policy.inner.fused, plan.products_fit_float, plan.W, op, scratch, plan_full, plan_tail, ranges);
+    pack_fused(ops, plan.fused_chains ? chained : *policy.inner.fused, plan.products_fit_float, plan.W, op, scratch,
+               plan_full, plan_tail, ranges);
   else pack_floats(ops, ia, ib, plan.W, kernel_reads_ranges(op), op, scratch, ranges);
   if (!ranges_allow_fast(ranges, policy, ctx, plan.inner_fused, op)) return false;
   const double alpha = scale_blocks(ops, policy, plan.outer_scalar, op, scratch);

@@ -102,6 +102,7 @@ struct NarrowAcc {
 // vectors (strip s holds columns [2Ls, 2L(s+1)) as K rows of 2L contiguous floats); scales as floats.
 struct FastOperands {
   size_t m = 0, n = 0, npad = 0, k = 0, kblock = 0, nblocks = 0;
+  size_t outer_terms = 0;          // the policy's K-blocks (nblocks, unless a fused model chains them)
   const float* a = nullptr;        // m x k: element (i, t) at a[i * lda + t * a_col]
   size_t lda = 0, a_col = 1;       // rows: lda and 1; A read where it lies stored K x M: 1 and its ld
   const float* b = nullptr;        // npad / 2L strips of k x 2L: strip st's row t at b + st * b_strip + t * b_row
