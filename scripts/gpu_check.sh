@@ -105,6 +105,7 @@ if [ "$emulate" = 1 ]; then
 else
   echo "== 4. native FP8 (cuBLASLt) vs the simulator's h100_fp8_e4m3 model"
   # Two shapes: one cuBLASLt runs whole, one whose K its heuristic splits on an H200 (docs/cuda.md).
+  # (The loop's variable is not `shape`: step 5 reads that one.)
   python3 - "$work" <<'PY'
 import struct, sys, random
 def write(path, rows, cols, seed):
@@ -119,8 +120,8 @@ for m, k, n in ((256, 1024, 192), (32, 8192, 32)):
     write("%s/b_%d.npy" % (sys.argv[1], k), k, n, 2)
 PY
   native_policy='{"preset": "fp8_tensor_e4m3"}'
-  for shape in 256x1024x192 32x8192x32; do
-    k=${shape#*x}; k=${k%x*}
+  for dims in 256x1024x192 32x8192x32; do
+    k=${dims#*x}; k=${k%x*}
     for acc in "" fastacc; do
       be="cuda-native${acc:+-$acc}"
       if "$drift" matmul --a "$work/a_$k.npy" --b "$work/b_$k.npy" --policy "$native_policy" --backend "$be" \
@@ -144,13 +145,13 @@ PY
         if "$drift" matmul --a "$work/a_$k.npy" --b "$work/b_$k.npy" --policy "$sim" --out "$work/sim.npy" > /dev/null; then
           line=$(python3 "$src/scripts/bit_agreement.py" "$work/native.npy" "$work/sim.npy" --label "$be vs model")
           echo "$line (cuBLASLt split K in $splitk; policy $sim)"
-          row "$be vs h100_fp8 model ($shape, splitk $splitk)" info "${line#*: }"
+          row "$be vs h100_fp8 model ($dims, splitk $splitk)" info "${line#*: }"
         else
-          row "$be vs h100_fp8 model ($shape)" FAIL "the simulator did not run $sim"
+          row "$be vs h100_fp8 model ($dims)" FAIL "the simulator did not run $sim"
         fi
       else
         cat "$work/native.json"
-        row "$be vs h100_fp8 model ($shape)" FAIL "did not run"
+        row "$be vs h100_fp8 model ($dims)" FAIL "did not run"
       fi
     done
   done
