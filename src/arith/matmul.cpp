@@ -43,8 +43,7 @@ bool is_plain_fp32_sequential(const Accumulator& acc) {
 namespace {
 
 std::string validate_accumulator(const Accumulator& acc, const char* name) {
-  if ((acc.order == SumOrder::split || acc.order == SumOrder::splitk) && acc.split < 1)
-    return std::string(name) + ".split must be >= 1";
+  if (order_has_parts(acc.order) && acc.split < 1) return std::string(name) + ".split must be >= 1";
   if (acc.promote_every < 0) return std::string(name) + ".promote_every must be >= 0";
   if (acc.round.sr_bits < 1 || acc.round.sr_bits > 32) return std::string(name) + ".sr_bits must be in 1..32";
   return "";

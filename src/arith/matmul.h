@@ -199,6 +199,8 @@ bool is_plain_fp32_sequential(const Accumulator& acc);
 std::string validate_policy(const MatmulPolicy& policy);
 
 const char* to_string(SumOrder o);
+// The orders written with a part count ("split:S", "splitk:S"), held in Accumulator::split.
+inline bool order_has_parts(SumOrder o) { return o == SumOrder::split || o == SumOrder::splitk; }
 bool parse_sum_order(const std::string& s, SumOrder* out);
 
 }  // namespace drift

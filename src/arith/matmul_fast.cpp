@@ -559,8 +559,7 @@ bool is_narrow_kernel_accumulator(const Accumulator& acc) {
 // An outer accumulator whose sum of one block term is a single rounded add +0 + t (every order but
 // split and splitk, which add their empty partial sums too), without random bits.
 bool is_single_add_outer(const Accumulator& acc) {
-  return acc.order != SumOrder::split && acc.order != SumOrder::splitk && acc.round.mode != Rounding::sr &&
-         !acc.fused;
+  return !order_has_parts(acc.order) && acc.round.mode != Rounding::sr && !acc.fused;
 }
 
 // Range of the non-zero magnitudes of v (finite values only; the caller checks finiteness).

@@ -56,19 +56,16 @@ double ordered_sum(const std::vector<double>& t, const std::vector<size_t>& idx,
       };
       return Rec::sum(t, idx, 0, n, s);
     }
-    case SumOrder::split: {
-      const size_t parts = static_cast<size_t>(std::max(1, s.acc.split));
-      std::vector<double> partial(parts, 0.0);
-      for (size_t i = 0; i < n; ++i) partial[i % parts] = s.add(partial[i % parts], t[idx[i]]);
-      double acc = partial[0];
-      for (size_t p = 1; p < parts; ++p) acc = s.add(acc, partial[p]);
-      return acc;
-    }
-    case SumOrder::splitk: {
+    case SumOrder::split:
+    case SumOrder::splitk: {  // term i joins partial i mod parts (split) or i / ceil(n/parts) (splitk)
       const size_t parts = static_cast<size_t>(std::max(1, s.acc.split));
       const size_t per_part = (n + parts - 1) / parts;
+      const bool contiguous = s.acc.order == SumOrder::splitk;
       std::vector<double> partial(parts, 0.0);
-      for (size_t i = 0; i < n; ++i) partial[i / per_part] = s.add(partial[i / per_part], t[idx[i]]);
+      for (size_t i = 0; i < n; ++i) {
+        const size_t p = contiguous ? i / per_part : i % parts;
+        partial[p] = s.add(partial[p], t[idx[i]]);
+      }
       double acc = partial[0];
       for (size_t p = 1; p < parts; ++p) acc = s.add(acc, partial[p]);
       return acc;

@@ -155,28 +155,20 @@ DRIFT_HD double ordered_sum(const Term& term, const Pos& pos, uint64_t n, const 
       return acc;
     }
     case SumOrder::pairwise: return pairwise_sum(term, pos, n, s, start);
-    case SumOrder::split: {
-      // Term i goes to partial i mod parts with add number i; partial p joins the total with add
-      // number n + p - 1. Partials are summed one after another: their adds do not interact.
-      const uint64_t parts = static_cast<uint64_t>(s.spec->split < 1 ? 1 : s.spec->split);
-      double total = 0.0;
-      for (uint64_t p = 0; p < parts; ++p) {
-        double partial = 0.0;
-        for (uint64_t i = p; i < n; i += parts) partial = s.add(partial, term(pos(i)), start + i);
-        total = p == 0 ? partial : s.add(total, partial, start + n + p - 1);
-      }
-      return total;
-    }
+    case SumOrder::split:
     case SumOrder::splitk: {
-      // Terms [p * per_part, (p + 1) * per_part) go to partial p, term i with add number i; the
-      // partials join as in split.
+      // Partial p holds terms i = p, p + parts, ... (split) or [p * per_part, (p + 1) * per_part)
+      // (splitk), term i with add number i; partial p joins the total with add number n + p - 1.
+      // Partials are summed one after another: their adds do not interact.
       const uint64_t parts = static_cast<uint64_t>(s.spec->split < 1 ? 1 : s.spec->split);
       const uint64_t per_part = (n + parts - 1) / parts;
+      const bool contiguous = s.spec->order == SumOrder::splitk;
       double total = 0.0;
       for (uint64_t p = 0; p < parts; ++p) {
+        const uint64_t first = contiguous ? p * per_part : p, step = contiguous ? 1 : parts;
+        const uint64_t end = contiguous && (p + 1) * per_part < n ? (p + 1) * per_part : n;
         double partial = 0.0;
-        const uint64_t end = (p + 1) * per_part < n ? (p + 1) * per_part : n;
-        for (uint64_t i = p * per_part; i < end; ++i) partial = s.add(partial, term(pos(i)), start + i);
+        for (uint64_t i = first; i < end; i += step) partial = s.add(partial, term(pos(i)), start + i);
         total = p == 0 ? partial : s.add(total, partial, start + n + p - 1);
       }
       return total;

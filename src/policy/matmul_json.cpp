@@ -283,8 +283,7 @@ void apply_accumulator(const json& j, const std::string& path, Accumulator& acc,
     const std::string head = s.substr(0, s.find(':'));
     SumOrder o;
     const bool known = parse_sum_order(head, &o);
-    const bool counted = known && (o == SumOrder::split || o == SumOrder::splitk);
-    if (!known || (!counted && head != s))
+    if (!known || (!order_has_parts(o) && head != s))
       throw ConfigError(p, "unknown sum order '" + s + "' (expected " + kOrders + ")");
     // splitk has no default: its part count is what a GEMM library chose for one shape.
     if (o == SumOrder::splitk && head == s)
@@ -475,8 +474,7 @@ json quantizer_to_json(const Quantizer& q) {
 json accumulator_to_json(const Accumulator& acc) {
   json j = round_fields_json(acc.round);
   j["format"] = format_to_json(acc.format);
-  const bool counted = acc.order == SumOrder::split || acc.order == SumOrder::splitk;
-  j["order"] = std::string(to_string(acc.order)) + (counted ? ":" + std::to_string(acc.split) : "");
+  j["order"] = std::string(to_string(acc.order)) + (order_has_parts(acc.order) ? ":" + std::to_string(acc.split) : "");
   j["promote_every"] = acc.promote_every;
   j["fused"] = acc.fused ? fused_to_json(*acc.fused) : json(nullptr);
   // Written only when not the default, so that every other policy's resolved form (and a run's
