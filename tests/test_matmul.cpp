@@ -817,6 +817,53 @@ TEST_CASE("fused tensor-core models: the integer route hands alignment exponents
   check_fast_case(p, h, hb, s, 1, "bf16 under the 13-bit model, all huge");
 }
 
+TEST_CASE("fused fp32-output models at fp32's overflow threshold: kernel == reference") {
+  // The models with fp32 output (23 fraction bits) take the kernel's plain results, which look at no
+  // result's range: lanes whose group could reach 2^128 (q = E - kept_bits above 127 - 31, the
+  // widest int32 sum then past fp32's largest exponent) go to the scalar core instead. bf16 operands
+  // around 2^58..2^62 give products of 2^116..2^126, alignment exponents on both sides of that limit
+  // (E = 120 for a100, 121 for the 25-bit models) and sums of 12 that stay finite, of mixed signs or
+  // of one sign (a sum that passed 2^128 would send the whole call to the
+  // reference). The fast path takes the call.
+  const Format& bf16 = fmt("bf16");
+  const Shape s{5, 12, 37};
+  for (const char* name : {"a100_bf16", "h100_bf16", "b200_bf16"}) {
+    CAPTURE(name);
+    const MatmulPolicy p = fused_policy(*find_tc_preset(name), bf16);
+    for (bool one_sign : {false, true}) {
+      CAPTURE(one_sign);
+      std::vector<double> a = grid_matrix(s.m * s.k, 501, bf16, 58, 62), b = grid_matrix(s.k * s.n, 502, bf16, 58, 62);
+      if (one_sign)
+        for (auto* v : {&a, &b})
+          for (double& x : *v) x = std::fabs(x);
+      // Products on both sides of 2^121 (the 25-bit models' limit) and of 2^120 (a100's).
+      size_t above = 0, below = 0;
+      for (size_t i = 0; i < s.m; ++i)
+        for (size_t j = 0; j < s.n; ++j)
+          for (size_t t = 0; t < s.k; ++t) {
+            const double x = std::fabs(a[i * s.k + t] * b[t * s.n + j]);
+            above += x >= std::ldexp(1.0, 122);
+            below += x > 0 && x < std::ldexp(1.0, 120);
+          }
+      CHECK(above > 0);
+      CHECK(below > 0);
+      // The results the reference gives: finite, some above 2^120.
+      std::vector<double> c(s.m * s.n);
+      MatmulContext ctx;
+      ctx.force_reference = true;
+      matmul(MatView{a.data(), s.m, s.k, s.k, false}, MatView{b.data(), s.k, s.n, s.n, false}, c.data(), s.n, p, ctx);
+      size_t infinite = 0, huge = 0;
+      for (double x : c) {
+        infinite += std::isinf(x);
+        huge += std::isfinite(x) && std::fabs(x) >= std::ldexp(1.0, 120);
+      }
+      CHECK(huge > 0);
+      CHECK(infinite == 0);
+      check_fast_case(p, a, b, s, 1, std::string(name) + (one_sign ? " one sign" : " mixed signs"));
+    }
+  }
+}
+
 TEST_CASE("hand-derived: a narrow inner sum that rounds to -0 leaves +0 after the outer sum") {
   // (-2^-15) * 2^-15 = -2^-30, below half of fp16's smallest subnormal 2^-24: rne gives -0. The outer
   // fp32 sum starts at +0, and +0 + -0 = +0 (IEEE, round to nearest): the output is +0.

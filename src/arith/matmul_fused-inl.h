@@ -258,13 +258,13 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> TruncToInt32(DF df, hn::Vec<DF> x) {
   return hn::ConvertTo(hn::RebindToSigned<DF>(), x);
 }
 
-// The lanes whose q lies outside the integer route's range, [kIntCutQMin, 125 - kept_bits], as one
-// unsigned compare of q - kIntCutQMin. They compute garbage (any bits, no traps), which the core then
-// replaces.
+// The lanes whose q lies outside the integer route's range, [kIntCutQMin, q_max] (q_max at most
+// 125 - kept_bits), as one unsigned compare of q - kIntCutQMin. They compute garbage (any bits, no
+// traps), which the core then replaces.
 template <class DI>
-HWY_INLINE hn::Mask<DI> IntCutOutside(DI di, hn::Vec<DI> q, int kept_bits) {
+HWY_INLINE hn::Mask<DI> IntCutOutside(DI di, hn::Vec<DI> q, int q_max) {
   const hn::RebindToUnsigned<DI> du;
-  const auto span = hn::Set(du, static_cast<hn::TFromD<decltype(du)>>(125 - kept_bits - kIntCutQMin));
+  const auto span = hn::Set(du, static_cast<hn::TFromD<decltype(du)>>(q_max - kIntCutQMin));
   return hn::RebindMask(di, hn::Gt(hn::BitCast(du, hn::Sub(q, hn::Set(di, kIntCutQMin))), span));
 }
 
@@ -323,7 +323,7 @@ HWY_INLINE void FusedCutSumsInt(DT dt, const FastOperands& op, size_t i, size_t 
   for (size_t r = 0; r < R; ++r) {
     hn::Vec<decltype(dfh)> half[kFusedMaxNV];
     for (size_t v = 0; v < NV; ++v) {
-      outside[r][v] = IntCutOutside(di, q[r][v], fo.model->kept_bits);
+      outside[r][v] = IntCutOutside(di, q[r][v], 125 - fo.model->kept_bits);
       const V inv = hn::BitCast(dt, hn::ShiftLeft<kMant>(hn::Sub(bias, q[r][v])));  // 2^-q
       // c's cut, from +0 as FusedCutSumsTruncated (|c| < 2^(E+1): below 2^(kept_bits+1) after scaling).
       val[r][v] = hn::Add(hn::Zero(dt), hn::Trunc(hn::Mul(hn::Load(dt, cw + r * W + v * Ld), inv)));
@@ -369,8 +369,11 @@ HWY_INLINE hn::Vec<hn::ScalableTag<float>> IntSumToFloat(hn::Vec<hn::ScalableTag
 // FusedIntCutTerms; c's cut in int32 too (below 2^(kept_bits+1)), its add to the products' sum
 // checked for overflow where the model's bounds allow one (such lanes go to the core); val = that
 // sum s, rounded by IntSumToFloat, times 2^q (exact: 2^-125 <= |val| < 2^131, larger values the
-// overflow check of FusedRoundResults sends to the core).
-template <size_t R, size_t S, class DF, class V = hn::Vec<DF>, class VI = hn::Vec<hn::RebindToSigned<DF>>,
+// overflow check of FusedRoundResults sends to the core). kPlain (FusedRoundResults'): q at most
+// out.emax - 31 too, so that |val| <= 2^31 * 2^q stays below the output's overflow threshold
+// 2^(out.emax+1) and FusedRoundResults need not look (lanes of a larger q, E beyond 2^(out.emax-31+
+// kept_bits), go to the core).
+template <size_t R, size_t S, bool kPlain, class DF, class V = hn::Vec<DF>, class VI = hn::Vec<hn::RebindToSigned<DF>>,
           class MI = hn::Mask<hn::RebindToSigned<DF>>>
 HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
                                      const uint32_t* idx, const float* cw, const VI (&q)[R][kFusedMaxNV],
@@ -380,10 +383,11 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
   const size_t L = hn::Lanes(df), W = 2 * L, NVT = S * 2;
   const FusedOperands& fo = op.fused;
   const VI bias = hn::Set(di, kBias);
+  const int q_max = kPlain ? std::min(125 - fo.model->kept_bits, fo.model->out.emax - 31) : 125 - fo.model->kept_bits;
   V scale[R][kFusedMaxNV];
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NVT; ++v) {
-      outside[r][v] = IntCutOutside(di, q[r][v], fo.model->kept_bits);
+      outside[r][v] = IntCutOutside(di, q[r][v], q_max);
       scale[r][v] = hn::BitCast(df, hn::ShiftLeft<kMant>(hn::Sub(bias, q[r][v])));  // 2^-q
     }
   const float* arow[R];
@@ -436,8 +440,9 @@ HWY_NOINLINE void FusedRareLanes(DT dt, const FastOperands& op, size_t i, size_t
 // non-finite c and `outside` lanes from the scalar core.
 // kPlain: the caller has found the rounding already done and nothing tiny to check (float lanes of
 // the integer route, an output of float's 23 fraction bits and emin at or below kIntCutQMin: every
-// fp32-output preset), so that val is the result and only the range checks remain; the same
-// results as the general code, without its run-time choices in every vector.
+// fp32-output preset), and FusedCutSumsIntFloat<kPlain> has sent every lane that could reach the
+// overflow threshold to `outside`, so that val is the result and only `outside` remains to look at:
+// once for all the rows and strips, the same results as the general code.
 template <size_t R, size_t S, bool kPlain, class DT, class V = hn::Vec<DT>,
           class MI = hn::Mask<hn::RebindToSigned<DT>>>
 HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
@@ -449,6 +454,21 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
   constexpr int kMant = LaneBits<T>::kMant, kBias = LaneBits<T>::kBias;
   const hn::RebindToSigned<DT> di;
   const size_t Ld = hn::Lanes(dt), W = 2 * hn::Lanes(hn::ScalableTag<float>()), NV = W / Ld;
+  if constexpr (kPlain) {
+    MI any = outside[0][0];
+    for (size_t r = 0; r < R; ++r)
+      for (size_t v = 0; v < S * NV; ++v) any = hn::Or(any, outside[r][v]);
+    const bool none = hn::AllFalse(di, any);
+    for (size_t r = 0; r < R; ++r)
+      for (size_t v = 0; v < S * NV; ++v) {
+        T* cv = cw + r * S * W + v * Ld;
+        if (HWY_LIKELY(none) || hn::AllFalse(di, outside[r][v]))
+          hn::Store(val[r][v], dt, cv);
+        else
+          FusedRareLanes(dt, op, i + r, j0 + v * Ld, k0, g, outside[r][v], val[r][v], cv);
+      }
+    return;
+  }
   const FusedModel& m = *op.fused.model;
   const VI sign_mask = hn::Set(di, static_cast<TI>(TI{1} << (8 * sizeof(T) - 1)));
   const int shift = kMant - m.out_man_bits;
@@ -480,14 +500,6 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
       const VI sign = hn::And(bits, sign_mask);
       const VI mag = hn::AndNot(sign_mask, bits);
       T* cv = cw + r * S * W + v * Ld;
-      if constexpr (kPlain) {  // (shift 0, !check_tiny: the result is val)
-        const auto rare = hn::Or(outside[r][v], hn::Not(hn::Lt(mag, overflow_enc)));
-        if (HWY_LIKELY(hn::AllFalse(di, rare)))
-          hn::Store(val[r][v], dt, cv);
-        else
-          FusedRareLanes(dt, op, i + r, j0 + v * Ld, k0, g, rare, val[r][v], cv);
-        continue;
-      }
       VI rounded;
       if (shift == 0)  // (the integer route's float lanes: val already rounded, IntSumToFloat)
         rounded = mag;
@@ -532,7 +544,7 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
     FusedCutExponents<R, S>(dt, *op.fused.model, op.fused.min_align, true, cw, ep, q);
     if constexpr (sizeof(hn::TFromD<DT>) == 4) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-      FusedCutSumsIntFloat<R, S>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
+      FusedCutSumsIntFloat<R, S, kPlain>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
 #endif
     } else if constexpr (S == 1) {
       if (op.fused.int_accs == 1)
