@@ -864,6 +864,110 @@ TEST_CASE("fused fp32-output models at fp32's overflow threshold: kernel == refe
   }
 }
 
+// A's rows hold the binary digits of targets (each a power of two, an fp16 value), B is all ones:
+// row r's results are the fused model's rounding of the exact sum targets[r] (or minus it), on every
+// one of n columns: one call, both kernel strips and a tail.
+void check_fp16_out_targets(const MatmulPolicy& p, const std::vector<double>& targets, const std::vector<double>& want,
+                            const std::string& what) {
+  const size_t k = 16, n = 70, m = targets.size();
+  std::vector<double> a(m * k, 0.0), b(k * n, 1.0);
+  for (size_t r = 0; r < m; ++r) {
+    const double t = std::fabs(targets[r]);
+    for (size_t bit = 0; bit < k; ++bit)
+      if (static_cast<uint64_t>(t) >> bit & 1) a[r * k + bit] = std::copysign(std::ldexp(1.0, static_cast<int>(bit)), targets[r]);
+  }
+  std::vector<double> c(m * n);
+  MatmulContext ctx;
+  ctx.force_reference = true;
+  matmul(MatView{a.data(), m, k, k, false}, MatView{b.data(), k, n, n, false}, c.data(), n, p, ctx);
+  for (size_t r = 0; r < m; ++r) {
+    CAPTURE(targets[r]);
+    CHECK(same_bits(c[r * n], want[r]));
+  }
+  check_fast_case(p, a, b, Shape{m, k, n}, 1, what);
+}
+
+TEST_CASE("fused fp16-output models: at fp16's overflow threshold, kernel == reference == hand") {
+  // The kernel converts an fp16-output group's sum (rounded to odd) to binary16 in one instruction, and
+  // hands the lanes whose rounding reaches 2^16 to the scalar core. K = 16 products of exact integers
+  // (16 terms: one group; E = 15, q = -10, nothing cut). fp16 keeps 11 significant bits: below 2^16
+  // its grid is 32, its largest value 65504.
+  const TcPreset tp = *find_tc_preset("h100_fp16_out16");
+  MatmulPolicy rne = fused_policy(tp, fmt("fp16"));
+  // To nearest even: 65519 lies below the midpoint 65520 between 65504 and 2^16 (-> 65504); 65488 is
+  // the midpoint between 65472 (2046 * 32, even) and 65504 (-> 65472); 49168 = 49152 + 16, a tie to
+  // 49152 (1536 * 32, even); 2049 a tie at 2^11 (grid 2), to 2048.
+  check_fp16_out_targets(rne, {65519, -65519, 65504, 65488, 49168, -2049, 1},
+                         {65504, -65504, 65504, 65472, 49152, -2048, 1}, "rne below the threshold");
+  // Toward zero (no preset: the model with its final rounding changed): 65535 -> 65504 in the lanes;
+  // 49183 (49152 + 31) -> 49152.
+  MatmulPolicy rtz = rne;
+  rtz.inner.fused->final_rounding = Rounding::rtz;
+  check_fp16_out_targets(rtz, {65535, -65535, 49183, 2049}, {65504, -65504, 49152, 2048}, "rtz below the threshold");
+  // At and past the threshold (rne from 65520, rtz from 2^16) the results come from the scalar core,
+  // and a call whose results overflow may be redone by the reference: kernel == reference either way.
+  for (const MatmulPolicy* p : {&rne, &rtz}) {
+    const size_t k = 16, n = 70;
+    const std::vector<double> targets{65520, 65535, -65535, 65519, 65536, 98304, 65504};
+    std::vector<double> a(targets.size() * k, 0.0), b(k * n, 1.0);
+    for (size_t r = 0; r < targets.size(); ++r) {
+      const double t = std::fabs(targets[r]);
+      for (size_t bit = 0; bit < k; ++bit)
+        if (static_cast<uint64_t>(t) >> bit & 1) a[r * k + bit] = std::copysign(std::ldexp(1.0, static_cast<int>(bit)), targets[r]);
+    }
+    a[5 * k + 13] = a[5 * k + 14] = 32768;  // 98304: three terms of 2^15 (its bit 16 is past K's digits)
+    check_fast_case(*p, a, b, Shape{targets.size(), k, n}, -1, p == &rne ? "rne at the threshold" : "rtz at the threshold");
+  }
+}
+
+TEST_CASE("fused fp16-output models: rtz on the subnormal grid, and every fp16-output model, kernel == reference") {
+  // The model with fp16 output toward zero (h100_fp16_out16 with its final rounding changed), spacing
+  // 2^-24 below 2^-14: 2^-12 * (1.375 * 2^-13) = 0.6875 units -> +0; 2^-12 * (1.5 * 2^-12) = 1.5
+  // units -> 1 unit; -(1.25 * 2^-12 * 2^-12) = -1.25 units -> -1 unit; 1023.5 units -> 1023 units,
+  // the largest subnormal (to nearest it would be 2^-14).
+  MatmulPolicy rtz = fused_policy(*find_tc_preset("h100_fp16_out16"), fmt("fp16"));
+  rtz.inner.fused->final_rounding = Rounding::rtz;
+  const std::vector<double> h{std::ldexp(1.0, -12), std::ldexp(1.0, -12), -std::ldexp(1.0, -12), std::ldexp(1.0, -12)};
+  const std::vector<double> k{1.375 * std::ldexp(1.0, -13), 1.5 * std::ldexp(1.0, -12), 1.25 * std::ldexp(1.0, -12),
+                              2047.0 * std::ldexp(1.0, -13)};
+  const std::vector<double> want{0.0, std::ldexp(1.0, -24), -std::ldexp(1.0, -24), 1023.0 * std::ldexp(1.0, -24)};
+  for (size_t t = 0; t < h.size(); ++t) {
+    CAPTURE(t);
+    std::vector<double> col_a(16, 0.0), col_b(16, 0.0);
+    col_a[3] = h[t];
+    col_b[3] = k[t];
+    const size_t n = 70;  // (every column the same: both kernel strips and a tail)
+    std::vector<double> b(16 * n, 0.0);
+    for (size_t j = 0; j < n; ++j) b[3 * n + j] = k[t];
+    std::vector<double> c(n);
+    MatmulContext ctx;
+    ctx.force_reference = true;
+    matmul(MatView{col_a.data(), 1, 16, 16, false}, MatView{b.data(), 16, n, n, false}, c.data(), n, rtz, ctx);
+    CHECK(same_bits(c[0], want[t]));
+    check_fast_case(rtz, col_a, b, Shape{1, 16, n}, 1, "rtz subnormal");
+  }
+  // Random operands whose results span fp16's subnormals to its overflow threshold, under every
+  // fp16-output preset (FP8 ones included: their groups start from zero and promote in fp16) and the
+  // rtz model.
+  const Shape s{9, 96, 70};
+  int seed = 0;
+  std::vector<std::pair<std::string, MatmulPolicy>> policies{{"h100_fp16_out16 rtz", rtz}};
+  for (const TcPreset& tp : tc_presets())
+    if (tp.output == "fp16") policies.emplace_back(tp.name, fused_policy(tp, tp.in_format));
+  CHECK(policies.size() >= 8);
+  for (const auto& [name, p] : policies) {
+    CAPTURE(name);
+    const Format& f = p.a.format;
+    for (auto [lo, hi] : {std::pair{-24, -6}, std::pair{-4, 4}, std::pair{2, 8}}) {
+      CAPTURE(lo);
+      const int l = std::max(lo, f.emin - f.man_bits), u = std::min(hi, f.emax);
+      check_fast_case(p, grid_matrix(s.m * s.k, 900 + seed, f, l, u), grid_matrix(s.k * s.n, 950 + seed, f, l, u), s, -1,
+                      name + " random");
+      ++seed;
+    }
+  }
+}
+
 TEST_CASE("hand-derived: a narrow inner sum that rounds to -0 leaves +0 after the outer sum") {
   // (-2^-15) * 2^-15 = -2^-30, below half of fp16's smallest subnormal 2^-24: rne gives -0. The outer
   // fp32 sum starts at +0, and +0 + -0 = +0 (IEEE, round to nearest): the output is +0.

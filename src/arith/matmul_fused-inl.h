@@ -158,6 +158,13 @@ HWY_INLINE void FusedProductExponents8(const FastOperands& op, size_t i, size_t 
 }
 #endif
 
+// How FusedRoundResults turns a group's val into its results (FusedTileBlock picks one per call).
+enum class FusedResultForm {
+  general,   // rounded on val's bits to the output's fraction bits; ranges looked at per vector
+  plain,     // val is the result: float lanes of the integer route into an fp32 output
+  binary16,  // float lanes of the integer route into IEEE binary16 with subnormals: one conversion
+};
+
 // The lane type's encoding: fraction bits and exponent bias.
 template <typename T>
 struct LaneBits {
@@ -438,12 +445,18 @@ HWY_NOINLINE void FusedRareLanes(DT dt, const FastOperands& op, size_t i, size_t
 // Step 3: val rounded once to the result grid into cw; results at the output format's overflow
 // threshold, results below its smallest normal where it flushes them (or T cannot scale them), a
 // non-finite c and `outside` lanes from the scalar core.
-// kPlain: the caller has found the rounding already done and nothing tiny to check (float lanes of
-// the integer route, an output of float's 23 fraction bits and emin at or below kIntCutQMin: every
+// kForm plain: the caller has found the rounding already done and nothing tiny to check (float lanes
+// of the integer route, an output of float's 23 fraction bits and emin at or below kIntCutQMin: every
 // fp32-output preset), and FusedCutSumsIntFloat<kPlain> has sent every lane that could reach the
 // overflow threshold to `outside`, so that val is the result and only `outside` remains to look at:
 // once for all the rows and strips, the same results as the general code.
-template <size_t R, size_t S, bool kPlain, class DT, class V = hn::Vec<DT>,
+// kForm binary16 (AVX-512 float lanes of the integer route, an IEEE binary16 output with subnormals:
+// the fp16-output presets): val is the group's sum rounded to odd (IntSumToFloat) times 2^q, a normal
+// float or zero; F16C's conversion to binary16 in the model's rounding direction is then the one
+// rounding of the exact sum, subnormal results included (24 bits rounded to odd, then to at most 11:
+// 24 >= 11 + 2), and the general code's bit operations become one conversion and one back. Lanes
+// whose magnitude reaches the overflow threshold once rounded go to the core as in the general code.
+template <size_t R, size_t S, FusedResultForm kForm, class DT, class V = hn::Vec<DT>,
           class MI = hn::Mask<hn::RebindToSigned<DT>>>
 HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
                                   const V (&val)[R][kFusedMaxNV], const MI (&outside)[R][kFusedMaxNV],
@@ -454,7 +467,48 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
   constexpr int kMant = LaneBits<T>::kMant, kBias = LaneBits<T>::kBias;
   const hn::RebindToSigned<DT> di;
   const size_t Ld = hn::Lanes(dt), W = 2 * hn::Lanes(hn::ScalableTag<float>()), NV = W / Ld;
-  if constexpr (kPlain) {
+  if constexpr (kForm == FusedResultForm::binary16) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    static_assert(sizeof(T) == 4 && hn::MaxLanes(DT()) == 16, "AVX-512 float lanes");
+    const FusedModel& m = *op.fused.model;
+    const bool rne = m.final_rounding == Rounding::rne;  // (else rtz: FusedTileBlock takes no other)
+    // The smallest magnitude that rounds to 2^(emax+1), as a float's bits: that power of two toward
+    // zero; to nearest the midpoint below it, 2^emax times 1 and out_man_bits + 1 ones after the point.
+    // (Bit operations: a call to ldexp here, once per group, had cost a tenth of the kernel's time.)
+    const uint32_t ones = ((uint32_t{1} << (m.out_man_bits + 1)) - 1) << (kMant - m.out_man_bits - 1);
+    const uint32_t threshold = rne ? (static_cast<uint32_t>(m.out.emax + kBias) << kMant) | ones
+                                   : static_cast<uint32_t>(m.out.emax + 1 + kBias) << kMant;
+    const V overflow_at = hn::BitCast(dt, hn::Set(di, static_cast<int32_t>(threshold)));
+    constexpr int kRn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC, kRz = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
+    // (The masked forms with every lane set: the plain ones' undefined pass-through trips g++ 12's
+    // -Wmaybe-uninitialized.)
+    const __m256i none16 = _mm256_setzero_si256();
+    const __m512 none = _mm512_setzero_ps();
+    // (Every vector's results first, and one test of the rare lanes for them all, as kForm plain.)
+    V result[R][kFusedMaxNV];
+    MI rare[R][kFusedMaxNV];
+    MI any = outside[0][0];
+    for (size_t r = 0; r < R; ++r)
+      for (size_t v = 0; v < S * NV; ++v) {
+        const __m512 x = val[r][v].raw;
+        const __m256i h = rne ? _mm512_mask_cvtps_ph(none16, 0xffff, x, kRn) : _mm512_mask_cvtps_ph(none16, 0xffff, x, kRz);
+        result[r][v] = V{_mm512_mask_cvtph_ps(none, 0xffff, h)};
+        rare[r][v] = hn::Or(outside[r][v], hn::RebindMask(di, hn::Not(hn::Lt(hn::Abs(val[r][v]), overflow_at))));
+        any = hn::Or(any, rare[r][v]);
+      }
+    const bool none_rare = hn::AllFalse(di, any);
+    for (size_t r = 0; r < R; ++r)
+      for (size_t v = 0; v < S * NV; ++v) {
+        T* cv = cw + r * S * W + v * Ld;
+        if (HWY_LIKELY(none_rare) || hn::AllFalse(di, rare[r][v]))
+          hn::Store(result[r][v], dt, cv);
+        else
+          FusedRareLanes(dt, op, i + r, j0 + v * Ld, k0, g, rare[r][v], result[r][v], cv);
+      }
+#endif
+    return;
+  }
+  if constexpr (kForm == FusedResultForm::plain) {
     MI any = outside[0][0];
     for (size_t r = 0; r < R; ++r)
       for (size_t v = 0; v < S * NV; ++v) any = hn::Or(any, outside[r][v]);
@@ -492,8 +546,10 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
   // gradients; the scalar core took 90% of a run's time when they were sent there.
   const int unit_exp = m.out.emin - m.out_man_bits;
   const bool tiny_in_lanes = check_tiny && m.out_subnormals && unit_exp >= 1 - kBias && -unit_exp <= kBias;
-  const V to_units = hn::Set(dt, tiny_in_lanes ? std::ldexp(T(1), -unit_exp) : T(1));
-  const V from_units = hn::Set(dt, tiny_in_lanes ? std::ldexp(T(1), unit_exp) : T(1));
+  // (2^-unit_exp and 2^unit_exp from their bits: calls to ldexp here, once per group, cost.)
+  const VI to_units_bits = hn::Set(di, static_cast<TI>(static_cast<TI>(tiny_in_lanes ? kBias - unit_exp : kBias) << kMant));
+  const VI from_units_bits = hn::Set(di, static_cast<TI>(static_cast<TI>(tiny_in_lanes ? kBias + unit_exp : kBias) << kMant));
+  const V to_units = hn::BitCast(dt, to_units_bits), from_units = hn::BitCast(dt, from_units_bits);
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < S * NV; ++v) {
       const VI bits = hn::BitCast(di, val[r][v]);
@@ -531,8 +587,8 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
 }
 
 // One group for R rows from i and S strips from j0 (c: cw[r*S*W + l], replaced by the group's results).
-// kPlain: FusedRoundResults' (the float lanes of the integer route only).
-template <size_t R, size_t S, bool kPlain, class DT>
+// kForm: FusedRoundResults' (other than general: the float lanes of the integer route only).
+template <size_t R, size_t S, FusedResultForm kForm, class DT>
 HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
                                const uint32_t* idx, const int16_t* ep, hn::TFromD<DT>* cw) {
   const hn::RebindToSigned<DT> di;
@@ -544,7 +600,7 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
     FusedCutExponents<R, S>(dt, *op.fused.model, op.fused.min_align, true, cw, ep, q);
     if constexpr (sizeof(hn::TFromD<DT>) == 4) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-      FusedCutSumsIntFloat<R, S, kPlain>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
+      FusedCutSumsIntFloat<R, S, kForm == FusedResultForm::plain>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
 #endif
     } else if constexpr (S == 1) {
       if (op.fused.int_accs == 1)
@@ -552,14 +608,15 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
       else
         FusedCutSumsInt<R, 2>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
     }
-    FusedRoundResults<R, S, kPlain && sizeof(hn::TFromD<DT>) == 4>(dt, op, i, j0, k0, g, val, outside, cw);
+    constexpr FusedResultForm kLanesForm = sizeof(hn::TFromD<DT>) == 4 ? kForm : FusedResultForm::general;
+    FusedRoundResults<R, S, kLanesForm>(dt, op, i, j0, k0, g, val, outside, cw);
     return;
   }
 #endif
   if constexpr (sizeof(hn::TFromD<DT>) == 8 && S == 1) {  // (float lanes: the integer route only)
     FusedCutExponents<R, S>(dt, *op.fused.model, op.fused.min_align, false, cw, ep, q);
     FusedCutSumsTruncated<R, S>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
-    FusedRoundResults<R, S, false>(dt, op, i, j0, k0, g, val, outside, cw);
+    FusedRoundResults<R, S, FusedResultForm::general>(dt, op, i, j0, k0, g, val, outside, cw);
   }
 }
 
@@ -598,9 +655,14 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
   const bool promote = m.promote_every > 0;
   const bool promote_in_float = promote && is_binary32(m.out) && m.out_subnormals;
   const bool promote_in_fp16 = promote && is_binary16(m.out) && m.out_subnormals;
-  // FusedRoundResults' kPlain: float lanes of the integer route into float's 23 fraction bits, with
-  // no result below the output's smallest normal to check (its emin at or below kIntCutQMin).
-  const bool plain = sizeof(T) == 4 && op.fused.int_accs > 0 && m.out_man_bits == 23 && m.out.emin <= kIntCutQMin;
+  // FusedRoundResults' form. In float lanes of the integer route: plain into float's 23 fraction
+  // bits with no result below the output's smallest normal to check (its emin at or below
+  // kIntCutQMin); binary16 into IEEE binary16 keeping subnormals, all its 10 fraction bits written,
+  // rounded to nearest even or toward zero.
+  const bool int_float_lanes = sizeof(T) == 4 && op.fused.int_accs > 0;
+  const bool plain = int_float_lanes && m.out_man_bits == 23 && m.out.emin <= kIntCutQMin;
+  const bool binary16 = int_float_lanes && is_binary16(m.out) && m.out_subnormals && m.out_man_bits == 10 &&
+                        (m.final_rounding == Rounding::rne || m.final_rounding == Rounding::rtz);
   HWY_ALIGN T c[kMaxRows * S * 2 * HWY_MAX_BYTES / sizeof(float)];
   HWY_ALIGN int16_t ep[kMaxRows * S * 2 * HWY_MAX_BYTES / sizeof(float)];
   for (size_t l = 0; l < rows * SW; ++l) out[l] = 0.0f;  // the outer accumulators
@@ -617,14 +679,19 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
 #endif
         FusedProductExponents<kMaxRows, S>(op, i0, rows, j0, k0, g, idx, ep);
       // Rows in pairs: two rows' independent sums hide each other's latencies, and they share B's loads.
-      size_t r = 0;
-      if (plain) {
-        for (; r + 2 <= rows; r += 2) FusedGroupRows<2, S, true>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
-        if (r < rows) FusedGroupRows<1, S, true>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
-      } else {
-        for (; r + 2 <= rows; r += 2) FusedGroupRows<2, S, false>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
-        if (r < rows) FusedGroupRows<1, S, false>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
-      }
+      auto group_rows = [&](auto form) {
+        constexpr FusedResultForm kForm = decltype(form)::value;
+        size_t r = 0;
+        for (; r + 2 <= rows; r += 2) FusedGroupRows<2, S, kForm>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
+        if (r < rows) FusedGroupRows<1, S, kForm>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
+      };
+      using Form = FusedResultForm;
+      if (plain)
+        group_rows(std::integral_constant<Form, Form::plain>());
+      else if (binary16)
+        group_rows(std::integral_constant<Form, Form::binary16>());
+      else
+        group_rows(std::integral_constant<Form, Form::general>());
     }
     g0 = chain_end;
     // Promotion into the outer accumulator, once per chain. Into an IEEE binary32 accumulator that
