@@ -354,18 +354,26 @@ HWY_INLINE void FusedCutSumsInt(DT dt, const FastOperands& op, size_t i, size_t 
 }
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-// The int32 sums s as floats for FusedRoundResults: rounded by the model's own final rounding where
-// the output keeps float's 23 fraction bits (AVX-512 embedded rounding), else to odd (toward zero,
-// then the last bit set where that was inexact), from which the one rounding to fewer bits is the
-// rounding of s itself (23 >= out_man_bits + 2). (The masked forms with every lane set: the plain
-// ones' undefined pass-through trips g++ 12's -Wmaybe-uninitialized.)
-HWY_INLINE hn::Vec<hn::ScalableTag<float>> IntSumToFloat(hn::Vec<hn::ScalableTag<int32_t>> s, const FusedModel& m) {
+// How IntSumToFloat rounds: by the model's own final rounding where the output keeps float's 23
+// fraction bits (AVX-512 embedded rounding), else to odd (toward zero, then the last bit set where
+// that was inexact), from which the one rounding to fewer bits is the rounding of s itself
+// (23 >= out_man_bits + 2).
+enum class IntSumRounding { nearest_even, toward_zero, to_odd };
+inline IntSumRounding int_sum_rounding(const FusedModel& m) {
+  if (m.out_man_bits != 23) return IntSumRounding::to_odd;
+  return m.final_rounding == Rounding::rne ? IntSumRounding::nearest_even : IntSumRounding::toward_zero;
+}
+
+// The int32 sums s as floats for FusedRoundResults, rounded as kRounding says. (The masked forms with
+// every lane set: the plain ones' undefined pass-through trips g++ 12's -Wmaybe-uninitialized.)
+template <IntSumRounding kRounding>
+HWY_INLINE hn::Vec<hn::ScalableTag<float>> IntSumToFloat(hn::Vec<hn::ScalableTag<int32_t>> s) {
   constexpr int kRz = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC, kRn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   const __m512 none = _mm512_setzero_ps();
-  if (m.out_man_bits == 23 && m.final_rounding == Rounding::rne)
+  if constexpr (kRounding == IntSumRounding::nearest_even)
     return hn::Vec<hn::ScalableTag<float>>{_mm512_mask_cvt_roundepi32_ps(none, 0xffff, s.raw, kRn)};
   const __m512 rz = _mm512_mask_cvt_roundepi32_ps(none, 0xffff, s.raw, kRz);
-  if (m.out_man_bits == 23) return hn::Vec<hn::ScalableTag<float>>{rz};
+  if constexpr (kRounding == IntSumRounding::toward_zero) return hn::Vec<hn::ScalableTag<float>>{rz};
   const __m512i back = _mm512_mask_cvttps_epi32(s.raw, 0xffff, rz);  // (exact: |rz| <= |s| < 2^31)
   const __mmask16 inexact = _mm512_cmpneq_epi32_mask(back, s.raw);
   return hn::Vec<hn::ScalableTag<float>>{
@@ -406,18 +414,29 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
   // c's cut after the products, and 2^q from 2^-q (its exponent field mirrored: (2 kBias << kMant)
   // minus the bits of 2^-q, both normal where not outside): the product loop keeps neither q nor
   // c's cuts live, which had spilled registers there.
+  // (The model's choices made once for the R x NVT vectors, not per vector: a compare and branch
+  // on the model's fields each time had cost a few percent of the kernel.)
   const VI two_bias = hn::Set(di, static_cast<int32_t>((2 * kBias) << kMant));
-  for (size_t r = 0; r < R; ++r)
-    for (size_t v = 0; v < NVT; ++v) {
-      const VI cut_c = TruncToInt32(df, hn::Mul(hn::Load(df, cw + r * S * W + v * L), scale[r][v]));
-      const VI sum = hn::Add(acc[0][r][v], cut_c);  // (wraps on overflow: the signs tell)
-      if (fo.int_sum_may_wrap) {
-        const auto wrapped = hn::Lt(hn::And(hn::Xor(acc[0][r][v], sum), hn::Xor(cut_c, sum)), hn::Zero(di));
-        outside[r][v] = hn::Or(outside[r][v], wrapped);
+  const bool may_wrap = fo.int_sum_may_wrap;
+  auto finish = [&](auto rounding) {
+    for (size_t r = 0; r < R; ++r)
+      for (size_t v = 0; v < NVT; ++v) {
+        const VI cut_c = TruncToInt32(df, hn::Mul(hn::Load(df, cw + r * S * W + v * L), scale[r][v]));
+        const VI sum = hn::Add(acc[0][r][v], cut_c);  // (wraps on overflow: the signs tell)
+        if (may_wrap) {
+          const auto wrapped = hn::Lt(hn::And(hn::Xor(acc[0][r][v], sum), hn::Xor(cut_c, sum)), hn::Zero(di));
+          outside[r][v] = hn::Or(outside[r][v], wrapped);
+        }
+        const V pow2_q = hn::BitCast(df, hn::Sub(two_bias, hn::BitCast(di, scale[r][v])));
+        val[r][v] = hn::Mul(IntSumToFloat<decltype(rounding)::value>(sum), pow2_q);
       }
-      const V pow2_q = hn::BitCast(df, hn::Sub(two_bias, hn::BitCast(di, scale[r][v])));
-      val[r][v] = hn::Mul(IntSumToFloat(sum, *fo.model), pow2_q);
-    }
+  };
+  using K = IntSumRounding;
+  switch (int_sum_rounding(*fo.model)) {
+    case K::nearest_even: finish(std::integral_constant<K, K::nearest_even>()); break;
+    case K::toward_zero: finish(std::integral_constant<K, K::toward_zero>()); break;
+    case K::to_odd: finish(std::integral_constant<K, K::to_odd>()); break;
+  }
 }
 #endif
 #endif
