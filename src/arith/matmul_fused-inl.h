@@ -177,7 +177,10 @@ constexpr size_t kFusedMaxNV = 4;  // a pass's S strips of W columns are at most
 // (clamped at the output format's emin; none when c = 0) and the products' (ep). zero_q: lanes with
 // no non-zero term (every cut term 0, whatever q: the group gives +0) get q = 0 instead, inside the
 // integer route's range, which would otherwise send them to the core.
-template <size_t R, size_t S, class DT, class VI = hn::Vec<hn::RebindToSigned<DT>>>
+// kLean (the integer route, zero_q, for a model whose two floors on E, out.emin and min_align, both
+// lie below kIntCutQMin + kept_bits: fused_lean_floors): a lane either floor would raise has q below
+// the route's range with it or without it, and goes to the core, so both maxima are left out.
+template <size_t R, size_t S, bool kLean = false, class DT, class VI = hn::Vec<hn::RebindToSigned<DT>>>
 HWY_INLINE void FusedCutExponents(DT dt, const FusedModel& m, double min_align, bool zero_q, const hn::TFromD<DT>* cw,
                                   const int16_t* ep, VI (&q)[R][kFusedMaxNV]) {
   using T = hn::TFromD<DT>;
@@ -192,14 +195,16 @@ HWY_INLINE void FusedCutExponents(DT dt, const FusedModel& m, double min_align, 
     for (size_t v = 0; v < S * NV; ++v) {
       const auto c = hn::Load(dt, cw + r * S * W + v * Ld);
       const VI field = hn::ShiftRight<kMant>(hn::AndNot(sign_mask, hn::BitCast(di, c)));
-      const VI ec = hn::Max(hn::Sub(field, hn::Set(di, kBias)), hn::Set(di, static_cast<TI>(m.out.emin)));
+      VI ec = hn::Sub(field, hn::Set(di, kBias));
+      if constexpr (!kLean) ec = hn::Max(ec, hn::Set(di, static_cast<TI>(m.out.emin)));
       VI E = hn::IfThenElse(hn::RebindMask(di, hn::Eq(c, hn::Zero(dt))), hn::Set(di, static_cast<TI>(kZeroExp)), ec);
       const auto e16 = hn::LoadU(d16h, ep + r * S * W + v * Ld);
       if constexpr (sizeof(T) == 8)
         E = hn::Max(E, hn::PromoteTo(di, hn::PromoteTo(d32h, e16)));
       else
         E = hn::Max(E, hn::PromoteTo(di, e16));
-      q[r][v] = hn::Sub(hn::Max(E, hn::Set(di, static_cast<TI>(min_align))), hn::Set(di, static_cast<TI>(m.kept_bits)));
+      const VI floored = kLean ? E : hn::Max(E, hn::Set(di, static_cast<TI>(min_align)));
+      q[r][v] = hn::Sub(floored, hn::Set(di, static_cast<TI>(m.kept_bits)));
       if (zero_q) q[r][v] = hn::IfThenElseZero(hn::Not(hn::Lt(E, hn::Set(di, static_cast<TI>(kFloorExp)))), q[r][v]);
     }
 }
@@ -247,6 +252,13 @@ HWY_INLINE void FusedCutSumsTruncated(DT dt, const FastOperands& op, size_t i, s
 // The smallest q of the integer route: 2^-q a normal float, and a product below 2^-126 (rounded by
 // the float multiply) still below 2^q. (The largest, 125 - kept_bits: products below 2^(E+2) <= 2^127.)
 constexpr int kIntCutQMin = -125;
+
+// Whether FusedCutExponents may leave out its floors on the integer route (kLean): E at or below
+// either gives q = E - kept_bits below kIntCutQMin, a lane the route sends to the core whatever E is.
+// (Every fp32-output preset: out.emin -126, min_align -133 or none.)
+inline bool fused_lean_floors(const FusedModel& m, double min_align) {
+  return m.out.emin - m.kept_bits < kIntCutQMin && min_align - m.kept_bits < kIntCutQMin;
+}
 
 #if HWY_TARGET != HWY_SCALAR
 // trunc(x) in int32 lanes, for |x| < 2^31 (the callers' bound): on x86 the conversion toward zero
@@ -493,7 +505,7 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
     const bool rne = m.final_rounding == Rounding::rne;  // (else rtz: FusedTileBlock takes no other)
     // The smallest magnitude that rounds to 2^(emax+1), as a float's bits: that power of two toward
     // zero; to nearest the midpoint below it, 2^emax times 1 and out_man_bits + 1 ones after the point.
-    // (Bit operations: a call to ldexp here, once per group, had cost a tenth of the kernel's time.)
+    // (Bit operations: a call to ldexp here, once per group, cost about 7% of the kernel's time.)
     const uint32_t ones = ((uint32_t{1} << (m.out_man_bits + 1)) - 1) << (kMant - m.out_man_bits - 1);
     const uint32_t threshold = rne ? (static_cast<uint32_t>(m.out.emax + kBias) << kMant) | ones
                                    : static_cast<uint32_t>(m.out.emax + 1 + kBias) << kMant;
@@ -616,7 +628,10 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
   hn::Vec<decltype(di)> q[R][kFusedMaxNV];
 #if HWY_TARGET != HWY_SCALAR
   if (op.fused.int_accs > 0) {  // the integer route, in float lanes on AVX-512 (one accumulator), else in double lanes
-    FusedCutExponents<R, S>(dt, *op.fused.model, op.fused.min_align, true, cw, ep, q);
+    if (fused_lean_floors(*op.fused.model, op.fused.min_align))
+      FusedCutExponents<R, S, true>(dt, *op.fused.model, op.fused.min_align, true, cw, ep, q);
+    else
+      FusedCutExponents<R, S>(dt, *op.fused.model, op.fused.min_align, true, cw, ep, q);
     if constexpr (sizeof(hn::TFromD<DT>) == 4) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
       FusedCutSumsIntFloat<R, S, kForm == FusedResultForm::plain>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
@@ -687,7 +702,12 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
   for (size_t l = 0; l < rows * SW; ++l) out[l] = 0.0f;  // the outer accumulators
   uint32_t g0 = 0;
   for (uint32_t chain_end : plan.chain_end) {
-    for (size_t l = 0; l < rows * SW; ++l) c[l] = promote ? T(0) : static_cast<T>(out[l]);
+    // (The model's choice outside the loops, here and after the chain: as a test per element it kept
+    // these copies scalar, 2% of an a100_fp16 call.)
+    if (promote)
+      std::fill(c, c + rows * SW, T(0));
+    else
+      std::copy(out, out + rows * SW, c);
     for (uint32_t gi = g0; gi < chain_end; ++gi) {
       const FusedGroup& g = plan.groups[gi];
       const uint32_t* idx = plan.index.data() + g.first;
@@ -725,9 +745,10 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
       for (size_t l = 0; l < rows * SW; ++l) cf[l] = static_cast<float>(c[l]);  // (exact: fp16 values)
       for (size_t l = 0; l < rows * SW; l += hn::Lanes(df))
         hn::StoreU(Fp16PromoteAdd(df, hn::LoadU(df, out + l), hn::Load(df, cf + l)), df, out + l);
+    } else if (!promote) {
+      std::copy(c, c + rows * SW, out);  // (exact: c is on the output format's grid)
     } else {
-      for (size_t l = 0; l < rows * SW; ++l)
-        out[l] = static_cast<float>(promote ? fused_promote_add(out[l], c[l], m) : static_cast<double>(c[l]));
+      for (size_t l = 0; l < rows * SW; ++l) out[l] = static_cast<float>(fused_promote_add(out[l], c[l], m));
     }
   }
 }
