@@ -864,18 +864,26 @@ TEST_CASE("fused fp32-output models at fp32's overflow threshold: kernel == refe
   }
 }
 
-// A's rows hold the binary digits of targets (each a power of two, an fp16 value), B is all ones:
-// row r's results are the fused model's rounding of the exact sum targets[r] (or minus it), on every
-// one of n columns: one call, both kernel strips and a tail.
+// K = 16 and n = 70 columns (both kernel strips and a tail) for the integer targets below 2^16: A's
+// row r holds the binary digits of targets[r] with its sign (each a power of two, an fp16 value), B
+// is all ones, so that row r's exact sums are targets[r].
+constexpr size_t kTargetK = 16, kTargetN = 70;
+std::vector<double> fp16_out_target_rows(const std::vector<double>& targets) {
+  std::vector<double> a(targets.size() * kTargetK, 0.0);
+  for (size_t r = 0; r < targets.size(); ++r) {
+    const auto t = static_cast<uint64_t>(std::fabs(targets[r]));
+    for (size_t bit = 0; bit < kTargetK; ++bit)
+      if (t >> bit & 1) a[r * kTargetK + bit] = std::copysign(std::ldexp(1.0, static_cast<int>(bit)), targets[r]);
+  }
+  return a;
+}
+
+// Row r's results (every column) are the fused model's rounding of targets[r]: want[r] by the
+// reference, and the kernel's the reference's.
 void check_fp16_out_targets(const MatmulPolicy& p, const std::vector<double>& targets, const std::vector<double>& want,
                             const std::string& what) {
-  const size_t k = 16, n = 70, m = targets.size();
-  std::vector<double> a(m * k, 0.0), b(k * n, 1.0);
-  for (size_t r = 0; r < m; ++r) {
-    const double t = std::fabs(targets[r]);
-    for (size_t bit = 0; bit < k; ++bit)
-      if (static_cast<uint64_t>(t) >> bit & 1) a[r * k + bit] = std::copysign(std::ldexp(1.0, static_cast<int>(bit)), targets[r]);
-  }
+  const size_t k = kTargetK, n = kTargetN, m = targets.size();
+  const std::vector<double> a = fp16_out_target_rows(targets), b(k * n, 1.0);
   std::vector<double> c(m * n);
   MatmulContext ctx;
   ctx.force_reference = true;
@@ -890,8 +898,8 @@ void check_fp16_out_targets(const MatmulPolicy& p, const std::vector<double>& ta
 TEST_CASE("fused fp16-output models: at fp16's overflow threshold, kernel == reference == hand") {
   // The kernel converts an fp16-output group's sum (rounded to odd) to binary16 in one instruction, and
   // hands the lanes whose rounding reaches 2^16 to the scalar core. K = 16 products of exact integers
-  // (16 terms: one group; E = 15, q = -10, nothing cut). fp16 keeps 11 significant bits: below 2^16
-  // its grid is 32, its largest value 65504.
+  // (16 terms: one group; E at most 15, q = E - 25: nothing cut). fp16 keeps 11 significant bits:
+  // from 2^15 to 2^16 its grid is 32, its largest value 65504.
   const TcPreset tp = *find_tc_preset("h100_fp16_out16");
   MatmulPolicy rne = fused_policy(tp, fmt("fp16"));
   // To nearest even: 65519 lies below the midpoint 65520 between 65504 and 2^16 (-> 65504); 65488 is
@@ -907,16 +915,18 @@ TEST_CASE("fused fp16-output models: at fp16's overflow threshold, kernel == ref
   // At and past the threshold (rne from 65520, rtz from 2^16) the results come from the scalar core,
   // and a call whose results overflow may be redone by the reference: kernel == reference either way.
   for (const MatmulPolicy* p : {&rne, &rtz}) {
-    const size_t k = 16, n = 70;
     const std::vector<double> targets{65520, 65535, -65535, 65519, 65536, 98304, 65504};
-    std::vector<double> a(targets.size() * k, 0.0), b(k * n, 1.0);
+    std::vector<double> a = fp16_out_target_rows(targets);
+    // (2^16 and 98304 have a bit past K's 16 digits: made of two and three terms of 2^15 instead.)
+    a[4 * kTargetK + 14] = a[4 * kTargetK + 15] = 32768;
+    a[5 * kTargetK + 13] = a[5 * kTargetK + 14] = 32768;
     for (size_t r = 0; r < targets.size(); ++r) {
-      const double t = std::fabs(targets[r]);
-      for (size_t bit = 0; bit < k; ++bit)
-        if (static_cast<uint64_t>(t) >> bit & 1) a[r * k + bit] = std::copysign(std::ldexp(1.0, static_cast<int>(bit)), targets[r]);
+      double sum = 0;  // (exact in double: integers below 2^53)
+      for (size_t t = 0; t < kTargetK; ++t) sum += a[r * kTargetK + t];
+      CHECK(sum == targets[r]);
     }
-    a[5 * k + 13] = a[5 * k + 14] = 32768;  // 98304: three terms of 2^15 (its bit 16 is past K's digits)
-    check_fast_case(*p, a, b, Shape{targets.size(), k, n}, -1, p == &rne ? "rne at the threshold" : "rtz at the threshold");
+    check_fast_case(*p, a, std::vector<double>(kTargetK * kTargetN, 1.0), Shape{targets.size(), kTargetK, kTargetN}, -1,
+                    p == &rne ? "rne at the threshold" : "rtz at the threshold");
   }
 }
 
