@@ -473,6 +473,25 @@ HWY_NOINLINE void FusedRareLanes(DT dt, const FastOperands& op, size_t i, size_t
   hn::Store(hn::Load(dt, res), dt, cv);
 }
 
+// The R x S*NV vectors of results into cw (row r, vector v at cw[r*S*W + v*Ld]), the `rare` lanes
+// by the scalar core (FusedRareLanes); none_rare: the caller found no rare lane in any of them, so
+// that the stores need not look (one test for the tile's vectors, not one each).
+template <size_t R, size_t S, class DT, class V = hn::Vec<DT>, class MI = hn::Mask<hn::RebindToSigned<DT>>>
+HWY_INLINE void FusedStoreResults(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
+                                  const V (&result)[R][kFusedMaxNV], const MI (&rare)[R][kFusedMaxNV], bool none_rare,
+                                  hn::TFromD<DT>* cw) {
+  const hn::RebindToSigned<DT> di;
+  const size_t Ld = hn::Lanes(dt), W = 2 * hn::Lanes(hn::ScalableTag<float>()), NV = W / Ld;
+  for (size_t r = 0; r < R; ++r)
+    for (size_t v = 0; v < S * NV; ++v) {
+      hn::TFromD<DT>* cv = cw + r * S * W + v * Ld;
+      if (HWY_LIKELY(none_rare) || hn::AllFalse(di, rare[r][v]))
+        hn::Store(result[r][v], dt, cv);
+      else
+        FusedRareLanes(dt, op, i + r, j0 + v * Ld, k0, g, rare[r][v], result[r][v], cv);
+    }
+}
+
 // Step 3: val rounded once to the result grid into cw; results at the output format's overflow
 // threshold, results below its smallest normal where it flushes them (or T cannot scale them), a
 // non-finite c and `outside` lanes from the scalar core.
@@ -527,15 +546,7 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
         rare[r][v] = hn::Or(outside[r][v], hn::RebindMask(di, hn::Not(hn::Lt(hn::Abs(val[r][v]), overflow_at))));
         any = hn::Or(any, rare[r][v]);
       }
-    const bool none_rare = hn::AllFalse(di, any);
-    for (size_t r = 0; r < R; ++r)
-      for (size_t v = 0; v < S * NV; ++v) {
-        T* cv = cw + r * S * W + v * Ld;
-        if (HWY_LIKELY(none_rare) || hn::AllFalse(di, rare[r][v]))
-          hn::Store(result[r][v], dt, cv);
-        else
-          FusedRareLanes(dt, op, i + r, j0 + v * Ld, k0, g, rare[r][v], result[r][v], cv);
-      }
+    FusedStoreResults<R, S>(dt, op, i, j0, k0, g, result, rare, hn::AllFalse(di, any), cw);
 #endif
     return;
   }
@@ -543,15 +554,7 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
     MI any = outside[0][0];
     for (size_t r = 0; r < R; ++r)
       for (size_t v = 0; v < S * NV; ++v) any = hn::Or(any, outside[r][v]);
-    const bool none = hn::AllFalse(di, any);
-    for (size_t r = 0; r < R; ++r)
-      for (size_t v = 0; v < S * NV; ++v) {
-        T* cv = cw + r * S * W + v * Ld;
-        if (HWY_LIKELY(none) || hn::AllFalse(di, outside[r][v]))
-          hn::Store(val[r][v], dt, cv);
-        else
-          FusedRareLanes(dt, op, i + r, j0 + v * Ld, k0, g, outside[r][v], val[r][v], cv);
-      }
+    FusedStoreResults<R, S>(dt, op, i, j0, k0, g, val, outside, hn::AllFalse(di, any), cw);
     return;
   }
   const FusedModel& m = *op.fused.model;
