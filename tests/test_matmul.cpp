@@ -964,10 +964,13 @@ TEST_CASE("fused fp16-output models: rtz on the subnormal grid, and every fp16-o
   for (const TcPreset& tp : tc_presets())
     if (tp.output == "fp16") policies.emplace_back(tp.name, fused_policy(tp, tp.in_format));
   CHECK(policies.size() >= 8);
-  for (const auto& [name, p] : policies) {
+  for (const auto& named : policies) {  // (no structured bindings: clang's CAPTURE cannot take them)
+    const std::string& name = named.first;
+    const MatmulPolicy& p = named.second;
     CAPTURE(name);
     const Format& f = p.a.format;
-    for (auto [lo, hi] : {std::pair{-24, -6}, std::pair{-4, 4}, std::pair{2, 8}}) {
+    for (const std::pair<int, int>& range : {std::pair{-24, -6}, std::pair{-4, 4}, std::pair{2, 8}}) {
+      const int lo = range.first, hi = range.second;
       CAPTURE(lo);
       const int l = std::max(lo, f.emin - f.man_bits), u = std::min(hi, f.emax);
       check_fast_case(p, grid_matrix(s.m * s.k, 900 + seed, f, l, u), grid_matrix(s.k * s.n, 950 + seed, f, l, u), s, -1,
