@@ -44,6 +44,11 @@ inline int16_t FusedPairedCode8(int8_t lo, int8_t hi) {
 }
 constexpr int kFusedCode8Limit = 30;  // |code| bound of the int8 pass (sums of two stay within int8)
 
+// The smallest q of the fused kernel's integer route (matmul_fused-inl.h): 2^-q a normal float, and a
+// product below 2^-126 (rounded by the float multiply) still below 2^q. (The largest, 125 - kept_bits:
+// products below 2^(E+2) <= 2^127.)
+constexpr int kIntCutQMin = -125;
+
 struct FusedOperands {
   const FusedModel* model = nullptr;
   // What the kernel reads: A (m x k) and B in strips of W columns, per k, as the route reads them
@@ -81,6 +86,11 @@ struct FusedOperands {
   const FusedPlan* plan_full = nullptr;  // blocks of kblock products
   const FusedPlan* plan_tail = nullptr;  // the last, shorter block (or nullptr)
   double min_align = 0;         // max(model.min_align_exp, kFloorExp)
+  // Both floors on the alignment exponent E, out.emin (c's) and min_align, lie below kIntCutQMin +
+  // kept_bits: a lane either would raise has q below the integer route's range whether raised or not,
+  // and goes to the scalar core, so the route may leave both out (every fp32-output preset: out.emin
+  // -126, min_align -133 or none).
+  bool lean_floors = false;
 };
 
 // (kZeroExp, kFloorExp: arith/fused_accum.h, shared with group_in_double.)

@@ -170,6 +170,10 @@ template <typename T>
 struct LaneBits {
   static constexpr int kMant = sizeof(T) == 8 ? 52 : 23;
   static constexpr int kBias = sizeof(T) == 8 ? 1023 : 127;
+  using Bits = std::conditional_t<sizeof(T) == 8, int64_t, int32_t>;
+  // The encoding of 2^e for e in [1 - kBias, kBias] (normal values of T; kBias + 1 gives infinity's);
+  // built from bits, not by ldexp, which the kernel's per-group code had paid for as a call.
+  static constexpr Bits Pow2(int e) { return static_cast<Bits>(static_cast<Bits>(e + kBias) << kMant); }
 };
 constexpr size_t kFusedMaxNV = 4;  // a pass's S strips of W columns are at most 4 vectors (S = 2: float lanes)
 
@@ -177,9 +181,9 @@ constexpr size_t kFusedMaxNV = 4;  // a pass's S strips of W columns are at most
 // (clamped at the output format's emin; none when c = 0) and the products' (ep). zero_q: lanes with
 // no non-zero term (every cut term 0, whatever q: the group gives +0) get q = 0 instead, inside the
 // integer route's range, which would otherwise send them to the core.
-// kLean (the integer route, zero_q, for a model whose two floors on E, out.emin and min_align, both
-// lie below kIntCutQMin + kept_bits: fused_lean_floors): a lane either floor would raise has q below
-// the route's range with it or without it, and goes to the core, so both maxima are left out.
+// kLean (the integer route, zero_q, where FusedOperands::lean_floors): a lane either floor on E
+// (out.emin, min_align) would raise has q below the route's range with it or without it, and goes
+// to the core, so both maxima are left out.
 template <size_t R, size_t S, bool kLean = false, class DT, class VI = hn::Vec<hn::RebindToSigned<DT>>>
 HWY_INLINE void FusedCutExponents(DT dt, const FusedModel& m, double min_align, bool zero_q, const hn::TFromD<DT>* cw,
                                   const int16_t* ep, VI (&q)[R][kFusedMaxNV]) {
@@ -247,17 +251,6 @@ HWY_INLINE void FusedCutSumsTruncated(DT dt, const FastOperands& op, size_t i, s
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NV; ++v)
       val[r][v] = hn::Mul(sum[r][v], hn::BitCast(dt, hn::ShiftLeft<kMant>(hn::Add(bias, q[r][v]))));  // times 2^q
-}
-
-// The smallest q of the integer route: 2^-q a normal float, and a product below 2^-126 (rounded by
-// the float multiply) still below 2^q. (The largest, 125 - kept_bits: products below 2^(E+2) <= 2^127.)
-constexpr int kIntCutQMin = -125;
-
-// Whether FusedCutExponents may leave out its floors on the integer route (kLean): E at or below
-// either gives q = E - kept_bits below kIntCutQMin, a lane the route sends to the core whatever E is.
-// (Every fp32-output preset: out.emin -126, min_align -133 or none.)
-inline bool fused_lean_floors(const FusedModel& m, double min_align) {
-  return m.out.emin - m.kept_bits < kIntCutQMin && min_align - m.kept_bits < kIntCutQMin;
 }
 
 #if HWY_TARGET != HWY_SCALAR
@@ -524,11 +517,9 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
     const bool rne = m.final_rounding == Rounding::rne;  // (else rtz: FusedTileBlock takes no other)
     // The smallest magnitude that rounds to 2^(emax+1), as a float's bits: that power of two toward
     // zero; to nearest the midpoint below it, 2^emax times 1 and out_man_bits + 1 ones after the point.
-    // (Bit operations: a call to ldexp here, once per group, cost about 7% of the kernel's time.)
-    const uint32_t ones = ((uint32_t{1} << (m.out_man_bits + 1)) - 1) << (kMant - m.out_man_bits - 1);
-    const uint32_t threshold = rne ? (static_cast<uint32_t>(m.out.emax + kBias) << kMant) | ones
-                                   : static_cast<uint32_t>(m.out.emax + 1 + kBias) << kMant;
-    const V overflow_at = hn::BitCast(dt, hn::Set(di, static_cast<int32_t>(threshold)));
+    const int32_t ones = ((int32_t{1} << (m.out_man_bits + 1)) - 1) << (kMant - m.out_man_bits - 1);
+    const int32_t threshold = rne ? LaneBits<T>::Pow2(m.out.emax) | ones : LaneBits<T>::Pow2(m.out.emax + 1);
+    const V overflow_at = hn::BitCast(dt, hn::Set(di, threshold));
     constexpr int kRn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC, kRz = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
     // (The masked forms with every lane set: the plain ones' undefined pass-through trips g++ 12's
     // -Wmaybe-uninitialized.)
@@ -563,7 +554,7 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
   const VI low = hn::Set(di, static_cast<TI>((TI{1} << shift) - 1));
   // The encodings of 2^out.emin (normal in T: the fast path takes out.emin >= -126) and of
   // 2^(out.emax+1), the overflow threshold (T's infinity where that is beyond T's range).
-  auto pow2_enc = [](int e) { return static_cast<TI>(static_cast<TI>(std::min(e + kBias, 2 * kBias + 1)) << kMant); };
+  auto pow2_enc = [](int e) { return LaneBits<T>::Pow2(std::min(e, kBias + 1)); };
   const VI min_normal_enc = hn::Set(di, pow2_enc(m.out.emin));
   const VI overflow_enc = hn::Set(di, pow2_enc(m.out.emax + 1));
   const VI one = hn::Set(di, 1);
@@ -580,10 +571,8 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
   // gradients; the scalar core took 90% of a run's time when they were sent there.
   const int unit_exp = m.out.emin - m.out_man_bits;
   const bool tiny_in_lanes = check_tiny && m.out_subnormals && unit_exp >= 1 - kBias && -unit_exp <= kBias;
-  // (2^-unit_exp and 2^unit_exp from their bits: calls to ldexp here, once per group, cost.)
-  const VI to_units_bits = hn::Set(di, static_cast<TI>(static_cast<TI>(tiny_in_lanes ? kBias - unit_exp : kBias) << kMant));
-  const VI from_units_bits = hn::Set(di, static_cast<TI>(static_cast<TI>(tiny_in_lanes ? kBias + unit_exp : kBias) << kMant));
-  const V to_units = hn::BitCast(dt, to_units_bits), from_units = hn::BitCast(dt, from_units_bits);
+  const V to_units = hn::BitCast(dt, hn::Set(di, LaneBits<T>::Pow2(tiny_in_lanes ? -unit_exp : 0)));
+  const V from_units = hn::BitCast(dt, hn::Set(di, LaneBits<T>::Pow2(tiny_in_lanes ? unit_exp : 0)));
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < S * NV; ++v) {
       const VI bits = hn::BitCast(di, val[r][v]);
@@ -631,7 +620,7 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
   hn::Vec<decltype(di)> q[R][kFusedMaxNV];
 #if HWY_TARGET != HWY_SCALAR
   if (op.fused.int_accs > 0) {  // the integer route, in float lanes on AVX-512 (one accumulator), else in double lanes
-    if (fused_lean_floors(*op.fused.model, op.fused.min_align))
+    if (op.fused.lean_floors)
       FusedCutExponents<R, S, true>(dt, *op.fused.model, op.fused.min_align, true, cw, ep, q);
     else
       FusedCutExponents<R, S>(dt, *op.fused.model, op.fused.min_align, true, cw, ep, q);
