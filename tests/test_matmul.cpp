@@ -722,6 +722,28 @@ TEST_CASE("hand-derived: a group of zero products gives +0, and the next aligns 
   check_fused_column("h100_bf16", "bf16", zeros, minus, 0.0);
 }
 
+TEST_CASE("hand-derived: fp16 inputs into fp32 (the narrow form): zero groups, then the smallest products") {
+  // A100 fp16: 8-term groups, 25 kept bits, rtz into fp32. With fp16 inputs every non-zero product is
+  // at least 2^-24 * 2^-24 = 2^-48, so the kernel tells a group with no non-zero term by c's exponent
+  // field alone (FusedCutExponents' narrow form). K = 24. Groups 1 and 2: a = 0, b = -1: every product
+  // is -0 and c is +0, so both give +0. Group 3, c = +0: 2^-24 * 2^-24 = 2^-48 (the smallest
+  // subnormal squared) and 3 * 2^-24 * -(2^-24) = -3 * 2^-48 (E = -47, q = -72: both exact), sum
+  // -2^-47, an fp32 normal.
+  std::vector<double> a(24, 0.0), b(24, -1.0);
+  a[16] = std::ldexp(1.0, -24);
+  b[16] = std::ldexp(1.0, -24);
+  a[17] = 3 * std::ldexp(1.0, -24);
+  b[17] = -std::ldexp(1.0, -24);
+  check_fused_column("a100_fp16", "fp16", a, b, -std::ldexp(1.0, -47));
+  // K = 8, one group of -0 products: +0.
+  const std::vector<double> zeros(8, 0.0), minus(8, -1.0);
+  check_fused_column("a100_fp16", "fp16", zeros, minus, 0.0);
+  // K = 16: 2^-24 * 2^-24 in group 1 (c = 2^-48 after it), zeros in group 2: c alone, 2^-48.
+  std::vector<double> a2(16, 0.0), b2(16, 0.0);
+  a2[3] = b2[3] = std::ldexp(1.0, -24);
+  check_fused_column("a100_fp16", "fp16", a2, b2, std::ldexp(1.0, -48));
+}
+
 TEST_CASE("hand-derived: the integer route rounds an fp16 output once (no false tie)") {
   // H100 fp16 output: 25 kept bits, the sum rounded to nearest even with 10 fraction bits. Products
   // 1 * 1, 2^-11 * 1 and 2^-12 * 2^-13: E = 0, q = -25, cut terms 2^25, 2^14 and 1, exact. The sum

@@ -1026,6 +1026,7 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
   fo.plan_tail = k % op.kblock != 0 ? &plan_tail : nullptr;
   op.fused.min_align = std::max(static_cast<double>(fm.min_align_exp), kFloorExp);
   op.fused.lean_floors = fm.out.emin - fm.kept_bits < kIntCutQMin && op.fused.min_align - fm.kept_bits < kIntCutQMin;
+  op.fused.narrow_terms = op.fused.lean_floors && fm.out.emin <= -126 && 2 * fm.in_emin - fm.kept_bits >= -126;
   if (codes8) {
     // A's narrow codes per row pair (a missing second row repeats the first).
     const size_t pairs = (m + 1) / 2;

@@ -91,6 +91,14 @@ struct FusedOperands {
   // and goes to the scalar core, so the route may leave both out (every fp32-output preset: out.emin
   // -126, min_align -133 or none).
   bool lean_floors = false;
+  // Every non-zero term of a group is at least 2^-126, c included (FusedCutExponents' narrow form):
+  // with lean_floors, where 2 in_emin - kept_bits >= -126. A product's exponent is at least
+  // 2 in_emin, and c (+0 at the start of each FusedTileBlock chain, then the group results) is +-0 or
+  // a group's sum of cut terms, a non-zero multiple of 2^q with q >= E - kept_bits >= 2 in_emin -
+  // kept_bits, rounded into a format whose emin lies at or below -126 (lean_floors: every
+  // fp32-output preset), so that it stays at least 2^-126 (the fp16 and FP8 inputs; not bf16's or
+  // tf32's, whose in_emin is -126).
+  bool narrow_terms = false;
 };
 
 // (kZeroExp, kFloorExp: arith/fused_accum.h, shared with group_in_double.)

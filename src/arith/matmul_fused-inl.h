@@ -177,31 +177,46 @@ struct LaneBits {
 };
 constexpr size_t kFusedMaxNV = 4;  // a pass's S strips of W columns are at most 4 vectors (S = 2: float lanes)
 
+// How much of the model's floors on E FusedCutExponents applies (FusedGroupRows picks one per call).
+enum class FusedFloors {
+  all,     // c's zero test, out.emin and min_align, as the model says
+  lean,    // FusedOperands::lean_floors: out.emin and min_align left out
+  narrow,  // lean_floors and narrow_terms: c's zero test left out too
+};
+
 // Step 1 of FusedGroupRows: q = max(E, min_align) - kept_bits per lane, E the largest of c's exponent
 // (clamped at the output format's emin; none when c = 0) and the products' (ep). zero_q: lanes with
 // no non-zero term (every cut term 0, whatever q: the group gives +0) get q = 0 instead, inside the
 // integer route's range, which would otherwise send them to the core.
-// kLean (the integer route, zero_q, where FusedOperands::lean_floors): a lane either floor on E
-// (out.emin, min_align) would raise has q below the route's range with it or without it, and goes
+// kFloors lean (the integer route, zero_q, where FusedOperands::lean_floors): a lane either floor on
+// E (out.emin, min_align) would raise has q below the route's range with it or without it, and goes
 // to the core, so both maxima are left out.
-template <size_t R, size_t S, bool kLean = false, class DT, class VI = hn::Vec<hn::RebindToSigned<DT>>>
+// kFloors narrow (lean, and FusedOperands::narrow_terms): every non-zero c and product exponent is at
+// least -126, so c's exponent field, which reads -127 for c = 0, stands for "none" by itself, and a
+// lane has no non-zero term exactly where E <= -127: the test of c against zero goes.
+template <size_t R, size_t S, FusedFloors kFloors = FusedFloors::all, class DT,
+          class VI = hn::Vec<hn::RebindToSigned<DT>>>
 HWY_INLINE void FusedCutExponents(DT dt, const FusedModel& m, double min_align, bool zero_q, const hn::TFromD<DT>* cw,
                                   const int16_t* ep, VI (&q)[R][kFusedMaxNV]) {
   using T = hn::TFromD<DT>;
   using TI = hn::TFromD<hn::RebindToSigned<DT>>;
   constexpr int kMant = LaneBits<T>::kMant, kBias = LaneBits<T>::kBias;
+  constexpr bool kLean = kFloors != FusedFloors::all, kNarrow = kFloors == FusedFloors::narrow;
   const hn::RebindToSigned<DT> di;
   const hn::Rebind<int16_t, DT> d16h;
   const hn::Rebind<int32_t, DT> d32h;
   const size_t Ld = hn::Lanes(dt), W = 2 * hn::Lanes(hn::ScalableTag<float>()), NV = W / Ld;
   const VI sign_mask = hn::Set(di, static_cast<TI>(TI{1} << (8 * sizeof(T) - 1)));
+  // Lanes with no non-zero term: E below kFloorExp (c's kZeroExp), or narrow, E at c = 0's -127.
+  const VI none_below = hn::Set(di, static_cast<TI>(kNarrow ? 1 - kBias : static_cast<int>(kFloorExp)));
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < S * NV; ++v) {
       const auto c = hn::Load(dt, cw + r * S * W + v * Ld);
       const VI field = hn::ShiftRight<kMant>(hn::AndNot(sign_mask, hn::BitCast(di, c)));
-      VI ec = hn::Sub(field, hn::Set(di, kBias));
-      if constexpr (!kLean) ec = hn::Max(ec, hn::Set(di, static_cast<TI>(m.out.emin)));
-      VI E = hn::IfThenElse(hn::RebindMask(di, hn::Eq(c, hn::Zero(dt))), hn::Set(di, static_cast<TI>(kZeroExp)), ec);
+      VI E = hn::Sub(field, hn::Set(di, kBias));
+      if constexpr (!kLean) E = hn::Max(E, hn::Set(di, static_cast<TI>(m.out.emin)));
+      if constexpr (!kNarrow)
+        E = hn::IfThenElse(hn::RebindMask(di, hn::Eq(c, hn::Zero(dt))), hn::Set(di, static_cast<TI>(kZeroExp)), E);
       const auto e16 = hn::LoadU(d16h, ep + r * S * W + v * Ld);
       if constexpr (sizeof(T) == 8)
         E = hn::Max(E, hn::PromoteTo(di, hn::PromoteTo(d32h, e16)));
@@ -209,7 +224,7 @@ HWY_INLINE void FusedCutExponents(DT dt, const FusedModel& m, double min_align, 
         E = hn::Max(E, hn::PromoteTo(di, e16));
       const VI floored = kLean ? E : hn::Max(E, hn::Set(di, static_cast<TI>(min_align)));
       q[r][v] = hn::Sub(floored, hn::Set(di, static_cast<TI>(m.kept_bits)));
-      if (zero_q) q[r][v] = hn::IfThenElseZero(hn::Not(hn::Lt(E, hn::Set(di, static_cast<TI>(kFloorExp)))), q[r][v]);
+      if (zero_q) q[r][v] = hn::IfThenZeroElse(hn::Lt(E, none_below), q[r][v]);
     }
 }
 
@@ -620,8 +635,10 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
   hn::Vec<decltype(di)> q[R][kFusedMaxNV];
 #if HWY_TARGET != HWY_SCALAR
   if (op.fused.int_accs > 0) {  // the integer route, in float lanes on AVX-512 (one accumulator), else in double lanes
-    if (op.fused.lean_floors)
-      FusedCutExponents<R, S, true>(dt, *op.fused.model, op.fused.min_align, true, cw, ep, q);
+    if (op.fused.narrow_terms)
+      FusedCutExponents<R, S, FusedFloors::narrow>(dt, *op.fused.model, op.fused.min_align, true, cw, ep, q);
+    else if (op.fused.lean_floors)
+      FusedCutExponents<R, S, FusedFloors::lean>(dt, *op.fused.model, op.fused.min_align, true, cw, ep, q);
     else
       FusedCutExponents<R, S>(dt, *op.fused.model, op.fused.min_align, true, cw, ep, q);
     if constexpr (sizeof(hn::TFromD<DT>) == 4) {
