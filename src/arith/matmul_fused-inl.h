@@ -140,7 +140,10 @@ HWY_INLINE void FusedProductExponents8(const FastOperands& op, size_t i, size_t 
   for (uint32_t t = 0; t < g.n; ++t) {
     const size_t p = idx[t];
     for (size_t h = 0; h < NH; ++h) {
-      const auto eb = hn::BitCast(d8, hn::LoadU(d16, es[h / N16] + p * W + (h % N16) * L16));
+      auto eb = hn::BitCast(d8, hn::LoadU(d16, es[h / N16] + p * W + (h % N16) * L16));
+      // One load for the pairs: g++ otherwise folds it into each pair's add, a load per pair, and
+      // the loads, not the adds, then bound this loop.
+      asm("" : "+v"(eb.raw));
       for (size_t pr = 0; pr < kPairs; ++pr)
         Ep[pr][h] = hn::Max(Ep[pr][h], hn::SaturatedAdd(hn::BitCast(d8, hn::Set(d32, ap[pr][p])), eb));
     }
