@@ -744,6 +744,34 @@ TEST_CASE("hand-derived: fp16 inputs into fp32 (the narrow form): zero groups, t
   check_fused_column("a100_fp16", "fp16", a2, b2, std::ldexp(1.0, -48));
 }
 
+TEST_CASE("hand-derived: fp16 output: c's exponent clamped at fp16's emin, and the minimum alignment exponent") {
+  // The float lanes take E from c's exponent field and the products' exponents floored once per
+  // group (FusedOperands::direct_scales): both floors of the model must survive that. Each case ends
+  // on a tie of the fp16 rounding (rne), so that one product cut or kept decides the result.
+  // H100 fp16 output (16-term groups, 25 kept bits), K = 32. Group 1: 2^-10 * 2^-10 = 2^-20 (exact),
+  // c = 2^-20 = 16 units of 2^-24, an fp16 subnormal. Group 2: 2^-12 * 2^-13 = 2^-25 and
+  // 2^-20 * 2^-22 = 2^-42 (codes clamped at -14 each: -28). c's exponent -20 counts as fp16's emin,
+  // -14, so E = max(-14, -25, -28) = -14, q = -39: the terms 2^19 (c), 2^14 and trunc(2^-3) = 0.
+  // 2^-20 + 2^-25 = 16.5 units, a tie, to even: 2^-20. (With c's own exponent, E = -20 and q = -45,
+  // 2^-42 would be kept, 16.5 units plus a little, rounded up to 17 units.)
+  std::vector<double> a(32, 0.0), b(32, 0.0);
+  a[0] = b[0] = std::ldexp(1.0, -10);
+  a[16] = std::ldexp(1.0, -12);
+  b[16] = std::ldexp(1.0, -13);
+  a[17] = std::ldexp(1.0, -20);
+  b[17] = std::ldexp(1.0, -22);
+  check_fused_column("h100_fp16_out16", "fp16", a, b, std::ldexp(1.0, -20));
+  // B200 fp16 output (16 terms, 25 kept bits, minimum alignment exponent -21), K = 16, c = 0:
+  // 2^-12 * 2^-13 = 2^-25 and 2^-24 * 2^-24 = 2^-48 (codes -14 each). E = max(-25, -28, -21) = -21,
+  // q = -46: terms 2^21 and trunc(2^-2) = 0; 2^-25 is half a unit of 2^-24, a tie, to even: +0.
+  // (Without the minimum, E = -25 and q = -50 would keep 2^-48, and the sum would round up to 2^-24.)
+  std::vector<double> h(16, 0.0), k(16, 0.0);
+  h[0] = std::ldexp(1.0, -12);
+  k[0] = std::ldexp(1.0, -13);
+  h[1] = k[1] = std::ldexp(1.0, -24);
+  check_fused_column("b200_fp16_out16", "fp16", h, k, 0.0);
+}
+
 TEST_CASE("hand-derived: the integer route rounds an fp16 output once (no false tie)") {
   // H100 fp16 output: 25 kept bits, the sum rounded to nearest even with 10 fraction bits. Products
   // 1 * 1, 2^-11 * 1 and 2^-12 * 2^-13: E = 0, q = -25, cut terms 2^25, 2^14 and 1, exact. The sum

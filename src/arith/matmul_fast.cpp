@@ -1042,6 +1042,17 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
       }
     });
     fo.ea8 = ea8;
+    // The float lanes' scales straight from the exponent fields (FusedOperands::direct_scales, where
+    // the reasoning is): the lowest E of a lane with a non-zero term, raised to min_align.
+    if (fo.float_lanes) {
+      const int out_lowest = fm.out.emin - (fm.out_subnormals ? fm.out_man_bits : 0);
+      const int c_lowest = std::max(2 * fm.in_emin - fm.kept_bits, out_lowest);  // a non-zero c's exponent
+      const int c_floor = std::max(c_lowest, fm.out.emin);                         // clamped as the model does
+      const int floor = std::max(std::min(2 * fm.in_emin, c_floor), static_cast<int>(fo.min_align));
+      fo.direct_scales = c_lowest >= -126 && floor - fm.kept_bits >= kIntCutQMin && floor >= -64;
+      fo.direct_clamp_c = fm.out.emin > floor;
+      fo.direct_floor = floor;
+    }
   }
 }
 

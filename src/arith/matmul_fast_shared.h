@@ -99,6 +99,20 @@ struct FusedOperands {
   // fp32-output preset), so that it stays at least 2^-126 (the fp16 and FP8 inputs; not bf16's or
   // tf32's, whose in_emin is -126).
   bool narrow_terms = false;
+  // The float lanes' scales 2^-q straight from the exponent fields (FusedCutScalesDirect), where no
+  // lane with a non-zero term can fall below the integer route's range (pack_fused: float_lanes and
+  // the int8 pass). Every such lane's E is at least direct_floor: a product's exponent is at least
+  // 2 in_emin, and a non-zero c (+0 at each chain's start, then a group result: a rounding, onto
+  // the output's grid, of a non-zero multiple of 2^q >= 2^(2 in_emin - kept_bits)) at least
+  // max(2 in_emin - kept_bits, the output's smallest exponent), a normal float, then clamped at
+  // out.emin. direct_floor is the lowest of these, raised to min_align, and no lower than
+  // kIntCutQMin + kept_bits allows. The int8 pass floors the product part of E at it: a lane whose
+  // products are all zero then reads E = direct_floor, in range, and gives +0 if c = 0 too; the
+  // maximum with min_align moves into that floor (it never lowers a real E, and raises exactly
+  // what the model raises); and the test against the route's lowest q goes.
+  bool direct_scales = false;
+  bool direct_clamp_c = false;  // c's exponent clamped at out.emin (out.emin above direct_floor)
+  int direct_floor = 0;
 };
 
 // (kZeroExp, kFloorExp: arith/fused_accum.h, shared with group_in_double.)

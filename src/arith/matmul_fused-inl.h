@@ -82,6 +82,17 @@ HWY_NOINLINE double FusedGroupInCore(const FusedOperands& fo, size_t k, size_t c
                                              *fo.model);
 }
 
+// The lane type's encoding: fraction bits and exponent bias.
+template <typename T>
+struct LaneBits {
+  static constexpr int kMant = sizeof(T) == 8 ? 52 : 23;
+  static constexpr int kBias = sizeof(T) == 8 ? 1023 : 127;
+  using Bits = std::conditional_t<sizeof(T) == 8, int64_t, int32_t>;
+  // The encoding of 2^e for e in [1 - kBias, kBias] (normal values of T; kBias + 1 gives infinity's);
+  // built from bits, not by ldexp, which the kernel's per-group code had paid for as a call.
+  static constexpr Bits Pow2(int e) { return static_cast<Bits>(static_cast<Bits>(e + kBias) << kMant); }
+};
+
 // The product part of group g's alignment exponents for kRowsMax rows from i (rows past the tile's
 // `rows` repeat row i; their results are not used) and the strip at j0: ep[r*W + l] =
 // max over the group's products of e(a_ir) + e(b_jl), in int16 lanes (one vector holds the strip's W
@@ -118,8 +129,10 @@ HWY_INLINE void FusedProductExponents(const FastOperands& op, size_t i, size_t r
 // FusedProductExponents for narrow codes (FusedOperands::ea8) in int8 lanes: a vector holds a pair of
 // rows (even lanes the first, odd lanes the second) for the strip's W columns, half the work of the
 // int16 pass. The sums saturate, so that a zero code's stays below -64 and every real one's above; ep
-// gets the same int16 values as FusedProductExponents (2 * kZeroExp where no product is non-zero).
-template <size_t kRowsMax, size_t S>
+// gets the same int16 values as FusedProductExponents (2 * kZeroExp where no product is non-zero),
+// or kDirect (FusedCutScalesDirect) each at least FusedOperands::direct_floor (>= -64: lanes with
+// no non-zero product get the floor itself), plus float's exponent bias.
+template <size_t kRowsMax, size_t S, bool kDirect = false>
 HWY_INLINE void FusedProductExponents8(const FastOperands& op, size_t i, size_t rows, size_t j0, size_t k0,
                                        const FusedGroup& g, const uint32_t* idx, int16_t* ep) {
   const hn::ScalableTag<int8_t> d8;
@@ -150,13 +163,17 @@ HWY_INLINE void FusedProductExponents8(const FastOperands& op, size_t i, size_t 
   }
   const auto none = hn::Set(d16, static_cast<int16_t>(2 * kZeroExp));
   const auto below = hn::Set(d16, int16_t{-64});
+  const auto floor = hn::Set(d16, static_cast<int16_t>(fo.direct_floor));
+  const auto bias = hn::Set(d16, static_cast<int16_t>(LaneBits<float>::kBias));
+  auto code = [&](hn::Vec<decltype(d16)> e) {
+    return kDirect ? hn::Add(hn::Max(e, floor), bias) : hn::IfThenElse(hn::Lt(e, below), none, e);
+  };
   for (size_t pr = 0; pr < kPairs; ++pr)
     for (size_t h = 0; h < NH; ++h) {
       const auto v = hn::BitCast(d16, Ep[pr][h]);
       const auto first = hn::ShiftRight<8>(hn::ShiftLeft<8>(v)), second = hn::ShiftRight<8>(v);  // (arithmetic)
-      hn::Store(hn::IfThenElse(hn::Lt(first, below), none, first), d16, ep + 2 * pr * S * W + h * L16);
-      if (2 * pr + 1 < kRowsMax)
-        hn::Store(hn::IfThenElse(hn::Lt(second, below), none, second), d16, ep + (2 * pr + 1) * S * W + h * L16);
+      hn::Store(code(first), d16, ep + 2 * pr * S * W + h * L16);
+      if (2 * pr + 1 < kRowsMax) hn::Store(code(second), d16, ep + (2 * pr + 1) * S * W + h * L16);
     }
 }
 #endif
@@ -168,16 +185,6 @@ enum class FusedResultForm {
   binary16,  // float lanes of the integer route into IEEE binary16 with subnormals: one conversion
 };
 
-// The lane type's encoding: fraction bits and exponent bias.
-template <typename T>
-struct LaneBits {
-  static constexpr int kMant = sizeof(T) == 8 ? 52 : 23;
-  static constexpr int kBias = sizeof(T) == 8 ? 1023 : 127;
-  using Bits = std::conditional_t<sizeof(T) == 8, int64_t, int32_t>;
-  // The encoding of 2^e for e in [1 - kBias, kBias] (normal values of T; kBias + 1 gives infinity's);
-  // built from bits, not by ldexp, which the kernel's per-group code had paid for as a call.
-  static constexpr Bits Pow2(int e) { return static_cast<Bits>(static_cast<Bits>(e + kBias) << kMant); }
-};
 constexpr size_t kFusedMaxNV = 4;  // a pass's S strips of W columns are at most 4 vectors (S = 2: float lanes)
 
 // How much of the model's floors on E FusedCutExponents applies (FusedGroupRows picks one per call).
@@ -403,31 +410,77 @@ HWY_INLINE hn::Vec<hn::ScalableTag<float>> IntSumToFloat(hn::Vec<hn::ScalableTag
       _mm512_castsi512_ps(_mm512_mask_or_epi32(_mm512_castps_si512(rz), inexact, _mm512_castps_si512(rz), _mm512_set1_epi32(1)))};
 }
 
-// Step 2 by the integer route in float lanes (AVX-512, one accumulator): the products by
-// FusedIntCutTerms; c's cut in int32 too (below 2^(kept_bits+1)), its add to the products' sum
-// checked for overflow where the model's bounds allow one (such lanes go to the core); val = that
-// sum s, rounded by IntSumToFloat, times 2^q (exact: 2^-125 <= |val| < 2^131, larger values the
-// overflow check of FusedRoundResults sends to the core). kPlain (FusedRoundResults'): q at most
-// out.emax - 31 too, so that |val| <= 2^31 * 2^q stays below the output's overflow threshold
-// 2^(out.emax+1) and FusedRoundResults need not look (lanes of a larger q, E beyond 2^(out.emax-31+
-// kept_bits), go to the core).
+// The largest q of the integer route in float lanes: 125 - kept_bits (IntCutOutside), and for
+// kPlain (FusedRoundResults') out.emax - 31 too, so that |val| <= 2^31 * 2^q stays below the
+// output's overflow threshold 2^(out.emax+1) and FusedRoundResults need not look (lanes of a larger
+// q, E beyond out.emax - 31 + kept_bits, go to the core).
+template <bool kPlain>
+inline int IntFloatQMax(const FusedModel& m) {
+  return kPlain ? std::min(125 - m.kept_bits, m.out.emax - 31) : 125 - m.kept_bits;
+}
+
+// Step 1 in float lanes from q (FusedCutExponents): the scales 2^-q, and the lanes outside the
+// route's range.
 template <size_t R, size_t S, bool kPlain, class DF, class V = hn::Vec<DF>, class VI = hn::Vec<hn::RebindToSigned<DF>>,
           class MI = hn::Mask<hn::RebindToSigned<DF>>>
+HWY_INLINE void FusedScalesOfQ(DF df, const FusedModel& m, const VI (&q)[R][kFusedMaxNV], V (&scale)[R][kFusedMaxNV],
+                               MI (&outside)[R][kFusedMaxNV]) {
+  const hn::RebindToSigned<DF> di;
+  const VI bias = hn::Set(di, LaneBits<float>::kBias);
+  const int q_max = IntFloatQMax<kPlain>(m);
+  for (size_t r = 0; r < R; ++r)
+    for (size_t v = 0; v < S * 2; ++v) {
+      outside[r][v] = IntCutOutside(di, q[r][v], q_max);
+      scale[r][v] = hn::BitCast(df, hn::ShiftLeft<LaneBits<float>::kMant>(hn::Sub(bias, q[r][v])));  // 2^-q
+    }
+}
+
+// Step 1 in float lanes straight from the exponent fields (FusedOperands::direct_scales), in place
+// of FusedCutExponents and FusedScalesOfQ: with ep from FusedProductExponents8<kDirect> (the
+// products' part of E, floored at direct_floor, plus float's bias), E + bias is the larger of c's
+// exponent field (0 for c = 0, below every floored ep; kClampC: a non-zero c's raised to out.emin +
+// bias) and ep. 2^-q = 2^(kept_bits - E) from its bits; `outside`: the lanes above the route's
+// largest q (none lies below its smallest). A third of the work per vector of the other forms'
+// (the zero tests, the floors and the bias go into the int8 pass's one floor per 32 columns), in a
+// kernel whose groups of 8 or 16 products pay this once per group.
+template <size_t R, size_t S, bool kPlain, bool kClampC, class DF, class V = hn::Vec<DF>,
+          class MI = hn::Mask<hn::RebindToSigned<DF>>>
+HWY_INLINE void FusedCutScalesDirect(DF df, const FusedModel& m, const float* cw, const int16_t* ep,
+                                     V (&scale)[R][kFusedMaxNV], MI (&outside)[R][kFusedMaxNV]) {
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<int16_t, DF> d16h;
+  constexpr int kBias = LaneBits<float>::kBias, kMant = LaneBits<float>::kMant;
+  const size_t L = hn::Lanes(df), W = 2 * L;
+  const auto sign_mask = hn::Set(di, static_cast<int32_t>(0x80000000u));
+  const auto out_emin = hn::Set(di, m.out.emin + kBias);
+  const auto e_max = hn::Set(di, IntFloatQMax<kPlain>(m) + m.kept_bits + kBias);
+  const auto scale_field = hn::Set(di, 2 * kBias + m.kept_bits);  // 2^-q's field: kBias + kept_bits - E
+  for (size_t r = 0; r < R; ++r)
+    for (size_t v = 0; v < S * 2; ++v) {
+      const auto c = hn::BitCast(di, hn::Load(df, cw + r * S * W + v * L));
+      auto e = hn::ShiftRight<kMant>(hn::AndNot(sign_mask, c));
+      if constexpr (kClampC) e = hn::IfThenElseZero(hn::Ne(e, hn::Zero(di)), hn::Max(e, out_emin));
+      e = hn::Max(e, hn::PromoteTo(di, hn::LoadU(d16h, ep + r * S * W + v * L)));
+      outside[r][v] = hn::Gt(e, e_max);
+      scale[r][v] = hn::BitCast(df, hn::ShiftLeft<kMant>(hn::Sub(scale_field, e)));
+    }
+}
+
+// Step 2 by the integer route in float lanes (AVX-512, one accumulator), from step 1's scales 2^-q
+// and `outside`: the products by FusedIntCutTerms; c's cut in int32 too (below 2^(kept_bits+1)),
+// its add to the products' sum checked for overflow where the model's bounds allow one (such lanes
+// go to the core); val = that sum s, rounded by IntSumToFloat, times 2^q (exact: 2^-125 <= |val| <
+// 2^131, larger values the overflow check of FusedRoundResults sends to the core, and for
+// kPlain none reaching the output's overflow threshold: IntFloatQMax).
+template <size_t R, size_t S, class DF, class V = hn::Vec<DF>, class VI = hn::Vec<hn::RebindToSigned<DF>>,
+          class MI = hn::Mask<hn::RebindToSigned<DF>>>
 HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
-                                     const uint32_t* idx, const float* cw, const VI (&q)[R][kFusedMaxNV],
+                                     const uint32_t* idx, const float* cw, const V (&scale)[R][kFusedMaxNV],
                                      V (&val)[R][kFusedMaxNV], MI (&outside)[R][kFusedMaxNV]) {
   const hn::RebindToSigned<DF> di;
   constexpr int kBias = LaneBits<float>::kBias, kMant = LaneBits<float>::kMant;
   const size_t L = hn::Lanes(df), W = 2 * L, NVT = S * 2;
   const FusedOperands& fo = op.fused;
-  const VI bias = hn::Set(di, kBias);
-  const int q_max = kPlain ? std::min(125 - fo.model->kept_bits, fo.model->out.emax - 31) : 125 - fo.model->kept_bits;
-  V scale[R][kFusedMaxNV];
-  for (size_t r = 0; r < R; ++r)
-    for (size_t v = 0; v < NVT; ++v) {
-      outside[r][v] = IntCutOutside(di, q[r][v], q_max);
-      scale[r][v] = hn::BitCast(df, hn::ShiftLeft<kMant>(hn::Sub(bias, q[r][v])));  // 2^-q
-    }
   const float* arow[R];
   for (size_t r = 0; r < R; ++r) arow[r] = fo.af + (i + r) * op.k + k0;
   const float* bs[S];
@@ -638,17 +691,31 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
   hn::Vec<decltype(di)> q[R][kFusedMaxNV];
 #if HWY_TARGET != HWY_SCALAR
   if (op.fused.int_accs > 0) {  // the integer route, in float lanes on AVX-512 (one accumulator), else in double lanes
-    if (op.fused.narrow_terms)
-      FusedCutExponents<R, S, FusedFloors::narrow>(dt, *op.fused.model, op.fused.min_align, true, cw, ep, q);
-    else if (op.fused.lean_floors)
-      FusedCutExponents<R, S, FusedFloors::lean>(dt, *op.fused.model, op.fused.min_align, true, cw, ep, q);
-    else
-      FusedCutExponents<R, S>(dt, *op.fused.model, op.fused.min_align, true, cw, ep, q);
+    const FusedOperands& fo = op.fused;
+    auto cut_exponents = [&] {
+      if (fo.narrow_terms)
+        FusedCutExponents<R, S, FusedFloors::narrow>(dt, *fo.model, fo.min_align, true, cw, ep, q);
+      else if (fo.lean_floors)
+        FusedCutExponents<R, S, FusedFloors::lean>(dt, *fo.model, fo.min_align, true, cw, ep, q);
+      else
+        FusedCutExponents<R, S>(dt, *fo.model, fo.min_align, true, cw, ep, q);
+    };
     if constexpr (sizeof(hn::TFromD<DT>) == 4) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-      FusedCutSumsIntFloat<R, S, kForm == FusedResultForm::plain>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
+      constexpr bool kPlain = kForm == FusedResultForm::plain;
+      hn::Vec<DT> scale[R][kFusedMaxNV];
+      if (fo.direct_scales && fo.direct_clamp_c) {
+        FusedCutScalesDirect<R, S, kPlain, true>(dt, *fo.model, cw, ep, scale, outside);
+      } else if (fo.direct_scales) {
+        FusedCutScalesDirect<R, S, kPlain, false>(dt, *fo.model, cw, ep, scale, outside);
+      } else {
+        cut_exponents();
+        FusedScalesOfQ<R, S, kPlain>(dt, *fo.model, q, scale, outside);
+      }
+      FusedCutSumsIntFloat<R, S>(dt, op, i, j0, k0, g, idx, cw, scale, val, outside);
 #endif
     } else if constexpr (S == 1) {
+      cut_exponents();
       if (op.fused.int_accs == 1)
         FusedCutSumsInt<R, 1>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
       else
@@ -724,7 +791,9 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
       const FusedGroup& g = plan.groups[gi];
       const uint32_t* idx = plan.index.data() + g.first;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-      if (op.fused.ea8)
+      if (sizeof(T) == 4 && op.fused.ea8 && op.fused.direct_scales)
+        FusedProductExponents8<kMaxRows, S, true>(op, i0, rows, j0, k0, g, idx, ep);
+      else if (op.fused.ea8)
         FusedProductExponents8<kMaxRows, S>(op, i0, rows, j0, k0, g, idx, ep);
       else
 #endif
