@@ -5,18 +5,21 @@
 // (no TF32) on the same GPU in the same run.
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "arith/catalogue.h"
 #include "arith/matmul.h"
 #include "arith/matmul_workspace.h"
+#include "arith/tc_presets.h"
 #include "backend/backend.h"
 #include "backend/timing.h"
 #include "cli/bench_operands.h"
 #include "cli/blas_reference.h"
 #include "cli/commands.h"
 #include "policy/matmul_json.h"
+#include "policy/presets.h"
 
 #ifdef DRIFT_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -55,10 +58,45 @@ const std::pair<const char*, const char*> kBenchPolicies[] = {
                             "inner": {"fused": "h100_fp16_out16"}})"},
 };
 
-std::vector<BenchPolicy> bench_policies() {
+BenchPolicy bench_policy(const char* name, const std::string& json) {
+  return {name, parse_matmul_policy(nlohmann::json::parse(json), std::string("bench.") + name)};
+}
+
+// A --policies name: a bench policy above; else a tensor-core preset (or alias), its operands plain
+// casts to the preset's input format and its inner sum the fused model, as in h100_fp16_out16 above;
+// else a matmul preset (docs/policy.md). So every model issue 20's speed target names can be timed.
+std::optional<BenchPolicy> bench_policy_named(const std::string& name) {
+  for (const auto& [bench_name, json] : kBenchPolicies)
+    if (name == bench_name) return bench_policy(bench_name, json);
+  if (const auto tc = find_tc_preset(name)) {
+    const nlohmann::json j = {{"preset", "fp32"},
+                              {"a", {{"format", tc->input}}},
+                              {"b", {{"format", tc->input}}},
+                              {"inner", {{"fused", tc->name}}}};
+    return bench_policy(name.c_str(), j.dump());
+  }
+  if (const auto p = find_matmul_preset(name)) return BenchPolicy{name, *p};
+  return std::nullopt;
+}
+
+std::vector<BenchPolicy> bench_policies(const std::vector<std::string>& names) {
   std::vector<BenchPolicy> out;
-  for (const auto& [name, json] : kBenchPolicies)
-    out.push_back({name, parse_matmul_policy(nlohmann::json::parse(json), std::string("bench.") + name)});
+  if (names.empty()) {
+    for (const auto& [name, json] : kBenchPolicies) out.push_back(bench_policy(name, json));
+    return out;
+  }
+  for (const auto& name : names) {
+    if (name == "tensorcore") {  // every tensor-core preset, in display order
+      for (const auto& tc : tc_presets()) out.push_back(*bench_policy_named(tc.name));
+      continue;
+    }
+    auto bp = bench_policy_named(name);
+    if (!bp)
+      throw InputError("--policies: '" + name +
+                       "' is neither a bench policy, a tensor-core preset (drift tcverify --list), "
+                       "'tensorcore' (all of them), nor a matmul preset (" + matmul_preset_list() + ")");
+    out.push_back(std::move(*bp));
+  }
   return out;
 }
 
@@ -115,11 +153,7 @@ void run_bench_gemm(const BenchOptions& o) {
   std::vector<BenchShape> shapes;
   if (o.shapes.empty()) shapes = {{64, 256, 256}, {256, 1024, 256}, {512, 512, 512}, {1024, 1024, 1024}};
   for (const auto& s : o.shapes) shapes.push_back(parse_shape(s));
-  std::vector<BenchPolicy> policies;
-  for (auto& bp : bench_policies())
-    if (o.policies.empty() || std::find(o.policies.begin(), o.policies.end(), bp.name) != o.policies.end())
-      policies.push_back(bp);
-  if (policies.empty()) throw InputError("--policies: none of the names is a bench policy");
+  const std::vector<BenchPolicy> policies = bench_policies(o.policies);
   if (o.backend == "cuda") {
 #ifdef DRIFT_HAVE_CUDA
     try {
@@ -193,8 +227,10 @@ void add_bench_gemm_command(CLI::App& bench) {
   auto o = std::make_shared<BenchOptions>();
   auto* cmd = bench.add_subcommand("gemm", "GFLOP/s of the matmul engine per policy, as a ratio to OpenBLAS sgemm");
   cmd->add_option("--policies", o->policies,
-                  "Policies to run (default all): fp32 fp8_e4m3-fp32acc mxfp8_e4m3 nvfp4 bf16acc-rne fp16acc-rtz "
-                  "h100_fp8 h100_fp8_promote128 a100_fp16 h100_bf16 h100_fp16_out16 (tensor-core models)");
+                  "Policies to run (default: the bench policies fp32 fp8_e4m3-fp32acc mxfp8_e4m3 nvfp4 bf16acc-rne "
+                  "fp16acc-rtz h100_fp8 h100_fp8_promote128 a100_fp16 h100_bf16 h100_fp16_out16). Also any "
+                  "tensor-core preset (operands cast to its input format, its fused inner sum), 'tensorcore' "
+                  "for all of them, or a matmul preset");
   cmd->add_option("--shapes", o->shapes, "Shapes MxNxK (default 64x256x256 256x1024x256 512x512x512 1024x1024x1024)");
   cmd->add_option("--min-seconds", o->min_seconds, "Minimum timed seconds per measurement")->capture_default_str();
   cmd->add_flag("--json", o->json, "Print JSON rows instead of a table");
