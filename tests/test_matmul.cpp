@@ -708,6 +708,23 @@ TEST_CASE("hand-derived: the integer route's sum past int32 goes to the scalar c
   check_fused_column("h100_bf16", "bf16", a, b, 66945.0 / 1024);
 }
 
+TEST_CASE("hand-derived: B200 FP8's groups of 32 in two int32 accumulators, their sum past int32 to the core") {
+  // B200 FP8 E4M3: one group of 32 products, 25 kept bits, truncated, c = 0. 1.875 = 15/8 is E4M3's
+  // largest significand; 1.875 * 1.875 = 225/64 has alignment exponent 0 + 0, so q = -25 and each
+  // cut term is 225/64 * 2^25 = 117964800 (exact). Sixteen of them, 1887436800, fit an int32; all
+  // 32, 3774873600, are past 2^31 = 2147483648: the integer route keeps two accumulators (the even
+  // and the odd positions) and their sum wraps. 32 * 225/64 = 112.5, a float.
+  const std::vector<double> big(32, 1.875);
+  check_fused_column("b200_fp8_e4m3", "fp8_e4m3", big, big, 112.5);
+  // The same magnitudes with b's sign alternating: one accumulator +1887436800, the other
+  // -1887436800; with a[0] = 1.75 instead (1.75 * 1.875 = 105/32, cut term exact too) the group
+  // sums to 105/32 - 225/64 = -15/64, exact: nothing wraps, and the two sums meet in the lanes.
+  std::vector<double> a = big, b = big;
+  a[0] = 1.75;
+  for (size_t t = 1; t < 32; t += 2) b[t] = -1.875;
+  check_fused_column("b200_fp8_e4m3", "fp8_e4m3", a, b, -15.0 / 64);
+}
+
 TEST_CASE("hand-derived: a group of zero products gives +0, and the next aligns to its own products") {
   // H100 bf16 (25 kept bits, 16-term groups), K = 32. Group 1: a = 0 everywhere, b = 1: every product
   // and c are zero, the group gives +0 whatever its cut (the integer route picks any in its range).

@@ -914,8 +914,8 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
   FusedOperands& fo = op.fused;
   fo = FusedOperands{};
   // (The integer route runs in float lanes where the target has per-instruction rounding, for its
-  // conversion of the sum, and one accumulator holds a group.)
-  fo.float_lanes = int_plan.accs == 1 && HWY_DYNAMIC_DISPATCH(FusedFloatLanes)();
+  // conversion of the sum.)
+  fo.float_lanes = int_plan.accs > 0 && HWY_DYNAMIC_DISPATCH(FusedFloatLanes)();
   fo.int_accs = int_plan.accs;
   fo.int_sum_may_wrap = int_plan.sum_may_wrap;
   fo.b = bd;

@@ -58,8 +58,7 @@ struct FusedOperands {
   // float and a group's product cut terms adding exactly in int_accs int32 accumulators (1 or 2),
   // with c's term too where !int_sum_may_wrap. A is read as floats
   // (af), B's strips as W floats per k (bf). It runs in float lanes (float_lanes) where the target
-  // has per-instruction rounding and one accumulator holds a group, else c and the sums go through
-  // double lanes. Otherwise A as doubles (a) and B split by sign, per k W values > 0 then W values
+  // has per-instruction rounding, else c and the sums go through double lanes. Otherwise A as doubles (a) and B split by sign, per k W values > 0 then W values
   // < 0, as doubles (b), in double lanes.
   bool float_lanes = false;
   int int_accs = 0;

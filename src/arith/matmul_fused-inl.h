@@ -49,9 +49,9 @@ constexpr bool kFusedDirected = false;
 //     (every preset; FusedOperands::int_accs): trunc(x*y * 2^-q) by two float multiplies and one
 //     conversion toward zero per product, in float lanes, added in int32 lanes (FusedIntCutTerms; one
 //     accumulator, or two taking the positions in turn where a group's sum could pass 2^31). On
-//     AVX-512 with one accumulator the whole group stays in float lanes: c's cut in int32 too, and
-//     the sum converted to float in the conversion's own rounding direction (FusedCutSumsIntFloat);
-//     elsewhere c and the sum in double lanes (FusedCutSumsInt).
+//     AVX-512 the whole group stays in float lanes: c's cut in int32 too, the adds that could wrap
+//     checked, and the sum converted to float in the conversion's own rounding direction
+//     (FusedCutSumsIntFloat); elsewhere c and the sum in double lanes (FusedCutSumsInt).
 //   * otherwise (wider inputs, more kept bits): trunc(x*y * 2^-q) per term in double lanes
 //     (multiply, multiply, truncate, add: FusedCutSumsTruncated).
 // A tile's rows share one pass for the products' exponents (FusedProductExponents); the rest runs
@@ -466,14 +466,16 @@ HWY_INLINE void FusedCutScalesDirect(DF df, const FusedModel& m, const float* cw
     }
 }
 
-// Step 2 by the integer route in float lanes (AVX-512, one accumulator), from step 1's scales 2^-q
-// and `outside`: the products by FusedIntCutTerms; c's cut in int32 too (below 2^(kept_bits+1)),
-// its add to the products' sum checked for overflow where the model's bounds allow one (such lanes
-// go to the core); val = that sum s, rounded by IntSumToFloat, times 2^q (exact: 2^-125 <= |val| <
-// 2^131, larger values the overflow check of FusedRoundResults sends to the core, and for
-// kPlain none reaching the output's overflow threshold: IntFloatQMax).
-template <size_t R, size_t S, class DF, class V = hn::Vec<DF>, class VI = hn::Vec<hn::RebindToSigned<DF>>,
-          class MI = hn::Mask<hn::RebindToSigned<DF>>>
+// Step 2 by the integer route in float lanes (AVX-512), from step 1's scales 2^-q and `outside`:
+// the products by FusedIntCutTerms into kAccs int32 accumulators; c's cut in int32 too (below
+// 2^(kept_bits+1)); each add of the accumulators and c checked for overflow where the model's
+// bounds allow one (kAccs = 2 always: B200's FP8 groups of 32 products of up to 2^27 each), such
+// lanes going to the core (a sum past 2^31 needs most of a group's products near its largest, all
+// of one sign); val = that sum s, rounded by IntSumToFloat, times 2^q (exact: 2^-125 <= |val| <
+// 2^131, larger values the overflow check of FusedRoundResults sends to the core, and for kPlain
+// none reaching the output's overflow threshold: IntFloatQMax).
+template <size_t R, size_t S, size_t kAccs, class DF, class V = hn::Vec<DF>,
+          class VI = hn::Vec<hn::RebindToSigned<DF>>, class MI = hn::Mask<hn::RebindToSigned<DF>>>
 HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
                                      const uint32_t* idx, const float* cw, const V (&scale)[R][kFusedMaxNV],
                                      V (&val)[R][kFusedMaxNV], MI (&outside)[R][kFusedMaxNV]) {
@@ -485,24 +487,28 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
   for (size_t r = 0; r < R; ++r) arow[r] = fo.af + (i + r) * op.k + k0;
   const float* bs[S];
   for (size_t st = 0; st < S; ++st) bs[st] = fo.bf + (j0 / W + st) * op.k * W + k0 * W;
-  VI acc[1][R][kFusedMaxNV];
-  FusedIntCutTerms<R, S, 1>(df, arow, bs, idx, g.n, scale, acc);
+  VI acc[kAccs][R][kFusedMaxNV];
+  FusedIntCutTerms<R, S, kAccs>(df, arow, bs, idx, g.n, scale, acc);
   // c's cut after the products, and 2^q from 2^-q (its exponent field mirrored: (2 kBias << kMant)
   // minus the bits of 2^-q, both normal where not outside): the product loop keeps neither q nor
   // c's cuts live, which had spilled registers there.
   // (The model's choices made once for the R x NVT vectors, not per vector: a compare and branch
   // on the model's fields each time had cost a few percent of the kernel.)
   const VI two_bias = hn::Set(di, static_cast<int32_t>((2 * kBias) << kMant));
-  const bool may_wrap = fo.int_sum_may_wrap;
+  const bool may_wrap = kAccs > 1 || fo.int_sum_may_wrap;
+  // x + y in int32, and the lanes where it wrapped (both addends of one sign, the sum of the other).
+  auto add_checked = [&](VI x, VI y, MI& wrapped_lanes) {
+    const VI sum = hn::Add(x, y);
+    if (may_wrap) wrapped_lanes = hn::Or(wrapped_lanes, hn::Lt(hn::And(hn::Xor(x, sum), hn::Xor(y, sum)), hn::Zero(di)));
+    return sum;
+  };
   auto finish = [&](auto rounding) {
     for (size_t r = 0; r < R; ++r)
       for (size_t v = 0; v < NVT; ++v) {
         const VI cut_c = TruncToInt32(df, hn::Mul(hn::Load(df, cw + r * S * W + v * L), scale[r][v]));
-        const VI sum = hn::Add(acc[0][r][v], cut_c);  // (wraps on overflow: the signs tell)
-        if (may_wrap) {
-          const auto wrapped = hn::Lt(hn::And(hn::Xor(acc[0][r][v], sum), hn::Xor(cut_c, sum)), hn::Zero(di));
-          outside[r][v] = hn::Or(outside[r][v], wrapped);
-        }
+        VI products = acc[0][r][v];
+        if constexpr (kAccs == 2) products = add_checked(products, acc[1][r][v], outside[r][v]);
+        const VI sum = add_checked(products, cut_c, outside[r][v]);
         const V pow2_q = hn::BitCast(df, hn::Sub(two_bias, hn::BitCast(di, scale[r][v])));
         val[r][v] = hn::Mul(IntSumToFloat<decltype(rounding)::value>(sum), pow2_q);
       }
@@ -690,7 +696,7 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
   hn::Mask<decltype(di)> outside[R][kFusedMaxNV];
   hn::Vec<decltype(di)> q[R][kFusedMaxNV];
 #if HWY_TARGET != HWY_SCALAR
-  if (op.fused.int_accs > 0) {  // the integer route, in float lanes on AVX-512 (one accumulator), else in double lanes
+  if (op.fused.int_accs > 0) {  // the integer route, in float lanes on AVX-512, else in double lanes
     const FusedOperands& fo = op.fused;
     auto cut_exponents = [&] {
       if (fo.narrow_terms)
@@ -712,7 +718,10 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
         cut_exponents();
         FusedScalesOfQ<R, S, kPlain>(dt, *fo.model, q, scale, outside);
       }
-      FusedCutSumsIntFloat<R, S>(dt, op, i, j0, k0, g, idx, cw, scale, val, outside);
+      if (fo.int_accs == 1)
+        FusedCutSumsIntFloat<R, S, 1>(dt, op, i, j0, k0, g, idx, cw, scale, val, outside);
+      else
+        FusedCutSumsIntFloat<R, S, 2>(dt, op, i, j0, k0, g, idx, cw, scale, val, outside);
 #endif
     } else if constexpr (S == 1) {
       cut_exponents();
