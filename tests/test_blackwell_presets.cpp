@@ -9,12 +9,15 @@
 #include "arith/matmul.h"
 #include "arith/random.h"
 #include "arith/tc_presets.h"
+#include "hwy/targets.h"
 #include "policy/presets.h"
+#include "same_bits.h"
 
 // This file's own names: the test binary compiles several files as one (a unity build).
 namespace test_blackwell_presets {
 
 using namespace drift;
+using drift::testing::same_bits;
 
 namespace {
 
@@ -139,6 +142,93 @@ TEST_CASE("blackwell hypotheses: folded scales are the unscaled chain when every
   FusedModel m = find_tc_preset("b200_fp8_e4m3")->model;
   m.promote_every = 0;
   CHECK(dot(preset("b200_mxfp8_e4m3_folded"), x, y) == fused_dot(0.0, x.data(), y.data(), 96, m));
+}
+
+// The kernel's SIMD target, restored after a test that picks them one by one.
+struct TargetMock {
+  ~TargetMock() { hwy::SetSupportedTargetsForTest(0); }
+};
+
+// An m x k operand (row-major; B is passed as its k x n, element (t, j) at t*n + j) whose magnitudes
+// move by up to 2^+-12 from one 32-element K-block to the next and from row to row, so that the blocks
+// a row's groups meet carry different scales; values from a fixed stream.
+std::vector<double> blocky_operand(size_t rows, size_t k, uint64_t seed, bool k_major) {
+  std::vector<double> v(rows * k);
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t t = 0; t < k; ++t) {
+      const uint32_t u = random_u32(seed, 3, r * k + t);
+      const double x = (static_cast<double>(u) / 4294967296.0 - 0.5) * 4.0;
+      const int e = static_cast<int>((r * 7 + (t / 32) * 5 + seed) % 25) - 12;
+      v[k_major ? t * rows + r : r * k + t] = static_cast<float>(x * pow2(e));
+    }
+  return v;
+}
+
+// C under `policy` by the fast path (double and float entries, every compiled SIMD target) against
+// the reference (float_entry: the operands are floats, so that entry runs too); whether the fast path
+// took the call is `expect_fast` (1 or 0; -1: either).
+void check_folded_case(const MatmulPolicy& policy, const std::vector<double>& a, const std::vector<double>& b,
+                       size_t m, size_t k, size_t n, int expect_fast, bool float_entry = true) {
+  CAPTURE(expect_fast);
+  const MatView av{a.data(), m, k, k, false}, bv{b.data(), k, n, n, false};
+  std::vector<double> c_ref(m * n);
+  MatmulContext ref;
+  ref.force_reference = true;
+  matmul(av, bv, c_ref.data(), n, policy, ref);
+  const std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end());  // (exact: the values are floats)
+  std::vector<float> cf_ref(c_ref.begin(), c_ref.end());
+  TargetMock mock;
+  for (int64_t target : matmul_fast_targets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    CAPTURE(hwy::TargetName(target));
+    std::vector<double> c(m * n);
+    MatmulContext ctx;
+    const bool fast = matmul(av, bv, c.data(), n, policy, ctx).fast_path;
+    if (expect_fast >= 0) CHECK(fast == (expect_fast == 1));
+    CHECK(same_bits(c, c_ref));
+    if (!float_entry) continue;
+    std::vector<float> cf(m * n);
+    const MatViewF afv{af.data(), m, k, k, false}, bfv{bf.data(), k, n, n, false};
+    const bool fast_f = matmul(afv, bfv, cf.data(), n, policy, ctx).fast_path;
+    if (expect_fast >= 0) CHECK(fast_f == (expect_fast == 1));
+    CHECK(same_bits(cf, cf_ref));
+  }
+}
+
+TEST_CASE("blackwell hypotheses: folded scales on the fast kernel == the reference, and the reference past float") {
+  // Folded into the elements, E8M0 scales (a power of two) keep an element's bits and NVFP4's E4M3
+  // ones add at most 4 (2-bit E2M1 elements: 6): every folded product is exact in float, so the
+  // fused kernel's integer route applies as it does to unscaled operands, wherever the folded values
+  // are normal floats. K = 100 and 72 end on partial blocks; blocky_operand's scales differ between
+  // the blocks a group meets (NVFP4: four 16-element blocks per 64-product group).
+  struct Case {
+    size_t m, k, n;
+  };
+  const Case shapes[] = {{3, 100, 37}, {13, 72, 70}};
+  for (const std::string name : {"b200_mxfp8_e4m3_folded", "b200_mxfp8_e5m2_folded", "b200_nvfp4_folded"}) {
+    const MatmulPolicy p = preset(name.c_str());
+    // NVFP4 folds only the E4M3 block scales (the fp32 tensor scale applies at the end), so its
+    // folded values stay within [2^-10, 2688] whatever the data: always the kernel. An MX block's
+    // E8M0 scale follows its amax down to 2^-127 and up to 2^127, and the folded values with it.
+    const bool mx = name.find("mxfp8") != std::string::npos;
+    for (size_t si = 0; si < std::size(shapes); ++si) {
+      const Case& s = shapes[si];
+      CAPTURE(name);
+      CAPTURE(si);
+      std::vector<double> a = blocky_operand(s.m, s.k, 40 + si, false), b = blocky_operand(s.n, s.k, 50 + si, true);
+      check_folded_case(p, a, b, s.m, s.k, s.n, 1);
+      // One block of A's second row near 2^-118 (its E8M0 scale 2^-125 or so: its smaller elements
+      // fold below 2^-126, float's smallest normal), and in another case one block of B's second
+      // column near 2^131 (folded values past 2^128, beyond float; not floats, so the double entry
+      // only): under MX the reference runs. (NVFP4: its tensor scale near 2^120 there: whichever route
+      // the call takes, the bits must be the reference's.)
+      std::vector<double> tiny = a, huge = b;
+      for (size_t t = 32; t < 64; ++t) tiny[s.k + t] = a[s.k + t] * pow2(-118);
+      for (size_t t = 0; t < 32; ++t) huge[t * s.n + 1] = b[t * s.n + 1] * pow2(135);
+      check_folded_case(p, tiny, b, s.m, s.k, s.n, mx ? 0 : 1);
+      check_folded_case(p, a, huge, s.m, s.k, s.n, mx ? 0 : -1, false);
+    }
+  }
 }
 
 TEST_CASE("blackwell hypotheses: inner.scales checks") {

@@ -782,6 +782,17 @@ struct FastPlan {
   bool fused_chains = false;
 };
 
+// The significand bits of an operand's values as the kernel multiplies them: its format's, and with
+// inner.scales "products" (the block scales folded into the elements, set_kblock) those of the
+// element times its scale: the same for a power of two, up to 24 for NVFP4's E4M3 scales
+// (ScaleKindTraits::fold_element_bits: elements of at most that many bits stay within 24 folded).
+int folded_significand_bits(const Quantizer& q, const Accumulator& inner) {
+  const int bits = significand_bits(q.format);
+  const ScaleKindTraits& kind = scale_kind_traits(q.scaling.kind);
+  if (!inner.scales_in_products || !kind.blocked() || kind.fold_element_bits >= 64) return bits;
+  return bits + (24 - kind.fold_element_bits);
+}
+
 // Phase 1, plan: whether the fast path computes exactly what the reference does for this call (false:
 // the reference runs), and the kernel's shape and accumulator (op).
 bool plan_fast(const PreparedOperands& ops, const InPlaceOperand* ia, const InPlaceOperand* ib,
@@ -791,10 +802,10 @@ bool plan_fast(const PreparedOperands& ops, const InPlaceOperand* ia, const InPl
   const bool inner_fused = policy.inner.fused && fused_groups_exact_in_double(*policy.inner.fused);
   const bool outer_fp32 = is_plain_fp32_sequential(policy.outer);
   if (policy.product_format || !(inner_fp32 || inner_narrow || inner_fused)) return false;
-  if (policy.inner.scales_in_products) return false;  // folded scales: values beyond float's range (reference)
   if (!outer_fp32 && !is_single_add_outer(policy.outer)) return false;
   if (!fits_float(policy.a.format) || !fits_float(policy.b.format)) return false;
-  const bool exact_in_float = significand_bits(policy.a.format) + significand_bits(policy.b.format) <= 24;
+  const bool exact_in_float = folded_significand_bits(policy.a, policy.inner) +
+                                  folded_significand_bits(policy.b, policy.inner) <= 24;
   const bool native_fma = HWY_DYNAMIC_DISPATCH(HasNativeFma)();
   // The fp32 kernel multiplies inside an fma where the target has one (exact for any operands up to
   // fp32), else separately (exact only for narrow products inside fp32's range, checked below); the
@@ -1180,6 +1191,12 @@ bool ranges_allow_fast(const PackedRanges& r, const MatmulPolicy& policy, const 
                        FastOperands& op) {
   const MagnitudeRange ra{r.a_min, r.a_max, r.a_bad == 0}, rb{r.b_min, r.b_max, r.b_bad == 0};
   if (!ra.finite || !rb.finite) return false;
+  // Block scales folded into the elements (inner.scales "products") can take them out of float's
+  // range, where the kernel's float copies would not be exact; values below float's smallest normal
+  // (only MX scales near 2^-127 make them) are left to the reference too, rather than argued for.
+  if (policy.inner.scales_in_products)
+    for (const MagnitudeRange* x : {&ra, &rb})
+      if (x->max > 0 && (x->min_nonzero < 0x1p-126 || x->max >= 0x1p128)) return false;
   op.a_max = r.a_max;
   op.b_max = r.b_max;
   if (op.use_fma) {

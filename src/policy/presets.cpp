@@ -135,7 +135,7 @@ const std::vector<MatmulPreset> kPresets = {
      "UNVALIDATED hypothesis for Blackwell MXFP8 (E4M3) MMA: the E8M0 block scales folded into the products' "
      "alignment exponents, and each 32-product group aligned together with the running fp32 sum and truncated "
      "(25 bits kept, result truncated to fp32): B200TC.m's published handling of c, with scaled products. "
-     "Reference path only (slow); backend cpu. Operands: mxfp8_e4m3.",
+     "Backend cpu. Operands: mxfp8_e4m3.",
      "{\"a\": " DRIFT_MX("fp8_e4m3") ", \"b\": " DRIFT_MX("fp8_e4m3") ", \"inner\": {\"scales\": \"products\", "
      "\"fused\": {\"preset\": \"b200_fp8_e4m3\", \"promote_every\": 0, \"in_emin\": -1022}}}"},
     {"b200_mxfp8_e5m2_folded",
@@ -147,8 +147,7 @@ const std::vector<MatmulPreset> kPresets = {
      "multiplied by its E4M3 block scale inside the instruction, the 64 scaled products (four 16-element blocks) "
      "aligned to the largest as one group, 25 bits kept, truncated, the sum truncated to fp32 and added to the "
      "fp32 accumulator with one rounding to nearest (as B200's FP8 MMA adds c); a block whose scale is far below "
-     "another's in the same instruction loses its low bits, unlike b200_nvfp4_blocksum. Reference path only "
-     "(slow); backend cpu.",
+     "another's in the same instruction loses its low bits, unlike b200_nvfp4_blocksum. Backend cpu.",
      R"({"a": {"format": "fp4_e2m1", "scaling": {"kind": "nvfp4", "block": 16}},
          "b": {"format": "fp4_e2m1", "scaling": {"kind": "nvfp4", "block": 16}},
          "inner": {"scales": "products",
