@@ -8,9 +8,11 @@
 
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "arith/catalogue.h"
 #include "arith/matmul.h"
 #include "arith/matmul_workspace.h"
 #include "arith/random.h"
@@ -77,10 +79,19 @@ std::pair<std::vector<T>, MatmulTelemetry> call(const Shape& s, const MatmulPoli
   return {c, tel};
 }
 
+// A preset by name, or "fp32_products_bf16": fp32 with every product rounded to bf16, a policy
+// only the reference computes (product formats).
+std::optional<MatmulPolicy> test_policy(const std::string& name) {
+  if (name != "fp32_products_bf16") return find_matmul_preset(name);
+  MatmulPolicy p = *find_matmul_preset("fp32");
+  p.product_format = *find_format("bf16");
+  return p;
+}
+
 template <typename T>
 void check_reuse(const char* preset) {
   CAPTURE(std::string(preset));
-  const auto p = find_matmul_preset(preset);
+  const auto p = test_policy(preset);
   REQUIRE(p.has_value());
   // Large, then small (a reused buffer holds stale values beyond the small call's), then other
   // layouts and a larger K (the buffers grow again).
@@ -112,9 +123,10 @@ void check_reuse(const char* preset) {
 }
 
 // fp32: the fp32 kernel; bf16_acc, fp16_acc: the narrow kernels; mxfp8, nvfp4: block scales;
-// deepseek_fp8_h100: the fused tensor-core model; b200_nvfp4_folded: the reference.
+// deepseek_fp8_h100: the fused tensor-core model; b200_nvfp4_folded: the fused model on folded
+// block scales; fp32_products_bf16: the reference.
 constexpr const char* kPresets[] = {"fp32", "bf16_acc", "fp16_acc", "mxfp8_e4m3", "nvfp4", "deepseek_fp8_h100",
-                                    "b200_nvfp4_folded"};
+                                    "b200_nvfp4_folded", "fp32_products_bf16"};
 
 }  // namespace
 
@@ -130,12 +142,13 @@ TEST_CASE("matmul workspace: the calls reach the kernels the test means to cover
   MatmulWorkspace ws;
   const Shape s{48, 96, 80, false, false};
   auto route = [&](const char* preset) {
-    return std::string(call<float>(s, *find_matmul_preset(preset), false, &ws, 1).second.route);
+    return std::string(call<float>(s, *test_policy(preset), false, &ws, 1).second.route);
   };
   CHECK(route("fp32") == "fast.fp32");
   CHECK(route("bf16_acc") == "fast.narrow_rne");
   CHECK(route("deepseek_fp8_h100") == "fast.fused");
-  CHECK(route("b200_nvfp4_folded") == "reference");
+  CHECK(route("b200_nvfp4_folded") == "fast.fused");
+  CHECK(route("fp32_products_bf16") == "reference");
 }
 
 }  // namespace test_matmul_workspace
