@@ -231,6 +231,31 @@ TEST_CASE("blackwell hypotheses: folded scales on the fast kernel == the referen
   }
 }
 
+TEST_CASE("hand-derived: folded NVFP4's groups of 64 in four int32 accumulators, their sum past int32 to the core") {
+  // b200_nvfp4_folded: one group of 64 scaled products, 25 kept bits, truncated. Every value of A and
+  // B is +-2688 = 6 * 448 (or 1792 = 4 * 448 below): the tensors' amax 2688 makes the NVFP4 tensor scale
+  // 1 and every block scale 448 (E4M3's largest), elements +-6 (and 4), all exact. 2688 = 1.3125 * 2^11,
+  // so 2688^2 = 7225344 has alignment exponent 22, q = 22 - 25 = -3, and each cut term is
+  // 7225344 * 8 = 57802752, exact. Sixteen of them, 924844032, fit an int32, 64 (3699376128) do not:
+  // the kernel keeps four accumulators (positions t mod 4), and their sum passes 2^31 at the third.
+  // The group's sum 64 * 7225344 = 462422016 = 1.72265625 * 2^28 is a float; added to c = 0 it is C.
+  const MatmulPolicy p = preset("b200_nvfp4_folded");
+  const size_t m = 2, k = 64, n = 40;  // (n: a whole strip and a tail on every target)
+  std::vector<double> a(m * k, 2688.0), b(k * n, 2688.0);
+  check_folded_case(p, a, b, m, k, n, 1);
+  CHECK(dot(p, std::vector<double>(a.begin(), a.begin() + k), std::vector<double>(k, 2688.0)) == 462422016.0);
+  // B's sign alternating with t: accumulators 0 and 2 hold +924844032, 1 and 3 -924844032. With
+  // a[0] = 1792 = 1.75 * 2^10 (1792 * 2688 = 4816896, cut term 38535168, exact too) the group sums to
+  // 4816896 - 7225344 = -2408448: no add wraps, and the four sums meet in the lanes.
+  for (size_t i = 0; i < m; ++i) a[i * k] = 1792.0;
+  for (size_t t = 1; t < k; t += 2)
+    for (size_t j = 0; j < n; ++j) b[t * n + j] = -2688.0;
+  check_folded_case(p, a, b, m, k, n, 1);
+  std::vector<double> column(k);
+  for (size_t t = 0; t < k; ++t) column[t] = b[t * n];
+  CHECK(dot(p, std::vector<double>(a.begin(), a.begin() + k), column) == -2408448.0);
+}
+
 TEST_CASE("blackwell hypotheses: inner.scales checks") {
   MatmulPolicy p = preset("b200_nvfp4_folded");
   CHECK(validate_policy(p).empty());

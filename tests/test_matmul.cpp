@@ -697,7 +697,7 @@ void tiny_products_at(std::vector<double>& a, std::vector<double>& b, size_t at)
   b[at + 4] = -std::ldexp(1.0, -76);
 }
 
-TEST_CASE("hand-derived: the integer route's sum past int32 goes to the scalar core") {
+TEST_CASE("hand-derived: the integer route's sum past int32 is summed again in double lanes") {
   // H100 bf16: 16-term groups, 25 kept bits, rtz. Group 1: 16 products 1 * 15/128, exact (E = -4,
   // cut at 2^-29), c = 1.875. Group 2: 16 products (255/128)^2 = 65025/16384 (the largest bf16
   // significand squared), E = 0 = c's exponent, q = -25: each cut term 65025 * 2^11 = 133171200,
@@ -708,7 +708,7 @@ TEST_CASE("hand-derived: the integer route's sum past int32 goes to the scalar c
   check_fused_column("h100_bf16", "bf16", a, b, 66945.0 / 1024);
 }
 
-TEST_CASE("hand-derived: B200 FP8's groups of 32 in two int32 accumulators, their sum past int32 to the core") {
+TEST_CASE("hand-derived: B200 FP8's groups of 32 in two int32 accumulators, their sum past int32 in double lanes") {
   // B200 FP8 E4M3: one group of 32 products, 25 kept bits, truncated, c = 0. 1.875 = 15/8 is E4M3's
   // largest significand; 1.875 * 1.875 = 225/64 has alignment exponent 0 + 0, so q = -25 and each
   // cut term is 225/64 * 2^25 = 117964800 (exact). Sixteen of them, 1887436800, fit an int32; all
@@ -723,6 +723,37 @@ TEST_CASE("hand-derived: B200 FP8's groups of 32 in two int32 accumulators, thei
   a[0] = 1.75;
   for (size_t t = 1; t < 32; t += 2) b[t] = -1.875;
   check_fused_column("b200_fp8_e4m3", "fp8_e4m3", a, b, -15.0 / 64);
+  // A wrapped sum that float cannot hold: 29 of the products above and three of E4M3's smallest
+  // subnormals squared, 2^-9 * 2^-9 = 2^-18 (alignment exponent -12, cut term 2^-18 * 2^25 = 128,
+  // exact). The sum 29 * 117964800 + 384 = 3420979584 = (2 * 13363201 + 1) * 128 lies between 2^31 and
+  // 2^32, where float's spacing is 256: halfway between 13363201 * 256 and the next float. Truncated
+  // (the model) it is 13363201 * 256, times 2^-25: 13363201 / 2^17; to nearest even it would be the
+  // next one up.
+  std::vector<double> x = big;
+  for (size_t t = 29; t < 32; ++t) x[t] = std::ldexp(1.0, -9);
+  check_fused_column("b200_fp8_e4m3", "fp8_e4m3", x, x, 13363201.0 / 131072);
+}
+
+TEST_CASE("hand-derived: an fp16 output from a sum past int32 is rounded once (rounded to odd in double lanes)") {
+  // H100 fp16 output: 16-term groups, 25 kept bits, c aligned with the products, the sum rounded to
+  // nearest even with 10 fraction bits. K = 32. Group 1: 255.875 * 1 (and zeros) gives c = 255.875 =
+  // 2047 * 2^-3, an fp16 value of exponent 7. Group 2: fifteen products (2047 * 2^-6) * (2047 * 2^-7)
+  // and one (1958 * 2^-6) * (1923 * 2^-7), exponents 4 + 3 = 7 = c's: E = 7, q = -18, each cut term
+  // m_a * m_b * 2^(-13 + 18) (exact), c's 2047 * 2^15. The products' cut terms sum to
+  // 15 * 4190209 * 32 + 3765234 * 32 = 2131787808 (below 2^31: one accumulator), and with c's
+  // 67076096 to 2198863904, past 2^31. Times 2^-18 that is 8388 + 32 * 2^-18:
+  // just above 8388, the midpoint between the fp16 neighbours 8384 and 8392 (spacing 8 there), so
+  // the one rounding gives 8392. (Cut to float's 24 bits toward zero first, the sum would lose its
+  // last 32 and become that midpoint, which rounds to even: 8384.)
+  std::vector<double> a(32, 0.0), b(32, 1.0);
+  a[0] = 255.875;
+  for (size_t t = 16; t < 32; ++t) {
+    a[t] = std::ldexp(2047.0, -6);
+    b[t] = std::ldexp(2047.0, -7);
+  }
+  a[31] = std::ldexp(1958.0, -6);
+  b[31] = std::ldexp(1923.0, -7);
+  check_fused_column("h100_fp16_out16", "fp16", a, b, 8392.0);
 }
 
 TEST_CASE("hand-derived: a group of zero products gives +0, and the next aligns to its own products") {

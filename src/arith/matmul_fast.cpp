@@ -866,8 +866,9 @@ bool plan_fast(const PreparedOperands& ops, const InPlaceOperand* ia, const InPl
 
 // The integer route (matmul_fused-inl.h) for groups of at most `widest` products, each cut term at
 // most 2^(kept_bits+2) - 1 and c's at most 2^(kept_bits+1) - 1 (|c| < 2^(E+1)): the int32
-// accumulators it needs, taking the positions in turn (1 or 2; 0 where the route does not fit), and
-// whether c's term added to a group's products could pass int32.
+// accumulators it needs, taking the positions in turn, each at most ceil(widest / accs) products
+// (1, 2 or 4: B200's 25 kept bits allow 16 products an accumulator, and NVFP4 folded groups 64; 0
+// where the route does not fit), and whether c's term added to a group's products could pass int32.
 struct IntCutPlan {
   int accs = 0;
   bool sum_may_wrap = false;
@@ -878,7 +879,11 @@ IntCutPlan int_cut_plan(const FusedModel& m, uint32_t widest) {
   const int64_t term = (int64_t{1} << (m.kept_bits + 2)) - 1, c_term = (int64_t{1} << (m.kept_bits + 1)) - 1;
   const int64_t per_acc = int32_max / term;
   IntCutPlan plan;
-  plan.accs = widest <= per_acc ? 1 : (widest + 1) / 2 <= per_acc ? 2 : 0;
+  for (int accs : {1, 2, 4})
+    if ((widest + accs - 1) / accs <= per_acc) {
+      plan.accs = accs;
+      break;
+    }
   plan.sum_may_wrap = int64_t{widest} * term + c_term > int32_max;
   return plan;
 }

@@ -55,7 +55,7 @@ struct FusedOperands {
   // (below); the alignment exponents of A (m x k) and of B (strips of W columns, per k W codes;
   // kZeroExp for zeros).
   // The integer route (matmul_fused-inl.h, FusedIntCutTerms), where int_accs > 0: products exact in
-  // float and a group's product cut terms adding exactly in int_accs int32 accumulators (1 or 2),
+  // float and a group's product cut terms adding exactly in int_accs int32 accumulators (1, 2 or 4),
   // with c's term too where !int_sum_may_wrap. A is read as floats
   // (af), B's strips as W floats per k (bf). It runs in float lanes (float_lanes) where the target
   // has per-instruction rounding, else c and the sums go through double lanes. Otherwise A as doubles (a) and B split by sign, per k W values > 0 then W values

@@ -335,12 +335,15 @@ HWY_INLINE void FusedIntCutTerms(DF df, const float* const (&arow)[R], const flo
   uint32_t t = 0;
   for (; t + kAccs <= n; t += kAccs)
     for (size_t a = 0; a < kAccs; ++a) add(idx[t + a], acc[a]);
-  for (; t < n; ++t) add(idx[t], acc[0]);  // (kAccs = 2: the first takes one more)
+  // (The rest one each, so that no accumulator takes more than ceil(n / kAccs) products: the bound
+  // int_cut_plan counts on.)
+  for (size_t a = 0; a + 1 < kAccs; ++a)
+    if (t + a < n) add(idx[t + a], acc[a]);
 }
 
-// Step 2 by the integer route in double lanes (targets without per-instruction rounding, or two
-// accumulators): the products by FusedIntCutTerms in float lanes of twice the width; c's cut, the
-// accumulators' sum and val = that sum times 2^q (below 2^34 before scaling: all exact) in double lanes.
+// Step 2 by the integer route in double lanes (targets without per-instruction rounding): the
+// products by FusedIntCutTerms in float lanes of twice the width; c's cut, the accumulators' sum and
+// val = that sum times 2^q (below 2^34 before scaling: all exact) in double lanes.
 template <size_t R, size_t kAccs, class DT, class V = hn::Vec<DT>, class VI = hn::Vec<hn::RebindToSigned<DT>>,
           class MI = hn::Mask<hn::RebindToSigned<DT>>>
 HWY_INLINE void FusedCutSumsInt(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
@@ -410,6 +413,39 @@ HWY_INLINE hn::Vec<hn::ScalableTag<float>> IntSumToFloat(hn::Vec<hn::ScalableTag
       _mm512_castsi512_ps(_mm512_mask_or_epi32(_mm512_castps_si512(rz), inexact, _mm512_castps_si512(rz), _mm512_set1_epi32(1)))};
 }
 
+// The exact sum of the int32 vectors x[0..kN) as floats, rounded as kRounding says (IntSumToFloat's
+// rounding, of a sum past int32: below 2^34 here): summed in double lanes, 8 at a time, exactly
+// (below 2^53), and rounded once to float in the conversion's own rounding direction. For the vectors
+// of the integer route where a checked int32 add wrapped (FusedCutSumsIntFloat).
+template <IntSumRounding kRounding, size_t kN>
+HWY_NOINLINE hn::Vec<hn::ScalableTag<float>> WideSumToFloat(const hn::Vec<hn::ScalableTag<int32_t>> (&x)[kN]) {
+  constexpr int kRz = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC, kRn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const hn::ScalableTag<float> df;
+  const hn::Half<decltype(df)> dfh;
+  const hn::Half<hn::ScalableTag<int32_t>> dih;
+  const hn::ScalableTag<double> dd;
+  hn::Vec<decltype(dfh)> half[2];
+  for (int h = 0; h < 2; ++h) {
+    auto sum = hn::Zero(dd);
+    for (size_t a = 0; a < kN; ++a) sum = hn::Add(sum, hn::PromoteTo(dd, h == 0 ? hn::LowerHalf(dih, x[a]) : hn::UpperHalf(dih, x[a])));
+    // (The masked forms with every lane set: the plain ones' undefined pass-through trips g++ 12's
+    // -Wmaybe-uninitialized.)
+    const __m256 none = _mm256_setzero_ps();
+    if constexpr (kRounding == IntSumRounding::nearest_even) {
+      half[h].raw = _mm512_mask_cvt_roundpd_ps(none, 0xff, sum.raw, kRn);
+    } else {
+      const __m256 rz = _mm512_mask_cvt_roundpd_ps(none, 0xff, sum.raw, kRz);
+      half[h].raw = rz;
+      if constexpr (kRounding == IntSumRounding::to_odd) {
+        const auto inexact = hn::Ne(hn::PromoteTo(dd, hn::Vec<decltype(dfh)>{rz}), sum);
+        half[h].raw = _mm256_castsi256_ps(_mm256_mask_or_epi32(_mm256_castps_si256(rz), inexact.raw,
+                                                                _mm256_castps_si256(rz), _mm256_set1_epi32(1)));
+      }
+    }
+  }
+  return hn::Combine(df, half[1], half[0]);
+}
+
 // The largest q of the integer route in float lanes: 125 - kept_bits (IntCutOutside), and for
 // kPlain (FusedRoundResults') out.emax - 31 too, so that |val| <= 2^31 * 2^q stays below the
 // output's overflow threshold 2^(out.emax+1) and FusedRoundResults need not look (lanes of a larger
@@ -419,19 +455,30 @@ inline int IntFloatQMax(const FusedModel& m) {
   return kPlain ? std::min(125 - m.kept_bits, m.out.emax - 31) : 125 - m.kept_bits;
 }
 
-// Step 1 in float lanes from q (FusedCutExponents): the scales 2^-q, and the lanes outside the
-// route's range.
-template <size_t R, size_t S, bool kPlain, class DF, class V = hn::Vec<DF>, class VI = hn::Vec<hn::RebindToSigned<DF>>,
-          class MI = hn::Mask<hn::RebindToSigned<DF>>>
-HWY_INLINE void FusedScalesOfQ(DF df, const FusedModel& m, const VI (&q)[R][kFusedMaxNV], V (&scale)[R][kFusedMaxNV],
-                               MI (&outside)[R][kFusedMaxNV]) {
+// How the float lanes of the integer route mark a lane for the scalar core: its val becomes a NaN,
+// which no other lane's val is (a finite sum times a normal 2^q), and which FusedRoundResults' tests
+// of the magnitude send to the core with the lanes that overflow. A mask per vector would have to
+// live from step 1 to step 3 across the product loop: with two rows of four vectors they outnumber
+// the mask registers, and their spills had cost more than the tests themselves.
+// A lane outside the route's range gets the scale kOutsideScaleBits, whose mirror 2^q (the bits
+// (2 kBias << kMant) minus these, FusedCutSumsIntFloat) reads as a quiet NaN: its cut terms are
+// garbage (no traps: exceptions are masked), and its val a NaN. (-1.5 * 2^127 as a float.)
+constexpr int32_t kOutsideScaleBits = static_cast<int32_t>(((2 * LaneBits<float>::kBias) << LaneBits<float>::kMant) -
+                                                           0x7fc00000u);
+static_assert(static_cast<uint32_t>(kOutsideScaleBits) == 0xff400000u, "2^q of an outside lane reads as a quiet NaN");
+
+// Step 1 in float lanes from q (FusedCutExponents): the scales 2^-q, kOutsideScaleBits in the lanes
+// outside the route's range.
+template <size_t R, size_t S, bool kPlain, class DF, class V = hn::Vec<DF>, class VI = hn::Vec<hn::RebindToSigned<DF>>>
+HWY_INLINE void FusedScalesOfQ(DF df, const FusedModel& m, const VI (&q)[R][kFusedMaxNV], V (&scale)[R][kFusedMaxNV]) {
   const hn::RebindToSigned<DF> di;
   const VI bias = hn::Set(di, LaneBits<float>::kBias);
+  const VI outside_scale = hn::Set(di, kOutsideScaleBits);
   const int q_max = IntFloatQMax<kPlain>(m);
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < S * 2; ++v) {
-      outside[r][v] = IntCutOutside(di, q[r][v], q_max);
-      scale[r][v] = hn::BitCast(df, hn::ShiftLeft<LaneBits<float>::kMant>(hn::Sub(bias, q[r][v])));  // 2^-q
+      const VI inv = hn::ShiftLeft<LaneBits<float>::kMant>(hn::Sub(bias, q[r][v]));  // 2^-q
+      scale[r][v] = hn::BitCast(df, hn::IfThenElse(IntCutOutside(di, q[r][v], q_max), outside_scale, inv));
     }
 }
 
@@ -439,14 +486,13 @@ HWY_INLINE void FusedScalesOfQ(DF df, const FusedModel& m, const VI (&q)[R][kFus
 // of FusedCutExponents and FusedScalesOfQ: with ep from FusedProductExponents8<kDirect> (the
 // products' part of E, floored at direct_floor, plus float's bias), E + bias is the larger of c's
 // exponent field (0 for c = 0, below every floored ep; kClampC: a non-zero c's raised to out.emin +
-// bias) and ep. 2^-q = 2^(kept_bits - E) from its bits; `outside`: the lanes above the route's
-// largest q (none lies below its smallest). A third of the work per vector of the other forms'
+// bias) and ep. 2^-q = 2^(kept_bits - E) from its bits; kOutsideScaleBits in the lanes above the
+// route's largest q (none lies below its smallest). A third of the work per vector of the other forms'
 // (the zero tests, the floors and the bias go into the int8 pass's one floor per 32 columns), in a
 // kernel whose groups of 8 or 16 products pay this once per group.
-template <size_t R, size_t S, bool kPlain, bool kClampC, class DF, class V = hn::Vec<DF>,
-          class MI = hn::Mask<hn::RebindToSigned<DF>>>
+template <size_t R, size_t S, bool kPlain, bool kClampC, class DF, class V = hn::Vec<DF>>
 HWY_INLINE void FusedCutScalesDirect(DF df, const FusedModel& m, const float* cw, const int16_t* ep,
-                                     V (&scale)[R][kFusedMaxNV], MI (&outside)[R][kFusedMaxNV]) {
+                                     V (&scale)[R][kFusedMaxNV]) {
   const hn::RebindToSigned<DF> di;
   const hn::Rebind<int16_t, DF> d16h;
   constexpr int kBias = LaneBits<float>::kBias, kMant = LaneBits<float>::kMant;
@@ -455,30 +501,32 @@ HWY_INLINE void FusedCutScalesDirect(DF df, const FusedModel& m, const float* cw
   const auto out_emin = hn::Set(di, m.out.emin + kBias);
   const auto e_max = hn::Set(di, IntFloatQMax<kPlain>(m) + m.kept_bits + kBias);
   const auto scale_field = hn::Set(di, 2 * kBias + m.kept_bits);  // 2^-q's field: kBias + kept_bits - E
+  const auto outside_scale = hn::Set(di, kOutsideScaleBits);
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < S * 2; ++v) {
       const auto c = hn::BitCast(di, hn::Load(df, cw + r * S * W + v * L));
       auto e = hn::ShiftRight<kMant>(hn::AndNot(sign_mask, c));
       if constexpr (kClampC) e = hn::IfThenElseZero(hn::Ne(e, hn::Zero(di)), hn::Max(e, out_emin));
       e = hn::Max(e, hn::PromoteTo(di, hn::LoadU(d16h, ep + r * S * W + v * L)));
-      outside[r][v] = hn::Gt(e, e_max);
-      scale[r][v] = hn::BitCast(df, hn::ShiftLeft<kMant>(hn::Sub(scale_field, e)));
+      const auto inv = hn::ShiftLeft<kMant>(hn::Sub(scale_field, e));
+      scale[r][v] = hn::BitCast(df, hn::IfThenElse(hn::Gt(e, e_max), outside_scale, inv));
     }
 }
 
-// Step 2 by the integer route in float lanes (AVX-512), from step 1's scales 2^-q and `outside`:
-// the products by FusedIntCutTerms into kAccs int32 accumulators; c's cut in int32 too (below
-// 2^(kept_bits+1)); each add of the accumulators and c checked for overflow where the model's
-// bounds allow one (kAccs = 2 always: B200's FP8 groups of 32 products of up to 2^27 each), such
-// lanes going to the core (a sum past 2^31 needs most of a group's products near its largest, all
-// of one sign); val = that sum s, rounded by IntSumToFloat, times 2^q (exact: 2^-125 <= |val| <
+// Step 2 by the integer route in float lanes (AVX-512), from step 1's scales 2^-q: the products by
+// FusedIntCutTerms into kAccs int32 accumulators; c's cut in int32 too (below 2^(kept_bits+1)); each
+// add of the accumulators and c checked for overflow where the model's bounds allow one (kAccs > 1
+// always: B200's FP8 groups of 32 products of up to 2^27 each, 64 under NVFP4 folded), a vector
+// with such a lane summed again in double lanes (WideSumToFloat); the lanes outside the route's
+// range are marked for the core by their scale (kOutsideScaleBits). val = the sum s, rounded by
+// IntSumToFloat, times 2^q (exact: 2^-125 <= |val| <
 // 2^131, larger values the overflow check of FusedRoundResults sends to the core, and for kPlain
 // none reaching the output's overflow threshold: IntFloatQMax).
 template <size_t R, size_t S, size_t kAccs, class DF, class V = hn::Vec<DF>,
           class VI = hn::Vec<hn::RebindToSigned<DF>>, class MI = hn::Mask<hn::RebindToSigned<DF>>>
 HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
                                      const uint32_t* idx, const float* cw, const V (&scale)[R][kFusedMaxNV],
-                                     V (&val)[R][kFusedMaxNV], MI (&outside)[R][kFusedMaxNV]) {
+                                     V (&val)[R][kFusedMaxNV]) {
   const hn::RebindToSigned<DF> di;
   constexpr int kBias = LaneBits<float>::kBias, kMant = LaneBits<float>::kMant;
   const size_t L = hn::Lanes(df), W = 2 * L, NVT = S * 2;
@@ -490,12 +538,14 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
   VI acc[kAccs][R][kFusedMaxNV];
   FusedIntCutTerms<R, S, kAccs>(df, arow, bs, idx, g.n, scale, acc);
   // c's cut after the products, and 2^q from 2^-q (its exponent field mirrored: (2 kBias << kMant)
-  // minus the bits of 2^-q, both normal where not outside): the product loop keeps neither q nor
+  // minus the bits of 2^-q, both normal but in the lanes outside): the product loop keeps neither q nor
   // c's cuts live, which had spilled registers there.
   // (The model's choices made once for the R x NVT vectors, not per vector: a compare and branch
   // on the model's fields each time had cost a few percent of the kernel.)
   const VI two_bias = hn::Set(di, static_cast<int32_t>((2 * kBias) << kMant));
   const bool may_wrap = kAccs > 1 || fo.int_sum_may_wrap;
+  // 2^(out.emax+1), the output's overflow threshold (infinity where that lies past float's range).
+  const V overflow_at = hn::BitCast(df, hn::Set(di, LaneBits<float>::Pow2(std::min(fo.model->out.emax + 1, kBias + 1))));
   // x + y in int32, and the lanes where it wrapped (both addends of one sign, the sum of the other).
   auto add_checked = [&](VI x, VI y, MI& wrapped_lanes) {
     const VI sum = hn::Add(x, y);
@@ -507,10 +557,23 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
       for (size_t v = 0; v < NVT; ++v) {
         const VI cut_c = TruncToInt32(df, hn::Mul(hn::Load(df, cw + r * S * W + v * L), scale[r][v]));
         VI products = acc[0][r][v];
-        if constexpr (kAccs == 2) products = add_checked(products, acc[1][r][v], outside[r][v]);
-        const VI sum = add_checked(products, cut_c, outside[r][v]);
+        MI wrapped = hn::FirstN(di, 0);
+        for (size_t a = 1; a < kAccs; ++a) products = add_checked(products, acc[a][r][v], wrapped);
+        const VI sum = add_checked(products, cut_c, wrapped);
         const V pow2_q = hn::BitCast(df, hn::Sub(two_bias, hn::BitCast(di, scale[r][v])));
-        val[r][v] = hn::Mul(IntSumToFloat<decltype(rounding)::value>(sum), pow2_q);
+        if (!may_wrap || HWY_LIKELY(hn::AllFalse(di, wrapped))) {
+          val[r][v] = hn::Mul(IntSumToFloat<decltype(rounding)::value>(sum), pow2_q);
+        } else {
+          // A sum past int32 (most of a group's products near its largest, of one sign: rare, but
+          // common in training under NVFP4 folded, whose blocks hold many elements at their block's
+          // largest): exactly in double lanes. Its val may reach 2^34 * 2^q, past the bound that lets
+          // kForm plain skip the overflow test: such lanes go to the core (a NaN val).
+          VI terms[kAccs + 1];
+          for (size_t a = 0; a < kAccs; ++a) terms[a] = acc[a][r][v];
+          terms[kAccs] = cut_c;
+          const V wide = hn::Mul(WideSumToFloat<decltype(rounding)::value>(terms), pow2_q);
+          val[r][v] = hn::IfThenElse(hn::Lt(hn::Abs(wide), overflow_at), wide, hn::NaN(df));
+        }
       }
   };
   using K = IntSumRounding;
@@ -543,33 +606,41 @@ HWY_NOINLINE void FusedRareLanes(DT dt, const FastOperands& op, size_t i, size_t
   hn::Store(hn::Load(dt, res), dt, cv);
 }
 
-// The R x S*NV vectors of results into cw (row r, vector v at cw[r*S*W + v*Ld]), the `rare` lanes
-// by the scalar core (FusedRareLanes); none_rare: the caller found no rare lane in any of them, so
-// that the stores need not look (one test for the tile's vectors, not one each).
-template <size_t R, size_t S, class DT, class V = hn::Vec<DT>, class MI = hn::Mask<hn::RebindToSigned<DT>>>
+// The R x S*NV vectors of results into cw (row r, vector v at cw[r*S*W + v*Ld]), the lanes of
+// rare_of(r, v) (a mask) by the scalar core (FusedRareLanes); none_rare: the caller found no rare
+// lane in any of them, so that the stores need not look (one test for the tile's vectors, not one
+// each), and the masks are only made again, one at a time, where it did.
+template <size_t R, size_t S, class DT, class RareOf, class V = hn::Vec<DT>>
 HWY_INLINE void FusedStoreResults(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
-                                  const V (&result)[R][kFusedMaxNV], const MI (&rare)[R][kFusedMaxNV], bool none_rare,
+                                  const V (&result)[R][kFusedMaxNV], const RareOf& rare_of, bool none_rare,
                                   hn::TFromD<DT>* cw) {
   const hn::RebindToSigned<DT> di;
   const size_t Ld = hn::Lanes(dt), W = 2 * hn::Lanes(hn::ScalableTag<float>()), NV = W / Ld;
+  if (HWY_LIKELY(none_rare)) {
+    for (size_t r = 0; r < R; ++r)
+      for (size_t v = 0; v < S * NV; ++v) hn::Store(result[r][v], dt, cw + r * S * W + v * Ld);
+    return;
+  }
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < S * NV; ++v) {
       hn::TFromD<DT>* cv = cw + r * S * W + v * Ld;
-      if (HWY_LIKELY(none_rare) || hn::AllFalse(di, rare[r][v]))
+      const auto rare = hn::RebindMask(di, rare_of(r, v));
+      if (hn::AllFalse(di, rare))
         hn::Store(result[r][v], dt, cv);
       else
-        FusedRareLanes(dt, op, i + r, j0 + v * Ld, k0, g, rare[r][v], result[r][v], cv);
+        FusedRareLanes(dt, op, i + r, j0 + v * Ld, k0, g, rare, result[r][v], cv);
     }
 }
 
 // Step 3: val rounded once to the result grid into cw; results at the output format's overflow
 // threshold, results below its smallest normal where it flushes them (or T cannot scale them), a
-// non-finite c and `outside` lanes from the scalar core.
+// non-finite c and `outside` lanes (in float lanes of the integer route: a NaN val, at or beyond
+// every overflow threshold here) from the scalar core.
 // kForm plain: the caller has found the rounding already done and nothing tiny to check (float lanes
 // of the integer route, an output of float's 23 fraction bits and emin at or below kIntCutQMin: every
-// fp32-output preset), and FusedCutSumsIntFloat<kPlain> has sent every lane that could reach the
-// overflow threshold to `outside`, so that val is the result and only `outside` remains to look at:
-// once for all the rows and strips, the same results as the general code.
+// fp32-output preset), and FusedCutSumsIntFloat<kPlain> has marked every lane that could reach the
+// overflow threshold for the core (a NaN val), so that val is the result and only its NaN lanes
+// remain to look at: once for all the rows and strips, the same results as the general code.
 // kForm binary16 (AVX-512 float lanes of the integer route, an IEEE binary16 output with subnormals:
 // the fp16-output presets): val is the group's sum rounded to odd (IntSumToFloat) times 2^q, a normal
 // float or zero; F16C's conversion to binary16 in the model's rounding direction is then the one
@@ -602,27 +673,32 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
     // -Wmaybe-uninitialized.)
     const __m256i none16 = _mm256_setzero_si256();
     const __m512 none = _mm512_setzero_ps();
-    // (Every vector's results first, and one test of the rare lanes for them all, as kForm plain.)
+    // (Every vector's results first, and one test of the rare lanes for them all, as kForm plain:
+    // the lanes at or past the threshold, NaN included.)
+    auto rare_of = [&](size_t r, size_t v) { return hn::Not(hn::Lt(hn::Abs(val[r][v]), overflow_at)); };
     V result[R][kFusedMaxNV];
-    MI rare[R][kFusedMaxNV];
-    MI any = outside[0][0];
+    auto any = rare_of(0, 0);
     for (size_t r = 0; r < R; ++r)
       for (size_t v = 0; v < S * NV; ++v) {
         const __m512 x = val[r][v].raw;
         const __m256i h = rne ? _mm512_mask_cvtps_ph(none16, 0xffff, x, kRn) : _mm512_mask_cvtps_ph(none16, 0xffff, x, kRz);
         result[r][v] = V{_mm512_mask_cvtph_ps(none, 0xffff, h)};
-        rare[r][v] = hn::Or(outside[r][v], hn::RebindMask(di, hn::Not(hn::Lt(hn::Abs(val[r][v]), overflow_at))));
-        any = hn::Or(any, rare[r][v]);
+        if (r + v > 0) any = hn::Or(any, rare_of(r, v));
       }
-    FusedStoreResults<R, S>(dt, op, i, j0, k0, g, result, rare, hn::AllFalse(di, any), cw);
+    (void)outside;  // (all false: the float lanes mark theirs by a NaN val)
+    FusedStoreResults<R, S>(dt, op, i, j0, k0, g, result, rare_of, hn::AllFalse(dt, any), cw);
 #endif
     return;
   }
   if constexpr (kForm == FusedResultForm::plain) {
-    MI any = outside[0][0];
+    // (A NaN anywhere makes the sum of the vectors a NaN, and finite ones never do: a running sum that
+    // overflows stays an infinity of that sign.)
+    V total = val[0][0];
     for (size_t r = 0; r < R; ++r)
-      for (size_t v = 0; v < S * NV; ++v) any = hn::Or(any, outside[r][v]);
-    FusedStoreResults<R, S>(dt, op, i, j0, k0, g, val, outside, hn::AllFalse(di, any), cw);
+      for (size_t v = 0; v < S * NV; ++v)
+        if (r + v > 0) total = hn::Add(total, val[r][v]);
+    auto rare_of = [&](size_t r, size_t v) { return hn::IsNaN(val[r][v]); };
+    FusedStoreResults<R, S>(dt, op, i, j0, k0, g, val, rare_of, hn::AllFalse(dt, hn::IsNaN(total)), cw);
     return;
   }
   const FusedModel& m = *op.fused.model;
@@ -711,24 +787,40 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
       constexpr bool kPlain = kForm == FusedResultForm::plain;
       hn::Vec<DT> scale[R][kFusedMaxNV];
       if (fo.direct_scales && fo.direct_clamp_c) {
-        FusedCutScalesDirect<R, S, kPlain, true>(dt, *fo.model, cw, ep, scale, outside);
+        FusedCutScalesDirect<R, S, kPlain, true>(dt, *fo.model, cw, ep, scale);
       } else if (fo.direct_scales) {
-        FusedCutScalesDirect<R, S, kPlain, false>(dt, *fo.model, cw, ep, scale, outside);
+        FusedCutScalesDirect<R, S, kPlain, false>(dt, *fo.model, cw, ep, scale);
       } else {
         cut_exponents();
-        FusedScalesOfQ<R, S, kPlain>(dt, *fo.model, q, scale, outside);
+        FusedScalesOfQ<R, S, kPlain>(dt, *fo.model, q, scale);
       }
       if (fo.int_accs == 1)
-        FusedCutSumsIntFloat<R, S, 1>(dt, op, i, j0, k0, g, idx, cw, scale, val, outside);
-      else
-        FusedCutSumsIntFloat<R, S, 2>(dt, op, i, j0, k0, g, idx, cw, scale, val, outside);
+        FusedCutSumsIntFloat<R, S, 1>(dt, op, i, j0, k0, g, idx, cw, scale, val);
+      else if (fo.int_accs == 2)
+        FusedCutSumsIntFloat<R, S, 2>(dt, op, i, j0, k0, g, idx, cw, scale, val);
+      else if constexpr (R == 1)  // (four: one row at a time, FusedTileBlock)
+        FusedCutSumsIntFloat<R, S, 4>(dt, op, i, j0, k0, g, idx, cw, scale, val);
+      else  // (not reached: every lane to the core, exact all the same)
+        for (size_t r = 0; r < R; ++r)
+          for (size_t v = 0; v < S * 2; ++v) val[r][v] = hn::NaN(dt);
+      // (The lanes for the core are marked by a NaN val, which every form's tests find.)
+      for (size_t r = 0; r < R; ++r)
+        for (size_t v = 0; v < S * 2; ++v) outside[r][v] = hn::FirstN(di, 0);
 #endif
     } else if constexpr (S == 1) {
       cut_exponents();
       if (op.fused.int_accs == 1)
         FusedCutSumsInt<R, 1>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
-      else
+      else if (op.fused.int_accs == 2)
         FusedCutSumsInt<R, 2>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
+      else if constexpr (R == 1)
+        FusedCutSumsInt<R, 4>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
+      else  // (not reached: every lane to the core, exact all the same)
+        for (size_t r = 0; r < R; ++r)
+          for (size_t v = 0; v < 2 * hn::Lanes(hn::ScalableTag<float>()) / hn::Lanes(dt); ++v) {
+            val[r][v] = hn::Zero(dt);
+            outside[r][v] = hn::FirstN(di, hn::Lanes(di));
+          }
     }
     constexpr FusedResultForm kLanesForm = sizeof(hn::TFromD<DT>) == 4 ? kForm : FusedResultForm::general;
     FusedRoundResults<R, S, kLanesForm>(dt, op, i, j0, k0, g, val, outside, cw);
@@ -808,11 +900,13 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
 #endif
         FusedProductExponents<kMaxRows, S>(op, i0, rows, j0, k0, g, idx, ep);
       // Rows in pairs: two rows' independent sums hide each other's latencies, and they share B's loads.
+      // (Four accumulators a lane, two rows' would outnumber the registers: one row at a time.)
       auto group_rows = [&](auto form) {
         constexpr FusedResultForm kForm = decltype(form)::value;
         size_t r = 0;
-        for (; r + 2 <= rows; r += 2) FusedGroupRows<2, S, kForm>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
-        if (r < rows) FusedGroupRows<1, S, kForm>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
+        if (op.fused.int_accs <= 2)
+          for (; r + 2 <= rows; r += 2) FusedGroupRows<2, S, kForm>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
+        for (; r < rows; ++r) FusedGroupRows<1, S, kForm>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
       };
       using Form = FusedResultForm;
       if (plain)
