@@ -3,6 +3,7 @@
 #include "arith/matmul.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <type_traits>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "arith/error_bound.h"
 #include "arith/matmul_in_place.h"
 #include "arith/matmul_workspace.h"
+#include "arith/scale_kinds.h"
 
 namespace drift {
 
@@ -172,13 +174,49 @@ void quantize_b(PreparedOperands& ops, const MatViewOf<T>& b, const MatmulPolicy
                    k_major);
 }
 
+// Whether every element of q (quantized by qz) times its block's scale is a float, exactly: the
+// significands fit float's together (folded_significand_bits) and the scales keep the element
+// format's range among float's normals. (MX's E8M0 scales can reach 2^+-127, far past them.)
+bool folds_in_float(const QuantizedOperand& q, const Quantizer& qz, const Accumulator& inner) {
+  if (!q.in_float || folded_significand_bits(qz, inner) > 24) return false;
+  double lo = HUGE_VAL, hi = 0;
+  for (double s : q.block_scale) {
+    if (s != 0) lo = std::min(lo, std::fabs(s));
+    hi = std::max(hi, std::fabs(s));
+  }
+  return !(lo * qz.format.min_positive < 0x1p-126) && hi * qz.format.max_finite < 0x1p128;
+}
+
 // inner.scales_in_products: each element times its block's scale (exact: a power of two, or an E4M3
-// scale on a narrow element; validate_policy), the operand then without block scales.
-void fold_block_scales(QuantizedOperand& q) {
+// scale on a narrow element; validate_policy), the operand then without block scales. In float,
+// where the products are floats (folds_in_float): a multiply per element as the operand lies, and
+// the fast kernels' SIMD packing of float operands after it; else in double.
+void fold_block_scales(QuantizedOperand& q, const Quantizer& qz, const Accumulator& inner) {
   if (!q.block_k) return;
-  q.widen();
-  for (size_t r = 0; r < q.rows; ++r)
-    for (size_t i = 0; i < q.k; ++i) q.q[r * q.k + i] *= q.block_scale[r * q.blocks_per_row + i / q.block_k];
+  const size_t bpr = q.blocks_per_row;
+  if (folds_in_float(q, qz, inner)) {
+    if (q.k_major) {  // element (r, i) at qf[i * rows + r]: each block's scales gathered once
+      std::vector<float> s(q.rows);
+      for (size_t b = 0; b < bpr; ++b) {
+        for (size_t r = 0; r < q.rows; ++r) s[r] = static_cast<float>(q.block_scale[r * bpr + b]);
+        for (size_t i = b * q.block_k; i < std::min(q.k, (b + 1) * q.block_k); ++i) {
+          float* col = q.qf.data() + i * q.rows;
+          for (size_t r = 0; r < q.rows; ++r) col[r] *= s[r];
+        }
+      }
+    } else {
+      for (size_t r = 0; r < q.rows; ++r)
+        for (size_t b = 0; b < bpr; ++b) {
+          const float s = static_cast<float>(q.block_scale[r * bpr + b]);
+          float* row = q.qf.data() + r * q.k;
+          for (size_t i = b * q.block_k; i < std::min(q.k, (b + 1) * q.block_k); ++i) row[i] *= s;
+        }
+    }
+  } else {
+    q.widen();
+    for (size_t r = 0; r < q.rows; ++r)
+      for (size_t i = 0; i < q.k; ++i) q.q[r * q.k + i] *= q.block_scale[r * bpr + i / q.block_k];
+  }
   q.block_k = 0;
   q.blocks_per_row = 0;
   q.block_scale.clear();
@@ -188,8 +226,8 @@ void fold_block_scales(QuantizedOperand& q) {
 // says so (then K is one block).
 void set_kblock(PreparedOperands& ops, const MatmulPolicy& policy) {
   if (policy.inner.scales_in_products) {
-    fold_block_scales(ops.a);
-    fold_block_scales(ops.b);
+    fold_block_scales(ops.a, policy.a, policy.inner);
+    fold_block_scales(ops.b, policy.b, policy.inner);
     ops.kblock = std::max<size_t>(ops.a.k, 1);
     return;
   }
@@ -206,6 +244,13 @@ void prepare_operands_impl(PreparedOperands& ops, const MatViewOf<T>& a, const M
 }
 
 }  // namespace
+
+int folded_significand_bits(const Quantizer& q, const Accumulator& inner) {
+  const int bits = significand_bits(q.format);
+  const ScaleKindTraits& kind = scale_kind_traits(q.scaling.kind);
+  if (!inner.scales_in_products || !kind.blocked() || kind.fold_element_bits >= 64) return bits;
+  return bits + (24 - kind.fold_element_bits);
+}
 
 size_t matmul_kblock(size_t k, size_t a_block_k, size_t b_block_k, const MatmulPolicy& policy) {
   const size_t ka = a_block_k, kb = b_block_k;

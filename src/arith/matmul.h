@@ -170,6 +170,12 @@ StridedInputOf<T> canonical_b(const MatViewOf<T>& b) {
 }
 inline uint64_t quantize_stream_a(const MatmulContext& ctx) { return ctx.stream ^ (uint64_t{7} << 56); }
 inline uint64_t quantize_stream_b(const MatmulContext& ctx) { return ctx.stream ^ (uint64_t{8} << 56); }
+// The significand bits of an operand's values as the kernels multiply them: its format's, and with
+// inner.scales "products" (the block scales folded into the elements) those of the element times its
+// scale: the same for a power of two, up to 24 for NVFP4's E4M3 scales
+// (ScaleKindTraits::fold_element_bits: elements of at most that many bits stay within 24 folded).
+int folded_significand_bits(const Quantizer& q, const Accumulator& inner);
+
 // The smaller scale block when both operands have one (they must nest), else the one there is,
 // else the promotion interval, else all of K. Throws std::invalid_argument when they do not nest.
 size_t matmul_kblock(size_t k, size_t a_block_k, size_t b_block_k, const MatmulPolicy& policy);

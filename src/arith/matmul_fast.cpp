@@ -782,17 +782,6 @@ struct FastPlan {
   bool fused_chains = false;
 };
 
-// The significand bits of an operand's values as the kernel multiplies them: its format's, and with
-// inner.scales "products" (the block scales folded into the elements, set_kblock) those of the
-// element times its scale: the same for a power of two, up to 24 for NVFP4's E4M3 scales
-// (ScaleKindTraits::fold_element_bits: elements of at most that many bits stay within 24 folded).
-int folded_significand_bits(const Quantizer& q, const Accumulator& inner) {
-  const int bits = significand_bits(q.format);
-  const ScaleKindTraits& kind = scale_kind_traits(q.scaling.kind);
-  if (!inner.scales_in_products || !kind.blocked() || kind.fold_element_bits >= 64) return bits;
-  return bits + (24 - kind.fold_element_bits);
-}
-
 // Phase 1, plan: whether the fast path computes exactly what the reference does for this call (false:
 // the reference runs), and the kernel's shape and accumulator (op).
 bool plan_fast(const PreparedOperands& ops, const InPlaceOperand* ia, const InPlaceOperand* ib,
