@@ -490,7 +490,9 @@ HWY_INLINE void FusedScalesOfQ(DF df, const FusedModel& m, const VI (&q)[R][kFus
 // route's largest q (none lies below its smallest). A third of the work per vector of the other forms'
 // (the zero tests, the floors and the bias go into the int8 pass's one floor per 32 columns), in a
 // kernel whose groups of 8 or 16 products pay this once per group.
-template <size_t R, size_t S, bool kPlain, bool kClampC, class DF, class V = hn::Vec<DF>>
+// kInRange: FusedOperands::c_bound_exp keeps every lane's E at or below the route's largest (the
+// call's ranges), and the test goes.
+template <size_t R, size_t S, bool kPlain, bool kClampC, bool kInRange, class DF, class V = hn::Vec<DF>>
 HWY_INLINE void FusedCutScalesDirect(DF df, const FusedModel& m, const float* cw, const int16_t* ep,
                                      V (&scale)[R][kFusedMaxNV]) {
   const hn::RebindToSigned<DF> di;
@@ -509,7 +511,7 @@ HWY_INLINE void FusedCutScalesDirect(DF df, const FusedModel& m, const float* cw
       if constexpr (kClampC) e = hn::IfThenElseZero(hn::Ne(e, hn::Zero(di)), hn::Max(e, out_emin));
       e = hn::Max(e, hn::PromoteTo(di, hn::LoadU(d16h, ep + r * S * W + v * L)));
       const auto inv = hn::ShiftLeft<kMant>(hn::Sub(scale_field, e));
-      scale[r][v] = hn::BitCast(df, hn::IfThenElse(hn::Gt(e, e_max), outside_scale, inv));
+      scale[r][v] = hn::BitCast(df, kInRange ? inv : hn::IfThenElse(hn::Gt(e, e_max), outside_scale, inv));
     }
 }
 
@@ -786,10 +788,18 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
       constexpr bool kPlain = kForm == FusedResultForm::plain;
       hn::Vec<DT> scale[R][kFusedMaxNV];
-      if (fo.direct_scales && fo.direct_clamp_c) {
-        FusedCutScalesDirect<R, S, kPlain, true>(dt, *fo.model, cw, ep, scale);
-      } else if (fo.direct_scales) {
-        FusedCutScalesDirect<R, S, kPlain, false>(dt, *fo.model, cw, ep, scale);
+      // (E below 2^c_bound_exp: at most c_bound_exp - 1.)
+      const bool in_range = fo.c_bound_exp - 1 <= IntFloatQMax<kPlain>(*fo.model) + fo.model->kept_bits;
+      if (fo.direct_scales) {
+        auto direct = [&](auto clamp_c, auto known) {
+          FusedCutScalesDirect<R, S, kPlain, decltype(clamp_c)::value, decltype(known)::value>(dt, *fo.model, cw, ep, scale);
+        };
+        using T = std::true_type;
+        using F = std::false_type;
+        if (fo.direct_clamp_c)
+          in_range ? direct(T(), T()) : direct(T(), F());
+        else
+          in_range ? direct(F(), T()) : direct(F(), F());
       } else {
         cut_exponents();
         FusedScalesOfQ<R, S, kPlain>(dt, *fo.model, q, scale);
