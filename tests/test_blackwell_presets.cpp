@@ -254,6 +254,20 @@ TEST_CASE("hand-derived: folded NVFP4's groups of 64 in four int32 accumulators,
   std::vector<double> column(k);
   for (size_t t = 0; t < k; ++t) column[t] = b[t * n];
   CHECK(dot(p, std::vector<double>(a.begin(), a.begin() + k), column) == -2408448.0);
+  // A wrapped sum that float cannot hold (the vector summed again in double lanes): 48 of the
+  // products above (three blocks) and, in the fourth block, three products 4 * 4 = 16 (cut term 128;
+  // that block's amax 6, from an element whose partner is 0, keeps its scale 1 and the 4s exact). The
+  // sum 48 * 57802752 + 384 = 2774532480 = (2 * 10838017 + 1) * 128 lies between 2^31 and 2^32, where
+  // float's spacing is 256: halfway between 10838017 * 256 and the next float. Truncated (the model)
+  // it is 10838017 * 256, times 2^-3: 346816544; to nearest even it would be 346816576.
+  std::vector<double> x(m * k, 0.0), y(k * n, 0.0);
+  for (size_t i = 0; i < m; ++i)
+    for (size_t t = 0; t < k; ++t) x[i * k + t] = t < 48 ? 2688.0 : t == 49 ? 6.0 : t >= 61 ? 4.0 : 0.0;
+  for (size_t t = 0; t < k; ++t)
+    for (size_t j = 0; j < n; ++j) y[t * n + j] = t < 48 ? 2688.0 : t == 48 ? 6.0 : t >= 61 ? 4.0 : 0.0;
+  check_folded_case(p, x, y, m, k, n, 1);
+  for (size_t t = 0; t < k; ++t) column[t] = y[t * n];
+  CHECK(dot(p, std::vector<double>(x.begin(), x.begin() + k), column) == 346816544.0);
 }
 
 TEST_CASE("blackwell hypotheses: inner.scales checks") {

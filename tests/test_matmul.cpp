@@ -697,7 +697,7 @@ void tiny_products_at(std::vector<double>& a, std::vector<double>& b, size_t at)
   b[at + 4] = -std::ldexp(1.0, -76);
 }
 
-TEST_CASE("hand-derived: the integer route's sum past int32 is summed again in double lanes") {
+TEST_CASE("hand-derived: the integer route's sum past int32 goes to the scalar core") {
   // H100 bf16: 16-term groups, 25 kept bits, rtz. Group 1: 16 products 1 * 15/128, exact (E = -4,
   // cut at 2^-29), c = 1.875. Group 2: 16 products (255/128)^2 = 65025/16384 (the largest bf16
   // significand squared), E = 0 = c's exponent, q = -25: each cut term 65025 * 2^11 = 133171200,
@@ -708,7 +708,7 @@ TEST_CASE("hand-derived: the integer route's sum past int32 is summed again in d
   check_fused_column("h100_bf16", "bf16", a, b, 66945.0 / 1024);
 }
 
-TEST_CASE("hand-derived: B200 FP8's groups of 32 in two int32 accumulators, their sum past int32 in double lanes") {
+TEST_CASE("hand-derived: B200 FP8's groups of 32 in two int32 accumulators, their sum past int32 to the core") {
   // B200 FP8 E4M3: one group of 32 products, 25 kept bits, truncated, c = 0. 1.875 = 15/8 is E4M3's
   // largest significand; 1.875 * 1.875 = 225/64 has alignment exponent 0 + 0, so q = -25 and each
   // cut term is 225/64 * 2^25 = 117964800 (exact). Sixteen of them, 1887436800, fit an int32; all
@@ -734,7 +734,7 @@ TEST_CASE("hand-derived: B200 FP8's groups of 32 in two int32 accumulators, thei
   check_fused_column("b200_fp8_e4m3", "fp8_e4m3", x, x, 13363201.0 / 131072);
 }
 
-TEST_CASE("hand-derived: an fp16 output from a sum past int32 is rounded once (rounded to odd in double lanes)") {
+TEST_CASE("hand-derived: an fp16 output from a sum past int32 is rounded once") {
   // H100 fp16 output: 16-term groups, 25 kept bits, c aligned with the products, the sum rounded to
   // nearest even with 10 fraction bits. K = 32. Group 1: 255.875 * 1 (and zeros) gives c = 255.875 =
   // 2047 * 2^-3, an fp16 value of exponent 7. Group 2: fifteen products (2047 * 2^-6) * (2047 * 2^-7)

@@ -1203,26 +1203,6 @@ bool ranges_allow_fast(const PackedRanges& r, const MatmulPolicy& policy, const 
   return true;
 }
 
-// FusedOperands::c_bound_exp: an exponent every partial result of the fused chains stays below. A
-// group's result is its c plus its products, each cut toward zero, rounded once: at most
-// (1 + 2^-p) times |c| + sum |x*y| (p the output's fraction bits; a subnormal result adds at most
-// 2^emin more), and a promotion (fp32 or fp16, to nearest) grows it by (1 + 2^-p) again. Over a
-// K-block of kblock products, at most 2 kblock roundings: every c stays below
-// kblock * a_max * b_max * (1 + 2^-p)^(2 kblock) + 2 kblock * 2^emin, taken with a margin; and
-// where that is past the output's largest finite value (a result could overflow, and the next c
-// be infinite) the bound is not known. The products' alignment exponents (each operand's clamped at
-// in_emin) stay below it too.
-int fused_c_bound_exp(const FastOperands& op) {
-  const FusedModel& m = *op.fused.model;
-  const double kb = static_cast<double>(op.kblock);
-  const double growth = std::pow(1.0 + std::ldexp(1.0, -m.out_man_bits), 2 * kb) * 1.01;
-  const double bound = kb * op.a_max * op.b_max * growth + 2 * kb * std::ldexp(1.0, m.out.emin);
-  const double out_max = std::ldexp(2.0 - std::ldexp(1.0, -m.out_man_bits), m.out.emax);
-  if (!(bound < out_max)) return std::numeric_limits<int>::max();
-  auto exp_of = [&](double x) { return x > 0 ? std::max(std::ilogb(x), m.in_emin) : m.in_emin; };
-  return std::max(std::ilogb(bound), exp_of(op.a_max) + exp_of(op.b_max)) + 1;
-}
-
 // Phase 3, scale: the block scales in float (every scale kind yields fp32-representable scales:
 // e8m0, e4m3, fp32) and alpha, the product of the tensor scales in the outer format.
 double scale_blocks(const PreparedOperands& ops, const MatmulPolicy& policy, bool outer_scalar, FastOperands& op,
@@ -1360,7 +1340,6 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
                plan_full, plan_tail, ranges);
   else pack_floats(ops, ia, ib, plan.W, kernel_reads_ranges(op), op, scratch, ranges);
   if (!ranges_allow_fast(ranges, policy, ctx, plan.inner_fused, op)) return false;
-  if (plan.inner_fused) op.fused.c_bound_exp = fused_c_bound_exp(op);
   const double alpha = scale_blocks(ops, policy, plan.outer_scalar, op, scratch);
   // Output rounding. An fp32 output that keeps subnormals leaves every finite float unchanged: a
   // float C then comes straight from the kernel, with nothing left to do per element.

@@ -4,7 +4,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <vector>
 
 #include "arith/fused_accum.h"
@@ -113,10 +112,6 @@ struct FusedOperands {
   bool direct_scales = false;
   bool direct_clamp_c = false;  // c's exponent clamped at out.emin (out.emin above direct_floor)
   int direct_floor = 0;
-  // Every product, c and group result of the call lies below 2^c_bound_exp and is finite (INT_MAX:
-  // not known; fused_c_bound_exp, from the operands' ranges): where that keeps E within the float
-  // lanes' range, FusedCutScalesDirect need not look for lanes above it.
-  int c_bound_exp = std::numeric_limits<int>::max();
 };
 
 // (kZeroExp, kFloorExp: arith/fused_accum.h, shared with group_in_double.)

@@ -418,7 +418,7 @@ HWY_INLINE hn::Vec<hn::ScalableTag<float>> IntSumToFloat(hn::Vec<hn::ScalableTag
 // (below 2^53), and rounded once to float in the conversion's own rounding direction. For the vectors
 // of the integer route where a checked int32 add wrapped (FusedCutSumsIntFloat).
 template <IntSumRounding kRounding, size_t kN>
-HWY_NOINLINE hn::Vec<hn::ScalableTag<float>> WideSumToFloat(const hn::Vec<hn::ScalableTag<int32_t>> (&x)[kN]) {
+HWY_INLINE hn::Vec<hn::ScalableTag<float>> WideSumToFloat(const hn::Vec<hn::ScalableTag<int32_t>> (&x)[kN]) {
   constexpr int kRz = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC, kRn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   const hn::ScalableTag<float> df;
   const hn::Half<decltype(df)> dfh;
@@ -455,30 +455,19 @@ inline int IntFloatQMax(const FusedModel& m) {
   return kPlain ? std::min(125 - m.kept_bits, m.out.emax - 31) : 125 - m.kept_bits;
 }
 
-// How the float lanes of the integer route mark a lane for the scalar core: its val becomes a NaN,
-// which no other lane's val is (a finite sum times a normal 2^q), and which FusedRoundResults' tests
-// of the magnitude send to the core with the lanes that overflow. A mask per vector would have to
-// live from step 1 to step 3 across the product loop: with two rows of four vectors they outnumber
-// the mask registers, and their spills had cost more than the tests themselves.
-// A lane outside the route's range gets the scale kOutsideScaleBits, whose mirror 2^q (the bits
-// (2 kBias << kMant) minus these, FusedCutSumsIntFloat) reads as a quiet NaN: its cut terms are
-// garbage (no traps: exceptions are masked), and its val a NaN. (-1.5 * 2^127 as a float.)
-constexpr int32_t kOutsideScaleBits = static_cast<int32_t>(((2 * LaneBits<float>::kBias) << LaneBits<float>::kMant) -
-                                                           0x7fc00000u);
-static_assert(static_cast<uint32_t>(kOutsideScaleBits) == 0xff400000u, "2^q of an outside lane reads as a quiet NaN");
-
-// Step 1 in float lanes from q (FusedCutExponents): the scales 2^-q, kOutsideScaleBits in the lanes
-// outside the route's range.
-template <size_t R, size_t S, bool kPlain, class DF, class V = hn::Vec<DF>, class VI = hn::Vec<hn::RebindToSigned<DF>>>
-HWY_INLINE void FusedScalesOfQ(DF df, const FusedModel& m, const VI (&q)[R][kFusedMaxNV], V (&scale)[R][kFusedMaxNV]) {
+// Step 1 in float lanes from q (FusedCutExponents): the scales 2^-q, and the lanes outside the
+// route's range.
+template <size_t R, size_t S, bool kPlain, class DF, class V = hn::Vec<DF>, class VI = hn::Vec<hn::RebindToSigned<DF>>,
+          class MI = hn::Mask<hn::RebindToSigned<DF>>>
+HWY_INLINE void FusedScalesOfQ(DF df, const FusedModel& m, const VI (&q)[R][kFusedMaxNV], V (&scale)[R][kFusedMaxNV],
+                               MI (&outside)[R][kFusedMaxNV]) {
   const hn::RebindToSigned<DF> di;
   const VI bias = hn::Set(di, LaneBits<float>::kBias);
-  const VI outside_scale = hn::Set(di, kOutsideScaleBits);
   const int q_max = IntFloatQMax<kPlain>(m);
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < S * 2; ++v) {
-      const VI inv = hn::ShiftLeft<LaneBits<float>::kMant>(hn::Sub(bias, q[r][v]));  // 2^-q
-      scale[r][v] = hn::BitCast(df, hn::IfThenElse(IntCutOutside(di, q[r][v], q_max), outside_scale, inv));
+      outside[r][v] = IntCutOutside(di, q[r][v], q_max);
+      scale[r][v] = hn::BitCast(df, hn::ShiftLeft<LaneBits<float>::kMant>(hn::Sub(bias, q[r][v])));  // 2^-q
     }
 }
 
@@ -486,15 +475,14 @@ HWY_INLINE void FusedScalesOfQ(DF df, const FusedModel& m, const VI (&q)[R][kFus
 // of FusedCutExponents and FusedScalesOfQ: with ep from FusedProductExponents8<kDirect> (the
 // products' part of E, floored at direct_floor, plus float's bias), E + bias is the larger of c's
 // exponent field (0 for c = 0, below every floored ep; kClampC: a non-zero c's raised to out.emin +
-// bias) and ep. 2^-q = 2^(kept_bits - E) from its bits; kOutsideScaleBits in the lanes above the
-// route's largest q (none lies below its smallest). A third of the work per vector of the other forms'
+// bias) and ep. 2^-q = 2^(kept_bits - E) from its bits; `outside`: the lanes above the route's
+// largest q (none lies below its smallest). A third of the work per vector of the other forms'
 // (the zero tests, the floors and the bias go into the int8 pass's one floor per 32 columns), in a
 // kernel whose groups of 8 or 16 products pay this once per group.
-// kInRange: FusedOperands::c_bound_exp keeps every lane's E at or below the route's largest (the
-// call's ranges), and the test goes.
-template <size_t R, size_t S, bool kPlain, bool kClampC, bool kInRange, class DF, class V = hn::Vec<DF>>
+template <size_t R, size_t S, bool kPlain, bool kClampC, class DF, class V = hn::Vec<DF>,
+          class MI = hn::Mask<hn::RebindToSigned<DF>>>
 HWY_INLINE void FusedCutScalesDirect(DF df, const FusedModel& m, const float* cw, const int16_t* ep,
-                                     V (&scale)[R][kFusedMaxNV]) {
+                                     V (&scale)[R][kFusedMaxNV], MI (&outside)[R][kFusedMaxNV]) {
   const hn::RebindToSigned<DF> di;
   const hn::Rebind<int16_t, DF> d16h;
   constexpr int kBias = LaneBits<float>::kBias, kMant = LaneBits<float>::kMant;
@@ -503,24 +491,25 @@ HWY_INLINE void FusedCutScalesDirect(DF df, const FusedModel& m, const float* cw
   const auto out_emin = hn::Set(di, m.out.emin + kBias);
   const auto e_max = hn::Set(di, IntFloatQMax<kPlain>(m) + m.kept_bits + kBias);
   const auto scale_field = hn::Set(di, 2 * kBias + m.kept_bits);  // 2^-q's field: kBias + kept_bits - E
-  const auto outside_scale = hn::Set(di, kOutsideScaleBits);
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < S * 2; ++v) {
       const auto c = hn::BitCast(di, hn::Load(df, cw + r * S * W + v * L));
       auto e = hn::ShiftRight<kMant>(hn::AndNot(sign_mask, c));
       if constexpr (kClampC) e = hn::IfThenElseZero(hn::Ne(e, hn::Zero(di)), hn::Max(e, out_emin));
       e = hn::Max(e, hn::PromoteTo(di, hn::LoadU(d16h, ep + r * S * W + v * L)));
-      const auto inv = hn::ShiftLeft<kMant>(hn::Sub(scale_field, e));
-      scale[r][v] = hn::BitCast(df, kInRange ? inv : hn::IfThenElse(hn::Gt(e, e_max), outside_scale, inv));
+      outside[r][v] = hn::Gt(e, e_max);
+      scale[r][v] = hn::BitCast(df, hn::ShiftLeft<kMant>(hn::Sub(scale_field, e)));
     }
 }
 
-// Step 2 by the integer route in float lanes (AVX-512), from step 1's scales 2^-q: the products by
-// FusedIntCutTerms into kAccs int32 accumulators; c's cut in int32 too (below 2^(kept_bits+1)); each
-// add of the accumulators and c checked for overflow where the model's bounds allow one (kAccs > 1
-// always: B200's FP8 groups of 32 products of up to 2^27 each, 64 under NVFP4 folded), a vector
-// with such a lane summed again in double lanes (WideSumToFloat); the lanes outside the route's
-// range are marked for the core by their scale (kOutsideScaleBits). val = the sum s, rounded by
+// Step 2 by the integer route in float lanes (AVX-512), from step 1's scales 2^-q and `outside`:
+// the products by FusedIntCutTerms into kAccs int32 accumulators; c's cut in int32 too (below
+// 2^(kept_bits+1)); each add of the accumulators and c checked for overflow where the model's
+// bounds allow one (kAccs > 1 always: B200's FP8 groups of 32 products of up to 2^27 each), such
+// lanes going to the core (a sum past 2^31 needs most of a group's products near its largest, all
+// of one sign), but for four accumulators (NVFP4 folded's groups of 64, whose blocks hold many
+// elements at their block's largest: common in training, where the core had taken 28% of a run)
+// the vector summed again in double lanes (WideSumToFloat); val = that sum s, rounded by
 // IntSumToFloat, times 2^q (exact: 2^-125 <= |val| <
 // 2^131, larger values the overflow check of FusedRoundResults sends to the core, and for kPlain
 // none reaching the output's overflow threshold: IntFloatQMax).
@@ -528,7 +517,7 @@ template <size_t R, size_t S, size_t kAccs, class DF, class V = hn::Vec<DF>,
           class VI = hn::Vec<hn::RebindToSigned<DF>>, class MI = hn::Mask<hn::RebindToSigned<DF>>>
 HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
                                      const uint32_t* idx, const float* cw, const V (&scale)[R][kFusedMaxNV],
-                                     V (&val)[R][kFusedMaxNV]) {
+                                     V (&val)[R][kFusedMaxNV], MI (&outside)[R][kFusedMaxNV]) {
   const hn::RebindToSigned<DF> di;
   constexpr int kBias = LaneBits<float>::kBias, kMant = LaneBits<float>::kMant;
   const size_t L = hn::Lanes(df), W = 2 * L, NVT = S * 2;
@@ -540,13 +529,13 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
   VI acc[kAccs][R][kFusedMaxNV];
   FusedIntCutTerms<R, S, kAccs>(df, arow, bs, idx, g.n, scale, acc);
   // c's cut after the products, and 2^q from 2^-q (its exponent field mirrored: (2 kBias << kMant)
-  // minus the bits of 2^-q, both normal but in the lanes outside): the product loop keeps neither q nor
+  // minus the bits of 2^-q, both normal where not outside): the product loop keeps neither q nor
   // c's cuts live, which had spilled registers there.
   // (The model's choices made once for the R x NVT vectors, not per vector: a compare and branch
   // on the model's fields each time had cost a few percent of the kernel.)
   const VI two_bias = hn::Set(di, static_cast<int32_t>((2 * kBias) << kMant));
   const bool may_wrap = kAccs > 1 || fo.int_sum_may_wrap;
-  // 2^(out.emax+1), the output's overflow threshold (infinity where that lies past float's range).
+  // (kAccs 4:) 2^(out.emax+1), the output's overflow threshold (infinity past float's range).
   const V overflow_at = hn::BitCast(df, hn::Set(di, LaneBits<float>::Pow2(std::min(fo.model->out.emax + 1, kBias + 1))));
   // x + y in int32, and the lanes where it wrapped (both addends of one sign, the sum of the other).
   auto add_checked = [&](VI x, VI y, MI& wrapped_lanes) {
@@ -559,22 +548,27 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
       for (size_t v = 0; v < NVT; ++v) {
         const VI cut_c = TruncToInt32(df, hn::Mul(hn::Load(df, cw + r * S * W + v * L), scale[r][v]));
         VI products = acc[0][r][v];
-        MI wrapped = hn::FirstN(di, 0);
-        for (size_t a = 1; a < kAccs; ++a) products = add_checked(products, acc[a][r][v], wrapped);
-        const VI sum = add_checked(products, cut_c, wrapped);
-        const V pow2_q = hn::BitCast(df, hn::Sub(two_bias, hn::BitCast(di, scale[r][v])));
-        if (!may_wrap || HWY_LIKELY(hn::AllFalse(di, wrapped))) {
+        if constexpr (kAccs < 4) {
+          if constexpr (kAccs == 2) products = add_checked(products, acc[1][r][v], outside[r][v]);
+          const VI sum = add_checked(products, cut_c, outside[r][v]);
+          const V pow2_q = hn::BitCast(df, hn::Sub(two_bias, hn::BitCast(di, scale[r][v])));
           val[r][v] = hn::Mul(IntSumToFloat<decltype(rounding)::value>(sum), pow2_q);
         } else {
-          // A sum past int32 (most of a group's products near its largest, of one sign: rare, but
-          // common in training under NVFP4 folded, whose blocks hold many elements at their block's
-          // largest): exactly in double lanes. Its val may reach 2^34 * 2^q, past the bound that lets
-          // kForm plain skip the overflow test: such lanes go to the core (a NaN val).
-          VI terms[kAccs + 1];
-          for (size_t a = 0; a < kAccs; ++a) terms[a] = acc[a][r][v];
-          terms[kAccs] = cut_c;
-          const V wide = hn::Mul(WideSumToFloat<decltype(rounding)::value>(terms), pow2_q);
-          val[r][v] = hn::IfThenElse(hn::Lt(hn::Abs(wide), overflow_at), wide, hn::NaN(df));
+          const V pow2_q = hn::BitCast(df, hn::Sub(two_bias, hn::BitCast(di, scale[r][v])));
+          MI wrapped = hn::FirstN(di, 0);
+          for (size_t a = 1; a < kAccs; ++a) products = add_checked(products, acc[a][r][v], wrapped);
+          const VI sum = add_checked(products, cut_c, wrapped);
+          if (HWY_LIKELY(hn::AllFalse(di, wrapped))) {
+            val[r][v] = hn::Mul(IntSumToFloat<decltype(rounding)::value>(sum), pow2_q);
+          } else {
+            // (Its val may reach 2^34 * 2^q, past the bound that lets kForm plain skip the overflow
+            // test: such lanes go to the core.)
+            VI terms[kAccs + 1];
+            for (size_t a = 0; a < kAccs; ++a) terms[a] = acc[a][r][v];
+            terms[kAccs] = cut_c;
+            val[r][v] = hn::Mul(WideSumToFloat<decltype(rounding)::value>(terms), pow2_q);
+            outside[r][v] = hn::Or(outside[r][v], hn::RebindMask(di, hn::Not(hn::Lt(hn::Abs(val[r][v]), overflow_at))));
+          }
         }
       }
   };
@@ -608,41 +602,33 @@ HWY_NOINLINE void FusedRareLanes(DT dt, const FastOperands& op, size_t i, size_t
   hn::Store(hn::Load(dt, res), dt, cv);
 }
 
-// The R x S*NV vectors of results into cw (row r, vector v at cw[r*S*W + v*Ld]), the lanes of
-// rare_of(r, v) (a mask) by the scalar core (FusedRareLanes); none_rare: the caller found no rare
-// lane in any of them, so that the stores need not look (one test for the tile's vectors, not one
-// each), and the masks are only made again, one at a time, where it did.
-template <size_t R, size_t S, class DT, class RareOf, class V = hn::Vec<DT>>
+// The R x S*NV vectors of results into cw (row r, vector v at cw[r*S*W + v*Ld]), the `rare` lanes
+// by the scalar core (FusedRareLanes); none_rare: the caller found no rare lane in any of them, so
+// that the stores need not look (one test for the tile's vectors, not one each).
+template <size_t R, size_t S, class DT, class V = hn::Vec<DT>, class MI = hn::Mask<hn::RebindToSigned<DT>>>
 HWY_INLINE void FusedStoreResults(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
-                                  const V (&result)[R][kFusedMaxNV], const RareOf& rare_of, bool none_rare,
+                                  const V (&result)[R][kFusedMaxNV], const MI (&rare)[R][kFusedMaxNV], bool none_rare,
                                   hn::TFromD<DT>* cw) {
   const hn::RebindToSigned<DT> di;
   const size_t Ld = hn::Lanes(dt), W = 2 * hn::Lanes(hn::ScalableTag<float>()), NV = W / Ld;
-  if (HWY_LIKELY(none_rare)) {
-    for (size_t r = 0; r < R; ++r)
-      for (size_t v = 0; v < S * NV; ++v) hn::Store(result[r][v], dt, cw + r * S * W + v * Ld);
-    return;
-  }
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < S * NV; ++v) {
       hn::TFromD<DT>* cv = cw + r * S * W + v * Ld;
-      const auto rare = hn::RebindMask(di, rare_of(r, v));
-      if (hn::AllFalse(di, rare))
+      if (HWY_LIKELY(none_rare) || hn::AllFalse(di, rare[r][v]))
         hn::Store(result[r][v], dt, cv);
       else
-        FusedRareLanes(dt, op, i + r, j0 + v * Ld, k0, g, rare, result[r][v], cv);
+        FusedRareLanes(dt, op, i + r, j0 + v * Ld, k0, g, rare[r][v], result[r][v], cv);
     }
 }
 
 // Step 3: val rounded once to the result grid into cw; results at the output format's overflow
 // threshold, results below its smallest normal where it flushes them (or T cannot scale them), a
-// non-finite c and `outside` lanes (in float lanes of the integer route: a NaN val, at or beyond
-// every overflow threshold here) from the scalar core.
+// non-finite c and `outside` lanes from the scalar core.
 // kForm plain: the caller has found the rounding already done and nothing tiny to check (float lanes
 // of the integer route, an output of float's 23 fraction bits and emin at or below kIntCutQMin: every
-// fp32-output preset), and FusedCutSumsIntFloat<kPlain> has marked every lane that could reach the
-// overflow threshold for the core (a NaN val), so that val is the result and only its NaN lanes
-// remain to look at: once for all the rows and strips, the same results as the general code.
+// fp32-output preset), and FusedCutSumsIntFloat<kPlain> has sent every lane that could reach the
+// overflow threshold to `outside`, so that val is the result and only `outside` remains to look at:
+// once for all the rows and strips, the same results as the general code.
 // kForm binary16 (AVX-512 float lanes of the integer route, an IEEE binary16 output with subnormals:
 // the fp16-output presets): val is the group's sum rounded to odd (IntSumToFloat) times 2^q, a normal
 // float or zero; F16C's conversion to binary16 in the model's rounding direction is then the one
@@ -675,32 +661,27 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
     // -Wmaybe-uninitialized.)
     const __m256i none16 = _mm256_setzero_si256();
     const __m512 none = _mm512_setzero_ps();
-    // (Every vector's results first, and one test of the rare lanes for them all, as kForm plain:
-    // the lanes at or past the threshold, NaN included.)
-    auto rare_of = [&](size_t r, size_t v) { return hn::Not(hn::Lt(hn::Abs(val[r][v]), overflow_at)); };
+    // (Every vector's results first, and one test of the rare lanes for them all, as kForm plain.)
     V result[R][kFusedMaxNV];
-    auto any = rare_of(0, 0);
+    MI rare[R][kFusedMaxNV];
+    MI any = outside[0][0];
     for (size_t r = 0; r < R; ++r)
       for (size_t v = 0; v < S * NV; ++v) {
         const __m512 x = val[r][v].raw;
         const __m256i h = rne ? _mm512_mask_cvtps_ph(none16, 0xffff, x, kRn) : _mm512_mask_cvtps_ph(none16, 0xffff, x, kRz);
         result[r][v] = V{_mm512_mask_cvtph_ps(none, 0xffff, h)};
-        if (r + v > 0) any = hn::Or(any, rare_of(r, v));
+        rare[r][v] = hn::Or(outside[r][v], hn::RebindMask(di, hn::Not(hn::Lt(hn::Abs(val[r][v]), overflow_at))));
+        any = hn::Or(any, rare[r][v]);
       }
-    (void)outside;  // (all false: the float lanes mark theirs by a NaN val)
-    FusedStoreResults<R, S>(dt, op, i, j0, k0, g, result, rare_of, hn::AllFalse(dt, any), cw);
+    FusedStoreResults<R, S>(dt, op, i, j0, k0, g, result, rare, hn::AllFalse(di, any), cw);
 #endif
     return;
   }
   if constexpr (kForm == FusedResultForm::plain) {
-    // (A NaN anywhere makes the sum of the vectors a NaN, and finite ones never do: a running sum that
-    // overflows stays an infinity of that sign.)
-    V total = val[0][0];
+    MI any = outside[0][0];
     for (size_t r = 0; r < R; ++r)
-      for (size_t v = 0; v < S * NV; ++v)
-        if (r + v > 0) total = hn::Add(total, val[r][v]);
-    auto rare_of = [&](size_t r, size_t v) { return hn::IsNaN(val[r][v]); };
-    FusedStoreResults<R, S>(dt, op, i, j0, k0, g, val, rare_of, hn::AllFalse(dt, hn::IsNaN(total)), cw);
+      for (size_t v = 0; v < S * NV; ++v) any = hn::Or(any, outside[r][v]);
+    FusedStoreResults<R, S>(dt, op, i, j0, k0, g, val, outside, hn::AllFalse(di, any), cw);
     return;
   }
   const FusedModel& m = *op.fused.model;
@@ -765,8 +746,9 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
 }
 
 // One group for R rows from i and S strips from j0 (c: cw[r*S*W + l], replaced by the group's results).
-// kForm: FusedRoundResults' (other than general: the float lanes of the integer route only).
-template <size_t R, size_t S, FusedResultForm kForm, class DT>
+// kForm: FusedRoundResults' (other than general: the float lanes of the integer route only). kFour:
+// the integer route's four accumulators (FusedOperands::int_accs 4; one row), else its one or two.
+template <size_t R, size_t S, FusedResultForm kForm, bool kFour = false, class DT>
 HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
                                const uint32_t* idx, const int16_t* ep, hn::TFromD<DT>* cw) {
   const hn::RebindToSigned<DT> di;
@@ -788,49 +770,29 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
       constexpr bool kPlain = kForm == FusedResultForm::plain;
       hn::Vec<DT> scale[R][kFusedMaxNV];
-      // (E below 2^c_bound_exp: at most c_bound_exp - 1.)
-      const bool in_range = fo.c_bound_exp - 1 <= IntFloatQMax<kPlain>(*fo.model) + fo.model->kept_bits;
-      if (fo.direct_scales) {
-        auto direct = [&](auto clamp_c, auto known) {
-          FusedCutScalesDirect<R, S, kPlain, decltype(clamp_c)::value, decltype(known)::value>(dt, *fo.model, cw, ep, scale);
-        };
-        using T = std::true_type;
-        using F = std::false_type;
-        if (fo.direct_clamp_c)
-          in_range ? direct(T(), T()) : direct(T(), F());
-        else
-          in_range ? direct(F(), T()) : direct(F(), F());
+      if (fo.direct_scales && fo.direct_clamp_c) {
+        FusedCutScalesDirect<R, S, kPlain, true>(dt, *fo.model, cw, ep, scale, outside);
+      } else if (fo.direct_scales) {
+        FusedCutScalesDirect<R, S, kPlain, false>(dt, *fo.model, cw, ep, scale, outside);
       } else {
         cut_exponents();
-        FusedScalesOfQ<R, S, kPlain>(dt, *fo.model, q, scale);
+        FusedScalesOfQ<R, S, kPlain>(dt, *fo.model, q, scale, outside);
       }
-      if (fo.int_accs == 1)
-        FusedCutSumsIntFloat<R, S, 1>(dt, op, i, j0, k0, g, idx, cw, scale, val);
-      else if (fo.int_accs == 2)
-        FusedCutSumsIntFloat<R, S, 2>(dt, op, i, j0, k0, g, idx, cw, scale, val);
-      else if constexpr (R == 1)  // (four: one row at a time, FusedTileBlock)
-        FusedCutSumsIntFloat<R, S, 4>(dt, op, i, j0, k0, g, idx, cw, scale, val);
-      else  // (not reached: every lane to the core, exact all the same)
-        for (size_t r = 0; r < R; ++r)
-          for (size_t v = 0; v < S * 2; ++v) val[r][v] = hn::NaN(dt);
-      // (The lanes for the core are marked by a NaN val, which every form's tests find.)
-      for (size_t r = 0; r < R; ++r)
-        for (size_t v = 0; v < S * 2; ++v) outside[r][v] = hn::FirstN(di, 0);
+      if constexpr (kFour)
+        FusedCutSumsIntFloat<R, S, 4>(dt, op, i, j0, k0, g, idx, cw, scale, val, outside);
+      else if (fo.int_accs == 1)
+        FusedCutSumsIntFloat<R, S, 1>(dt, op, i, j0, k0, g, idx, cw, scale, val, outside);
+      else
+        FusedCutSumsIntFloat<R, S, 2>(dt, op, i, j0, k0, g, idx, cw, scale, val, outside);
 #endif
     } else if constexpr (S == 1) {
       cut_exponents();
-      if (op.fused.int_accs == 1)
-        FusedCutSumsInt<R, 1>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
-      else if (op.fused.int_accs == 2)
-        FusedCutSumsInt<R, 2>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
-      else if constexpr (R == 1)
+      if constexpr (kFour)
         FusedCutSumsInt<R, 4>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
-      else  // (not reached: every lane to the core, exact all the same)
-        for (size_t r = 0; r < R; ++r)
-          for (size_t v = 0; v < 2 * hn::Lanes(hn::ScalableTag<float>()) / hn::Lanes(dt); ++v) {
-            val[r][v] = hn::Zero(dt);
-            outside[r][v] = hn::FirstN(di, hn::Lanes(di));
-          }
+      else if (op.fused.int_accs == 1)
+        FusedCutSumsInt<R, 1>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
+      else
+        FusedCutSumsInt<R, 2>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
     }
     constexpr FusedResultForm kLanesForm = sizeof(hn::TFromD<DT>) == 4 ? kForm : FusedResultForm::general;
     FusedRoundResults<R, S, kLanesForm>(dt, op, i, j0, k0, g, val, outside, cw);
@@ -842,6 +804,16 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
     FusedCutSumsTruncated<R, S>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
     FusedRoundResults<R, S, FusedResultForm::general>(dt, op, i, j0, k0, g, val, outside, cw);
   }
+}
+
+// FusedGroupRows with four accumulators (NVFP4 folded's groups of 64) for a tile's rows, one at a
+// time (two rows' accumulators would outnumber the registers); out of line, so that the code of the
+// one- and two-accumulator presets around its call stays as it was.
+template <size_t S, FusedResultForm kForm, class DT>
+HWY_NOINLINE void FusedGroupRowsFour(DT dt, const FastOperands& op, size_t i0, size_t rows, size_t j0, size_t k0,
+                                     const FusedGroup& g, const uint32_t* idx, const int16_t* ep, hn::TFromD<DT>* c) {
+  const size_t SW = S * 2 * hn::Lanes(hn::ScalableTag<float>());
+  for (size_t r = 0; r < rows; ++r) FusedGroupRows<1, S, kForm, true>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
 }
 
 // fused_promote_add into IEEE binary16 keeping subnormals, for lanes of fp16 values: their float sum,
@@ -910,13 +882,15 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
 #endif
         FusedProductExponents<kMaxRows, S>(op, i0, rows, j0, k0, g, idx, ep);
       // Rows in pairs: two rows' independent sums hide each other's latencies, and they share B's loads.
-      // (Four accumulators a lane, two rows' would outnumber the registers: one row at a time.)
       auto group_rows = [&](auto form) {
         constexpr FusedResultForm kForm = decltype(form)::value;
+        if (op.fused.int_accs == 4) {
+          FusedGroupRowsFour<S, kForm>(dt, op, i0, rows, j0, k0, g, idx, ep, c);
+          return;
+        }
         size_t r = 0;
-        if (op.fused.int_accs <= 2)
-          for (; r + 2 <= rows; r += 2) FusedGroupRows<2, S, kForm>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
-        for (; r < rows; ++r) FusedGroupRows<1, S, kForm>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
+        for (; r + 2 <= rows; r += 2) FusedGroupRows<2, S, kForm>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
+        if (r < rows) FusedGroupRows<1, S, kForm>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
       };
       using Form = FusedResultForm;
       if (plain)
