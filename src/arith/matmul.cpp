@@ -194,23 +194,25 @@ bool folds_in_float(const QuantizedOperand& q, const Quantizer& qz, const Accumu
 void fold_block_scales(QuantizedOperand& q, const Quantizer& qz, const Accumulator& inner) {
   if (!q.block_k) return;
   const size_t bpr = q.blocks_per_row;
+  auto block_end = [&](size_t b) { return std::min(q.k, (b + 1) * q.block_k); };
   if (folds_in_float(q, qz, inner)) {
     if (q.k_major) {  // element (r, i) at qf[i * rows + r]: each block's scales gathered once
       std::vector<float> s(q.rows);
       for (size_t b = 0; b < bpr; ++b) {
         for (size_t r = 0; r < q.rows; ++r) s[r] = static_cast<float>(q.block_scale[r * bpr + b]);
-        for (size_t i = b * q.block_k; i < std::min(q.k, (b + 1) * q.block_k); ++i) {
+        for (size_t i = b * q.block_k; i < block_end(b); ++i) {
           float* col = q.qf.data() + i * q.rows;
           for (size_t r = 0; r < q.rows; ++r) col[r] *= s[r];
         }
       }
     } else {
-      for (size_t r = 0; r < q.rows; ++r)
+      for (size_t r = 0; r < q.rows; ++r) {
+        float* row = q.qf.data() + r * q.k;
         for (size_t b = 0; b < bpr; ++b) {
           const float s = static_cast<float>(q.block_scale[r * bpr + b]);
-          float* row = q.qf.data() + r * q.k;
-          for (size_t i = b * q.block_k; i < std::min(q.k, (b + 1) * q.block_k); ++i) row[i] *= s;
+          for (size_t i = b * q.block_k; i < block_end(b); ++i) row[i] *= s;
         }
+      }
     }
   } else {
     q.widen();

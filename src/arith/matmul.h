@@ -170,6 +170,7 @@ StridedInputOf<T> canonical_b(const MatViewOf<T>& b) {
 }
 inline uint64_t quantize_stream_a(const MatmulContext& ctx) { return ctx.stream ^ (uint64_t{7} << 56); }
 inline uint64_t quantize_stream_b(const MatmulContext& ctx) { return ctx.stream ^ (uint64_t{8} << 56); }
+
 // The significand bits of an operand's values as the kernels multiply them: its format's, and with
 // inner.scales "products" (the block scales folded into the elements) those of the element times its
 // scale: the same for a power of two, up to 24 for NVFP4's E4M3 scales

@@ -535,8 +535,6 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
   // on the model's fields each time had cost a few percent of the kernel.)
   const VI two_bias = hn::Set(di, static_cast<int32_t>((2 * kBias) << kMant));
   const bool may_wrap = kAccs > 1 || fo.int_sum_may_wrap;
-  // (kAccs 4:) 2^(out.emax+1), the output's overflow threshold (infinity past float's range).
-  const V overflow_at = hn::BitCast(df, hn::Set(di, LaneBits<float>::Pow2(std::min(fo.model->out.emax + 1, kBias + 1))));
   // x + y in int32, and the lanes where it wrapped (both addends of one sign, the sum of the other).
   auto add_checked = [&](VI x, VI y, MI& wrapped_lanes) {
     const VI sum = hn::Add(x, y);
@@ -562,7 +560,9 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
             val[r][v] = hn::Mul(IntSumToFloat<decltype(rounding)::value>(sum), pow2_q);
           } else {
             // (Its val may reach 2^34 * 2^q, past the bound that lets kForm plain skip the overflow
-            // test: such lanes go to the core.)
+            // test: lanes at the output's overflow threshold 2^(out.emax+1) go to the core.)
+            const V overflow_at =
+                hn::BitCast(df, hn::Set(di, LaneBits<float>::Pow2(std::min(fo.model->out.emax + 1, kBias + 1))));
             VI terms[kAccs + 1];
             for (size_t a = 0; a < kAccs; ++a) terms[a] = acc[a][r][v];
             terms[kAccs] = cut_c;
