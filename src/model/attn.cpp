@@ -150,7 +150,7 @@ class AttnModel final : public Model<T> {
     const auto& c = this->cfg;
     const size_t b = b_, t = c.context, C = c.d_model, F = c.mlp_mult * C, v = c.vocab, nh = c.heads, n = b * t;
     const auto& e = this->elementwise;
-    std::fill(this->grads.begin(), this->grads.end(), T(0));
+    this->zero_grads();
     dlogits_.resize(n * v);
     crossentropy_backward(dlogits_.data(), probs_.data(), targets_.data(), n, v, this->loss_scale);
     dlnf_.resize(n * C);

@@ -84,7 +84,7 @@ class MlpModel final : public Model<T> {
   void backward() override {
     const auto& c = this->cfg;
     const size_t b = b_, ctx = c.context, e = c.embed, v = c.vocab, h = c.hidden, nl = c.hidden_layers;
-    std::fill(this->grads.begin(), this->grads.end(), T(0));
+    this->zero_grads();
     dlogits_.resize(b * v);
     crossentropy_backward(dlogits_.data(), probs_.data(), targets_.data(), b, v, this->loss_scale);
     const size_t last_in = nl ? h : ctx * e;

@@ -101,6 +101,9 @@ class Model {
   virtual const std::vector<T>& last_logits() const { return no_logits_; }
   T* param(const std::string& name);
   T* grad(const std::string& name);
+  // grads = +0 everywhere, as backward() begins (the buffer is megabytes at a study size: over a
+  // team when it is large).
+  void zero_grads();
   // Both site registries at once: random streams keyed by `step`, telemetry since the last reset.
   void begin_step(uint64_t step) {
     sites.begin_step(step);

@@ -309,7 +309,7 @@ class ProxyModel final : public Model<T> {
     const auto& c = this->cfg;
     auto& e = this->elementwise;
     const size_t b = b_, din = c.input_dim, D = c.d_model, F = c.mlp_mult * D, O = c.output_dim, L = c.layers;
-    std::fill(this->grads.begin(), this->grads.end(), T(0));
+    this->zero_grads();
     dpred_.resize(b * O);
     mse_backward(dpred_.data(), pred_.data(), y_.data(), b, O, this->loss_scale);
     if (bare_) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "arith/cast_span.h"
 #include "arith/catalogue.h"
@@ -127,14 +128,15 @@ float* StateBuffer::update_begin(size_t b, float* scratch) {
   return scratch;
 }
 
-void StateBuffer::update_end(size_t b, float* values) {
+void StateBuffer::update_end(size_t b, size_t last, float* values) {
   switch (fmt_) {
     case StateFormat::fp32:
       return;  // updated where it is stored
     case StateFormat::bf16:
-      cast_span(values, values, ends_[b] - starts_[b], bf16(), RoundSpec{}, 0, 0, 0);
+      cast_span(values, values, ends_[last] - starts_[b], bf16(), RoundSpec{}, 0, 0, 0);
       return;
     case StateFormat::int8_block:
+      if (last != b) throw std::logic_error("StateBuffer::update_end: int8_block blocks are stored one at a time");
       store(b, values);
       return;
   }

@@ -48,12 +48,13 @@ class StateBuffer {
   size_t block_end(size_t b) const { return ends_[b]; }
   void load(size_t b, float* out) const;        // out[0 .. block size)
   void store(size_t b, const float* in);         // rounds/quantizes to the format
-  // Block b's values to update in place: the stored floats themselves (fp32, bf16; no copy), or
-  // for int8_block the decoded values in `scratch` (kBlock floats). update_end(b, values) then
-  // stores them: nothing for fp32, rne to bf16 in place, quantized for int8_block. The same bits
-  // as load, update, store.
+  // Block b's values to update in place: the stored floats themselves (fp32, bf16; no copy, and
+  // consecutive blocks' floats follow each other), or for int8_block the decoded values in
+  // `scratch` (kBlock floats). update_end(b, last, values) then stores blocks b..last (one block
+  // for int8_block): nothing for fp32, rne to bf16 in place, quantized for int8_block. The same
+  // bits as load, update, store, block by block.
   float* update_begin(size_t b, float* scratch);
-  void update_end(size_t b, float* values);
+  void update_end(size_t b, size_t last, float* values);
   StateFormat format() const { return fmt_; }
   void save(BlobWriter& w) const;
   void restore(BlobReader& r);

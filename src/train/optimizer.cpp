@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "arith/cast_span.h"
+#include "arith/parallel.h"
 #include "arith/catalogue.h"
 #include "train/update_rules.h"
 
@@ -45,8 +46,6 @@ Optimizer::Optimizer(const TrainConfig& t, const PrecisionConfig& p, const Param
   parse_state_format(p.optimizer_state, &sf);  // checked by the config parser
   m_.init(sf, table, /*is_signed=*/true);
   if (t.optimizer == "adamw") v_.init(sf, table, /*is_signed=*/false);
-  mb_.resize(StateBuffer::kBlock);
-  vb_.resize(StateBuffer::kBlock);
   for (const auto& s : table.specs)
     for (size_t b = s.offset; b < s.offset + s.size; b += StateBuffer::kBlock) decay_.push_back(s.decay);
 }
@@ -71,20 +70,37 @@ void Optimizer::step(const ParamTable&, float* params, const float* grads, doubl
   const bool in_fp64 = cfg_.adam_one_minus_beta == "fp64";
   ac.one_minus_beta1 = in_fp64 ? static_cast<float>(1.0 - cfg_.beta1) : 1.0f - ac.beta1;
   ac.one_minus_beta2 = in_fp64 ? static_cast<float>(1.0 - cfg_.beta2) : 1.0f - ac.beta2;
-  for (size_t blk = 0; blk < m_.blocks(); ++blk) {
-    const size_t lo = m_.block_begin(blk), n = m_.block_end(blk) - lo;
-    float* p = params + lo;
-    float* m = m_.update_begin(blk, mb_.data());
-    if (sgd) {
-      sgd_update(p, grads + lo, m, n, sc, decay_[blk]);
-    } else {
-      float* v = v_.update_begin(blk, vb_.data());
-      adamw_update(p, grads + lo, m, v, n, ac, decay_[blk]);
-      v_.update_end(blk, v);
+  // The blocks in groups, split over a team when the buffer is large. Within a group, a run of
+  // blocks of one tensor whose state is updated where it is stored (fp32, bf16) is one span: a call
+  // per 256 elements cost more than the update's arithmetic. Every element's rule is its own and the
+  // master rounding's noise is keyed by position, so neither the spans nor the threads change a bit.
+  const size_t blocks = m_.blocks();
+  const size_t groups = (blocks + kGroupBlocks - 1) / kGroupBlocks;
+  const bool in_place = m_.format() != StateFormat::int8_block;
+  const size_t elements = blocks ? m_.block_end(blocks - 1) - m_.block_begin(0) : 0;
+  for_each_index(groups, worth_threads_elements(elements), [&](size_t group) {
+    float mb[StateBuffer::kBlock], vb[StateBuffer::kBlock];  // one decoded block (int8_block)
+    const size_t group_end = std::min(blocks, (group + 1) * kGroupBlocks);
+    for (size_t blk = group * kGroupBlocks; blk < group_end;) {
+      size_t last = blk;  // the run [blk, last]
+      while (in_place && last + 1 < group_end && decay_[last + 1] == decay_[blk] &&
+             m_.block_begin(last + 1) == m_.block_end(last))
+        ++last;
+      const size_t lo = m_.block_begin(blk), n = m_.block_end(last) - lo;
+      float* p = params + lo;
+      float* m = m_.update_begin(blk, mb);
+      if (sgd) {
+        sgd_update(p, grads + lo, m, n, sc, decay_[blk]);
+      } else {
+        float* v = v_.update_begin(blk, vb);
+        adamw_update(p, grads + lo, m, v, n, ac, decay_[blk]);
+        v_.update_end(blk, last, v);
+      }
+      m_.update_end(blk, last, m);
+      master_.apply(p, n, seed, step, lo);
+      blk = last + 1;
     }
-    m_.update_end(blk, m);
-    master_.apply(p, n, seed, step, lo);
-  }
+  });
 }
 
 void Optimizer::save(BlobWriter& w) const {

@@ -52,8 +52,9 @@ class Optimizer {
   TrainConfig cfg_;
   MasterRounding master_;
   StateBuffer m_, v_;
-  std::vector<float> mb_, vb_;  // one decoded block of m and v (int8_block state)
   std::vector<uint8_t> decay_;  // per block: the tensor takes weight decay
+  // Blocks per work item of the update's team (16k elements).
+  static constexpr size_t kGroupBlocks = 64;
   uint64_t t_ = 0;
 };
 
