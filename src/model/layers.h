@@ -47,9 +47,24 @@ template <typename T>
 void linear_forward(MatmulSites& s, const LinearSites& site, T* out, const T* inp, const T* w, const T* bias, size_t n,
                     size_t c, size_t oc) {
   s.matmul<T>(site.fwd, n, c, oc, inp, c, false, w, c, true, out, oc, false, false);
-  if (bias)
-    for (size_t i = 0; i < n; ++i)
+  if (!bias) return;
+  // Rows on a team when the pass is large (each element's add is its own), about 16k elements a chunk.
+  const size_t rows = std::max<size_t>(1, (size_t{1} << 14) / std::max<size_t>(oc, 1));
+  for_each_chunk(n, rows, worth_threads_elements(n * oc), [&](size_t i0, size_t len) {
+    for (size_t i = i0; i < i0 + len; ++i)
       for (size_t j = 0; j < oc; ++j) out[i * oc + j] += bias[j];
+  });
+}
+
+// dbias (OC) += the column sums of dout (N, OC), each column's adds in row order: columns in chunks
+// on a team when the pass is large (a column's sum is the same on any thread).
+template <typename T>
+void add_column_sums(T* dbias, const T* dout, size_t n, size_t oc) {
+  constexpr size_t kColumns = 256;
+  for_each_chunk(oc, kColumns, worth_threads_elements(n * oc), [&](size_t j0, size_t len) {
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = j0; j < j0 + len; ++j) dbias[j] += dout[i * oc + j];
+  });
 }
 
 // dinp (N,C) = dout (N,OC) · w (OC,C)   [grad_input; skipped when dinp is null; added when accumulate]
@@ -60,9 +75,7 @@ void linear_backward(MatmulSites& s, const LinearSites& site, T* dinp, T* dw, T*
                      const T* w, size_t n, size_t c, size_t oc, bool accumulate = false) {
   if (dinp) s.matmul<T>(site.gi, n, oc, c, dout, oc, false, w, c, false, dinp, c, false, accumulate);
   s.matmul<T>(site.gw, c, n, oc, inp, c, true, dout, oc, false, dw, c, true, true);
-  if (dbias)
-    for (size_t i = 0; i < n; ++i)
-      for (size_t j = 0; j < oc; ++j) dbias[j] += dout[i * oc + j];
+  if (dbias) add_column_sums(dbias, dout, n, oc);
 }
 
 // out (N) = tanh(inp (N)) by drift's own tanh, the same bits on every machine: for float
