@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "arith/cast_span.h"
-#include "arith/parallel.h"
 #include "arith/catalogue.h"
+#include "arith/parallel.h"
 #include "train/update_rules.h"
 
 namespace drift {
