@@ -3,6 +3,8 @@
 // With --backend cuda: the CUDA backend's device matmul (operands quantized and resident, the kernel
 // alone) and its whole call (input copies, device quantization, copy back), against cuBLAS fp32 SGEMM
 // (no TF32) on the same GPU in the same run.
+#include <omp.h>
+
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -167,6 +169,8 @@ void run_bench_gemm(const BenchOptions& o) {
 #endif
   }
   if (o.backend != "cpu") throw InputError("--backend: expected cpu or cuda, got '" + o.backend + "'");
+  // sgemm on as many threads as the engine's OpenMP team, whatever OpenBLAS read from the environment.
+  const int blas_threads = use_blas_threads(omp_get_max_threads());
   nlohmann::json rows = nlohmann::json::array();
   if (!o.json) {
     std::printf("%s\n", openblas_reference_line().c_str());
@@ -214,7 +218,8 @@ void run_bench_gemm(const BenchOptions& o) {
                     fast ? "fast" : "reference");
       std::fflush(stdout);
       rows.push_back({{"policy", bp.name}, {"m", sh.m}, {"n", sh.n}, {"k", sh.k}, {"gflops", gflops},
-                      {"sgemm_gflops", sgemm_gflops}, {"sgemm_core", openblas_core()}, {"ratio", ratio},
+                      {"sgemm_gflops", sgemm_gflops}, {"sgemm_core", openblas_core()},
+                      {"sgemm_threads", blas_threads}, {"threads", omp_get_max_threads()}, {"ratio", ratio},
                       {"path", fast ? "fast" : "reference"}});
     }
   }

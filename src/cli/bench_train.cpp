@@ -308,8 +308,9 @@ struct TorchFigures {
   std::string blas_core;      // the OpenBLAS kernels torch ran (empty: not recorded)
 };
 
-// Rows of reference_pytorch.py --bench --json.
-std::vector<TorchFigures> read_pytorch(const std::string& path) {
+// Rows of reference_pytorch.py --bench --json, timed on `threads` threads as drift is (a row that
+// records another count would compare unlike with unlike).
+std::vector<TorchFigures> read_pytorch(const std::string& path, int threads) {
   std::ifstream f(path);
   if (!f) throw InputError("--pytorch: cannot read '" + path + "'");
   nlohmann::json j;
@@ -329,6 +330,10 @@ std::vector<TorchFigures> read_pytorch(const std::string& path) {
         !positive(r, "cpu_ms_per_step"))
       throw InputError("--pytorch: '" + path +
                        "': each row needs \"model\" (string), \"ms_per_step\" and \"cpu_ms_per_step\" (> 0)");
+    if (r.contains("threads") && !(r["threads"].is_number_integer() && r["threads"].get<int64_t>() == threads))
+      throw InputError("--pytorch: '" + path + "': the " + r["model"].get<std::string>() + " row was timed on " +
+                       r["threads"].dump() + " thread(s), this benchmark on " + std::to_string(threads) +
+                       " (--threads; reference_pytorch.py --bench --threads " + std::to_string(threads) + ")");
     const std::string core = r.contains("blas_core") && r["blas_core"].is_string() ? r["blas_core"].get<std::string>() : "";
     out.push_back({r["model"].get<std::string>(), r["ms_per_step"].get<double>(), r["cpu_ms_per_step"].get<double>(), core});
   }
@@ -395,8 +400,9 @@ void print_header(bool with_torch, bool e2e) {
 void run_bench_train(const Options& o) {
   if (o.threads < 1) throw InputError("--threads: expected an integer >= 1");
   omp_set_num_threads(o.threads);
+  const int blas_threads = use_blas_threads(o.threads);  // the sgemm replay's, as drift's (blas_reference.h)
   std::vector<TorchFigures> pytorch;
-  if (!o.pytorch.empty()) pytorch = read_pytorch(o.pytorch);
+  if (!o.pytorch.empty()) pytorch = read_pytorch(o.pytorch, o.threads);
   // The corpus, when a selected model reads text, is checked before any output (prepare_run would
   // name it only at the first text model).
   bool text = false;
@@ -409,8 +415,8 @@ void run_bench_train(const Options& o) {
   ojson rows = ojson::array();
   if (!o.json) {
     std::printf("drift train's own loop, %d thread(s); corpus %s; ms per step between logged steps "
-                "(log_every 10), CPU ms of the process; e2e: the whole command\n",
-                o.threads, o.data.c_str());
+                "(log_every 10), CPU ms of the process; e2e: the whole command; sgemm: OpenBLAS on %d thread(s)\n",
+                o.threads, o.data.c_str(), blas_threads);
     if (!pytorch.empty() && !pytorch.front().blas_core.empty())
       std::printf("PyTorch's BLAS kernels: %s%s\n", pytorch.front().blas_core.c_str(),
                   narrow_kernels_note(pytorch.front().blas_core).c_str());
@@ -452,7 +458,10 @@ void run_bench_train(const Options& o) {
                    {"matmul_ms", mm_ms},
                    {"engine_matmul_ms", engine_ms},
                    {"matmul_efficiency", engine_ms / mm_ms}};
-      if (sgemm_ms > 0) row["sgemm_matmul_ms"] = sgemm_ms;
+      if (sgemm_ms > 0) {
+        row["sgemm_matmul_ms"] = sgemm_ms;
+        row["sgemm_threads"] = blas_threads;
+      }
       EndToEnd e;
       if (o.end_to_end) {
         e = time_command(bm, bp, o, scratch.path);

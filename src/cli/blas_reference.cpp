@@ -31,7 +31,14 @@ std::string openblas_core() {
 std::string openblas_reference_line() {
   const char* config = openblas_get_config();
   const std::string core = openblas_core();
-  return "reference: " + std::string(config ? config : "OpenBLAS") + ", " + core + " kernels" + narrow_kernels_note(core);
+  const int threads = openblas_get_num_threads();
+  return "reference: " + std::string(config ? config : "OpenBLAS") + ", " + core + " kernels, " + std::to_string(threads) +
+         (threads == 1 ? " thread" : " threads") + narrow_kernels_note(core);
+}
+
+int use_blas_threads(int threads) {
+  openblas_set_num_threads(threads);
+  return openblas_get_num_threads();
 }
 
 double sgemm_seconds_per_call(const float* a, const float* b, float* c, size_t m, size_t n, size_t k,
@@ -44,6 +51,7 @@ double sgemm_seconds_per_call(const float* a, const float* b, float* c, size_t m
 #else
 std::string openblas_core() { return "none"; }
 std::string openblas_reference_line() { return "reference: none (this drift was built without OpenBLAS)"; }
+int use_blas_threads(int) { return 0; }
 double sgemm_seconds_per_call(const float*, const float*, float*, size_t, size_t, size_t, double) { return 0; }
 #endif
 

@@ -18,8 +18,16 @@ std::string openblas_core();
 // set for drift and for reference_pytorch.py alike).
 std::string narrow_kernels_note(const std::string& core);
 
-// "reference: <OpenBLAS build>, <core> kernels" and the note, for `drift bench gemm`.
+// "reference: <OpenBLAS build>, <core> kernels, <n> threads" and the note, for `drift bench gemm`.
 std::string openblas_reference_line();
+
+// Runs OpenBLAS's sgemm on `threads` threads from here on, and returns the count it then reports
+// (openblas_get_num_threads), or 0 where drift was built without OpenBLAS. The benchmarks call it
+// with the thread count drift's own side runs on: Debian's OpenBLAS keeps a thread pool of its own,
+// sized from the environment when it loads (OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS, else every
+// core), which `--threads` and omp_set_num_threads never reach, so a one-thread drift could be set
+// against a two-thread sgemm.
+int use_blas_threads(int threads);
 
 // Seconds per call of OpenBLAS cblas_sgemm, C = A * B on row-major floats (A m x k, B k x n, C
 // m x n), timed as backend/timing.h's seconds_per_call times one (the benchmarks' reference); 0

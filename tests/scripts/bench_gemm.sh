@@ -2,13 +2,14 @@
 # drift bench gemm --policies: every name a user can time (a bench policy, any tensor-core preset or
 # 'tensorcore' for all of them, a matmul preset) gives one row per shape in the order asked, each
 # ratio its GFLOP/s over sgemm's; every tensor-core preset takes the fast kernel (the route its
-# speed target is about); an unknown name exits 2 naming it. No timing is asserted: speed is a
+# speed target is about); sgemm runs on the engine's OpenMP thread count, whatever OpenBLAS read from
+# the environment; an unknown name exits 2 naming it. No timing is asserted: speed is a
 # benchmark's business, never a test's.
 # Usage: bench_gemm.sh <drift-binary> <source-dir>
 source "$(dirname "$0")/common.bash" "$@"
 
 "$drift" tcverify --list > list.txt
-OMP_NUM_THREADS=1 "$drift" bench gemm --policies h100_fp16_out16 tensorcore mxfp6 \
+OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=1 "$drift" bench gemm --policies h100_fp16_out16 tensorcore mxfp6 \
   --shapes 8x16x40 --min-seconds 0.001 --json > rows.json
 python3 - list.txt rows.json <<'PY' || fail "bench gemm rows: $(head -c 2000 rows.json)"
 import json, sys
@@ -20,6 +21,8 @@ assert [r["policy"] for r in rows] == ["h100_fp16_out16"] + presets + ["mxfp6"],
 for r in rows:
     assert (r["m"], r["n"], r["k"]) == (8, 16, 40), r
     assert r["gflops"] > 0 and r["sgemm_gflops"] > 0, r
+    # OpenBLAS's own pool read 2 from the environment; the reference runs on the engine's 1.
+    assert r["threads"] == 1 and r["sgemm_threads"] == 1, r
     assert abs(r["ratio"] - r["gflops"] / r["sgemm_gflops"]) <= 1e-12 * r["ratio"], r
     if r["policy"] in presets:
         assert r["path"] == "fast", r

@@ -3,7 +3,9 @@
 # its figures add up, PyTorch's figures are joined right, and the routes it reports per matmul site
 # are the ones `drift train` takes for the same config, none of them the slow reference path for
 # the fp32 and mxfp8_e4m3 presets (both meet the fast path's documented conditions: fp32 sequential
-# accumulation, no product format, operands that fit in float). No timing is asserted: speed is a
+# accumulation, no product format, operands that fit in float). The sgemm reference runs on --threads
+# threads whatever OpenBLAS read from the environment, and PyTorch rows timed on other threads are
+# refused. No timing is asserted: speed is a
 # benchmark's business, never a test's.
 # Usage: bench_train.sh <drift-binary> <source-dir>
 source "$(dirname "$0")/common.bash" "$@"
@@ -13,7 +15,7 @@ cat > torch.json <<'JSON'
 [{"model": "mlp", "policy": "pytorch_fp32", "threads": 1, "steps": 5, "ms_per_step": 7.5, "steps_per_s": 133.3, "cpu_ms_per_step": 7.0, "blas_core": "Haswell"},
  {"model": "proxy", "policy": "pytorch_fp32", "threads": 1, "steps": 5, "ms_per_step": 90.0, "steps_per_s": 11.1, "cpu_ms_per_step": 80.0}]
 JSON
-OMP_NUM_THREADS=1 "$drift" bench train --steps 1 --models mlp proxy --e2e-steps 3 \
+OPENBLAS_NUM_THREADS=2 "$drift" bench train --threads 1 --steps 1 --models mlp proxy --e2e-steps 3 \
   --data "$src/data/austen/persuasion.txt" --pytorch torch.json --json > rows.json
 python3 - rows.json <<'PY' || fail "bench train rows: $(cat rows.json)"
 import json, sys
@@ -36,6 +38,7 @@ for r in rows:
     assert abs(r["matmul_efficiency"] - r["engine_matmul_ms"] / r["matmul_ms"]) <= 1e-12 * r["matmul_efficiency"], r
     # OpenBLAS on the same shapes (setup.sh installs it), and PyTorch's step over it: the bound.
     assert r["sgemm_matmul_ms"] > 0, r
+    assert r["sgemm_threads"] == 1, r  # not the environment's 2
     assert abs(r["bound_vs_pytorch"] - torch[r["model"]][0] / r["sgemm_matmul_ms"]) <= 1e-12 * r["bound_vs_pytorch"], r
     # Per site and shape: they add up to the row's figures, and every site of the step is there, at
     # its one call per step (mlp and proxy have no per-head products).
@@ -64,6 +67,15 @@ for r in rows:
         assert "reference" not in routes, (r["model"], r["policy"], site, routes)
     json.dump(r["config"], open("%s_%s.json" % (r["model"], r["policy"]), "w"))
 PY
+
+# PyTorch figures from another thread count than --threads: refused, naming the file and both counts.
+sed 's/"threads": 1/"threads": 2/' torch.json > torch2.json
+set +e; "$drift" bench train --threads 1 --steps 1 --models mlp --no-e2e --data "$src/data/austen/persuasion.txt" \
+  --pytorch torch2.json > out.txt 2> err.txt; rc=$?; set -e
+[ "$rc" -ne 0 ] || fail "bench train --pytorch with 2-thread rows at --threads 1: exit 0"
+grep -q "torch2.json" err.txt && grep -q "2 thread(s)" err.txt && grep -q "on 1 (--threads" err.txt \
+  || fail "bench train --pytorch thread mismatch message: $(cat err.txt)"
+[ ! -s out.txt ] || fail "bench train --pytorch thread mismatch printed rows: $(cat out.txt)"
 
 # The table: its header once (the end-to-end child must not repeat this process's buffered output).
 OMP_NUM_THREADS=1 "$drift" bench train --steps 1 --models proxy --policies fp32 --e2e-steps 2 > table.txt
