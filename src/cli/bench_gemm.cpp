@@ -170,7 +170,8 @@ void run_bench_gemm(const BenchOptions& o) {
   }
   if (o.backend != "cpu") throw InputError("--backend: expected cpu or cuda, got '" + o.backend + "'");
   // sgemm on as many threads as the engine's OpenMP team, whatever OpenBLAS read from the environment.
-  const int blas_threads = use_blas_threads(omp_get_max_threads());
+  const int threads = omp_get_max_threads();
+  const int blas_threads = use_blas_threads(threads);
   nlohmann::json rows = nlohmann::json::array();
   if (!o.json) {
     std::printf("%s\n", openblas_reference_line().c_str());
@@ -219,7 +220,7 @@ void run_bench_gemm(const BenchOptions& o) {
       std::fflush(stdout);
       rows.push_back({{"policy", bp.name}, {"m", sh.m}, {"n", sh.n}, {"k", sh.k}, {"gflops", gflops},
                       {"sgemm_gflops", sgemm_gflops}, {"sgemm_core", openblas_core()},
-                      {"sgemm_threads", blas_threads}, {"threads", omp_get_max_threads()}, {"ratio", ratio},
+                      {"sgemm_threads", blas_threads}, {"threads", threads}, {"ratio", ratio},
                       {"path", fast ? "fast" : "reference"}});
     }
   }

@@ -5,8 +5,7 @@
 # the fp32 and mxfp8_e4m3 presets (both meet the fast path's documented conditions: fp32 sequential
 # accumulation, no product format, operands that fit in float). The sgemm reference runs on --threads
 # threads whatever OpenBLAS read from the environment, and PyTorch rows timed on other threads are
-# refused. No timing is asserted: speed is a
-# benchmark's business, never a test's.
+# refused. No timing is asserted: speed is a benchmark's business, never a test's.
 # Usage: bench_train.sh <drift-binary> <source-dir>
 source "$(dirname "$0")/common.bash" "$@"
 
