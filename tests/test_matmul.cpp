@@ -915,6 +915,69 @@ TEST_CASE("fused tensor-core models: the integer route hands alignment exponents
   check_fast_case(p, h, hb, s, 1, "bf16 under the 13-bit model, all huge");
 }
 
+TEST_CASE("fused bf16/tf32 models on data of narrow spread anywhere in range: float entry == reference") {
+  // bf16 and tf32 share fp32's exponent range, but a training tensor spans far fewer binades (a
+  // gradient from 2^-36 to 2^-12, say). Where each operand's non-zero values span at most 60 binades
+  // the float entry finds the products' exponents in int8 lanes on codes shifted per operand, and
+  // takes the scales from the exponent fields with a floor derived from the data. The ranges below
+  // put the shifts far from 0 both ways, the spans at 60 binades (taken) and 61 (not), and the
+  // smallest products at the edge of fp32's normal range, where the floor's conditions fail for one
+  // kept-bits count and hold for the other; every result must be the reference's.
+  struct Ranges {
+    int a_lo, a_hi, b_lo, b_hi;
+    const char* what;
+  };
+  const Ranges cases[] = {
+      {-50, -40, -5, 5, "gradient-sized a"},
+      {-30, 30, -30, 30, "spans of 60 binades"},
+      {-31, 30, -3, 3, "a spanning 61 binades"},
+      {-51, -45, -51, -45, "products from 2^-102"},
+      {-52, -46, -52, -46, "products from 2^-104"},
+      {20, 40, -60, -40, "huge a, tiny b"},
+  };
+  const Shape shapes[] = {{13, 70, 40}, {6, 33, 9}};
+  for (const TcPreset& tp : tc_presets()) {
+    const Format& f = tp.in_format;
+    if (f.emin != -126 || tp.output != "fp32") continue;  // bf16 and tf32 inputs into fp32
+    const std::string name = tp.name;
+    CAPTURE(name);
+    const MatmulPolicy p = fused_policy(tp, f);
+    for (size_t si = 0; si < std::size(shapes); ++si) {
+      const Shape& s = shapes[si];
+      CAPTURE(si);
+      for (const Ranges& r : cases) {
+        CAPTURE(r.what);
+        std::vector<double> a = grid_matrix(s.m * s.k, 600 + si, f, r.a_lo, r.a_hi);
+        std::vector<double> b = grid_matrix(s.k * s.n, 610 + si, f, r.b_lo, r.b_hi);
+        // Each end of each range present (grid_matrix draws them, but not surely).
+        a[0] = std::ldexp(1.0, r.a_lo);
+        a[1] = -std::ldexp(1.0, r.a_hi);
+        b[0] = -std::ldexp(1.0, r.b_lo);
+        b[1] = std::ldexp(1.5, r.b_hi);
+        MatView av{a.data(), s.m, s.k, s.k, false};
+        MatView bv{b.data(), s.k, s.n, s.n, false};
+        std::vector<double> c_ref(s.m * s.n);
+        MatmulContext ctx;
+        ctx.force_reference = true;
+        matmul(av, bv, c_ref.data(), s.n, p, ctx);
+        ctx.force_reference = false;
+        const std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end());  // (exact: values of f)
+        const std::vector<float> want(c_ref.begin(), c_ref.end());                // (exact: fp32 results)
+        TargetMock mock;
+        for (int64_t target : matmul_fast_targets()) {
+          hwy::SetSupportedTargetsForTest(target);
+          CAPTURE(hwy::TargetName(target));
+          std::vector<float> c(s.m * s.n, 7.0f);
+          const auto tel = matmul(MatViewF{af.data(), s.m, s.k, s.k, false}, MatViewF{bf.data(), s.k, s.n, s.n, false},
+                                  c.data(), s.n, p, ctx);
+          CHECK(tel.fast_path);
+          CHECK(same_bits(c, want));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("fused fp32-output models at fp32's overflow threshold: kernel == reference") {
   // The models with fp32 output (23 fraction bits) take the kernel's plain results, which look at no
   // result's range: lanes whose group could reach 2^128 (q = E - kept_bits above 127 - 31, the

@@ -886,6 +886,58 @@ T* line_aligned(std::vector<T>& v, size_t n) {
   return v.data() + off / sizeof(T);
 }
 
+// The int8 exponent pass and the direct scales of the fused kernel (FusedOperands::ea8,
+// code8_shift, direct_scales), decided from the model and the operands' magnitude ranges before B
+// is packed. Every code the pass reads must lie in [-30, 30] (kFusedCode8Limit): the formats whose
+// codes do (FP8, fp16: in_emin >= -30) with values below 2^31 take it as they are; any other
+// operands (bf16, tf32, or larger values) whose non-zero codes each span at most 60 binades take it
+// with each operand's codes shifted down to start at -30, where the float lanes take the scales
+// straight from the exponent fields (the shifts, a constant per call, go back in there). Training
+// tensors span far fewer binades than their format allows (an mlp's gradient from 2^-36 to 2^-12),
+// but sit anywhere in fp32's range: without the shifts, their calls took the int16 pass.
+struct Code8Plan {
+  bool codes8 = false;
+  int shift_a = 0, shift_b = 0;  // subtracted from the non-zero codes of A and of B
+  bool direct = false;           // FusedOperands::direct_scales, with the two fields below
+  bool clamp_c = false;
+  int floor = 0;
+};
+
+Code8Plan code8_plan(const FusedModel& fm, bool avx512, bool float_lanes, double min_align, const PackedRanges& r) {
+  Code8Plan plan;
+  if (!avx512 || r.a_bad || r.b_bad) return plan;
+  const int in_emin = fm.in_emin;
+  int products_lowest = 2 * in_emin;  // the smallest exponent of a non-zero product
+  if (in_emin >= -kFusedCode8Limit && r.a_max < 0x1p31 && r.b_max < 0x1p31) {
+    plan.codes8 = true;
+  } else {
+    if (!float_lanes || r.a_max == 0 || r.b_max == 0) return plan;
+    // Codes as align_code gives them (clamped at in_emin) of the smallest and largest non-zero value.
+    auto code = [in_emin](double x) { return std::max(std::ilogb(x), in_emin); };
+    const int a_lo = code(r.a_min), b_lo = code(r.b_min);
+    if (code(r.a_max) - a_lo > 2 * kFusedCode8Limit || code(r.b_max) - b_lo > 2 * kFusedCode8Limit) return plan;
+    plan.codes8 = true;
+    plan.shift_a = a_lo + kFusedCode8Limit;
+    plan.shift_b = b_lo + kFusedCode8Limit;
+    products_lowest = a_lo + b_lo;
+  }
+  if (!float_lanes) return plan;
+  // The lowest E of a lane with a non-zero term (FusedOperands::direct_scales, where the reasoning
+  // is), raised to min_align.
+  const int shift = plan.shift_a + plan.shift_b;
+  const int out_lowest = fm.out.emin - (fm.out_subnormals ? fm.out_man_bits : 0);
+  const int c_lowest = std::max(products_lowest - fm.kept_bits, out_lowest);  // a non-zero c's exponent
+  const int c_floor = std::max(c_lowest, fm.out.emin);                        // clamped as the model does
+  const int floor = std::max(std::min(products_lowest, c_floor), static_cast<int>(min_align));
+  // (A lane of zero products sums to at most -128 + 30 in the int8 pass, in shifted codes: the
+  // floor must reach it there.)
+  plan.direct = c_lowest >= -126 && floor - fm.kept_bits >= kIntCutQMin && floor - shift >= -128 + kFusedCode8Limit;
+  plan.clamp_c = fm.out.emin > floor;
+  plan.floor = floor;
+  if (shift != 0 && !plan.direct) return Code8Plan{};  // (shifted codes serve the direct scales only)
+  return plan;
+}
+
 // Phase 2a, pack for the fused kernel (the layouts of FusedOperands): the route; the alignment codes
 // of A and B, A as the lanes read it, B in strips (split by sign for the double lanes); the operands'
 // magnitude ranges. Float operands (the float entry) are packed by SIMD (B through one
@@ -968,7 +1020,7 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
 
   // B: codes, range and strips.
   const bool avx512 = HWY_DYNAMIC_DISPATCH(FusedFloatLanes)();  // (the int8 exponent pass)
-  bool codes8 = false;
+  Code8Plan code8;
   if (B.in_float) {
     const float* qf = B.qf.data();
     magnitude_of(qf, n * k, r.b_min, r.b_max, r.b_bad);
@@ -982,12 +1034,11 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
       transpose_floats(qf, n, k, k, bt, npad, false);
     }
     for (size_t t = 0; t < k; ++t) std::fill(bt + t * npad + n, bt + (t + 1) * npad, 0.0f);
-    // Narrow codes (the int8 exponent pass) where every code fits: values below 2^31, in_emin >= -30.
-    codes8 = avx512 && in_emin >= -kFusedCode8Limit && r.a_max < 0x1p31 && r.b_max < 0x1p31;
+    code8 = code8_plan(fm, avx512, fo.float_lanes, std::max(static_cast<double>(fm.min_align_exp), kFloorExp), r);
     const size_t threads = worth_threads_elements(n * k) ? static_cast<size_t>(omp_get_max_threads()) : 1;
     for_each_index(threads, threads > 1, [&](size_t part) {
       HWY_DYNAMIC_DISPATCH(FusedPackStrips)(bt, npad, k, strips * part / threads, strips * (part + 1) / threads,
-                                            in_emin, codes8, bf, bd, eb);
+                                            in_emin, code8.codes8, code8.shift_b, bf, bd, eb);
     });
     fo.bqf = qf;
     fo.bqf_k_major = B.k_major;
@@ -1032,32 +1083,27 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
   op.fused.min_align = std::max(static_cast<double>(fm.min_align_exp), kFloorExp);
   op.fused.lean_floors = fm.out.emin - fm.kept_bits < kIntCutQMin && op.fused.min_align - fm.kept_bits < kIntCutQMin;
   op.fused.narrow_terms = op.fused.lean_floors && fm.out.emin <= -126 && 2 * fm.in_emin - fm.kept_bits >= -126;
-  if (codes8) {
-    // A's narrow codes per row pair (a missing second row repeats the first).
+  if (code8.codes8) {
+    // A's narrow codes per row pair (a missing second row repeats the first), shifted as the plan
+    // says (a zero's code stays below -128 after it: kZeroExp).
     const size_t pairs = (m + 1) / 2;
     if (s.ea8.size() < pairs * k) s.ea8.resize(pairs * k);
     int32_t* ea8 = s.ea8.data();
+    const int shift_a = code8.shift_a;
     for_each_index(pairs, worth_threads_elements(m * k), [&](size_t P) {
       const int32_t* c0 = ea + 2 * P * k;
       const int32_t* c1 = 2 * P + 1 < m ? c0 + k : c0;
       for (size_t t = 0; t < k; ++t) {
-        const uint16_t pair = static_cast<uint16_t>(FusedPairedCode8(FusedCode8(static_cast<int16_t>(c0[t])),
-                                                                     FusedCode8(static_cast<int16_t>(c1[t]))));
+        const uint16_t pair = static_cast<uint16_t>(FusedPairedCode8(FusedCode8(static_cast<int16_t>(c0[t]) - shift_a),
+                                                                     FusedCode8(static_cast<int16_t>(c1[t]) - shift_a)));
         ea8[P * k + t] = static_cast<int32_t>(pair | (static_cast<uint32_t>(pair) << 16));
       }
     });
     fo.ea8 = ea8;
-    // The float lanes' scales straight from the exponent fields (FusedOperands::direct_scales, where
-    // the reasoning is): the lowest E of a lane with a non-zero term, raised to min_align.
-    if (fo.float_lanes) {
-      const int out_lowest = fm.out.emin - (fm.out_subnormals ? fm.out_man_bits : 0);
-      const int c_lowest = std::max(2 * fm.in_emin - fm.kept_bits, out_lowest);  // a non-zero c's exponent
-      const int c_floor = std::max(c_lowest, fm.out.emin);                         // clamped as the model does
-      const int floor = std::max(std::min(2 * fm.in_emin, c_floor), static_cast<int>(fo.min_align));
-      fo.direct_scales = c_lowest >= -126 && floor - fm.kept_bits >= kIntCutQMin && floor >= -64;
-      fo.direct_clamp_c = fm.out.emin > floor;
-      fo.direct_floor = floor;
-    }
+    fo.code8_shift = code8.shift_a + code8.shift_b;
+    fo.direct_scales = code8.direct;
+    fo.direct_clamp_c = code8.clamp_c;
+    fo.direct_floor = code8.floor;
   }
 }
 

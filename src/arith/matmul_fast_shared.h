@@ -77,11 +77,15 @@ struct FusedOperands {
   const double* bq = nullptr;
   const float* bqf = nullptr;
   bool bqf_k_major = false;
-  // Narrow exponents (AVX-512, every code in [-30, 30]): the product exponents in int8 lanes, two rows
+  // Narrow exponents (AVX-512, every code in [-30, 30]: FP8 and fp16 inputs, or any whose codes
+  // span at most 60 binades, shifted: code8_plan): the product exponents in int8 lanes, two rows
   // per vector. eb then holds each column's code twice (two int8 in an int16: FusedPairedCode8) and
   // ea8 each row pair's codes as int8 (first row, second row) twice in an int32; zero codes -128.
   // Null otherwise.
   const int32_t* ea8 = nullptr;
+  // What was subtracted from the codes of A and B together (their sums) for the int8 pass; not 0
+  // only with direct_scales, whose floor and bias add it back.
+  int code8_shift = 0;
   const FusedPlan* plan_full = nullptr;  // blocks of kblock products
   const FusedPlan* plan_tail = nullptr;  // the last, shorter block (or nullptr)
   double min_align = 0;         // max(model.min_align_exp, kFloorExp)
@@ -100,15 +104,17 @@ struct FusedOperands {
   bool narrow_terms = false;
   // The float lanes' scales 2^-q straight from the exponent fields (FusedCutScalesDirect), where no
   // lane with a non-zero term can fall below the integer route's range (pack_fused: float_lanes and
-  // the int8 pass). Every such lane's E is at least direct_floor: a product's exponent is at least
-  // 2 in_emin, and a non-zero c (+0 at each chain's start, then a group result: a rounding, onto
-  // the output's grid, of a non-zero multiple of 2^q >= 2^(2 in_emin - kept_bits)) at least
-  // max(2 in_emin - kept_bits, the output's smallest exponent), a normal float, then clamped at
-  // out.emin. direct_floor is the lowest of these, raised to min_align, and no lower than
-  // kIntCutQMin + kept_bits allows. The int8 pass floors the product part of E at it: a lane whose
-  // products are all zero then reads E = direct_floor, in range, and gives +0 if c = 0 too; the
-  // maximum with min_align moves into that floor (it never lowers a real E, and raises exactly
-  // what the model raises); and the test against the route's lowest q goes.
+  // the int8 pass). Every such lane's E is at least direct_floor: with p the smallest exponent of a
+  // non-zero product (2 in_emin, or the sum of the smallest codes of A's and B's non-zero values
+  // where code8_plan looked at them), a product's exponent is at least p, and a non-zero c (+0 at
+  // each chain's start, then a group result: a rounding, onto the output's grid, of a non-zero
+  // multiple of 2^q >= 2^(p - kept_bits)) at least max(p - kept_bits, the output's smallest
+  // exponent), a normal float, then clamped at out.emin. direct_floor is the lowest of these, raised
+  // to min_align, and no lower than kIntCutQMin + kept_bits allows, nor, less code8_shift, than
+  // -98, the largest sum of the int8 pass with a zero's code. The int8 pass floors the product part
+  // of E at it: a lane whose products are all zero then reads E = direct_floor, in range, and gives
+  // +0 if c = 0 too; the maximum with min_align moves into that floor (it never lowers a real E, and
+  // raises exactly what the model raises); and the test against the route's lowest q goes.
   bool direct_scales = false;
   bool direct_clamp_c = false;  // c's exponent clamped at out.emin (out.emin above direct_floor)
   int direct_floor = 0;

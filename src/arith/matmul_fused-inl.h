@@ -43,7 +43,8 @@ constexpr bool kFusedDirected = false;
 //   overflow threshold, a non-finite c, and (the integer route) an alignment exponent beyond its
 //   range are redone lane by lane with the scalar core (group_at).
 // The product exponents are found in int16 lanes (one vector holds the strip's W columns, but on the
-// scalar target), or on AVX-512 where every code lies in [-30, 30] (FP8 and fp16 inputs) in int8 lanes,
+// scalar target), or on AVX-512 where every code lies in [-30, 30] (FP8 and fp16 inputs; bf16 and
+// others whose codes span at most 60 binades, shifted) in int8 lanes,
 // a pair of rows per vector. The cut terms are added in one of two ways:
 //   * the integer route, where every product is exact in float and every cut term fits an int32
 //     (every preset; FusedOperands::int_accs): trunc(x*y * 2^-q) by two float multiplies and one
@@ -130,8 +131,9 @@ HWY_INLINE void FusedProductExponents(const FastOperands& op, size_t i, size_t r
 // rows (even lanes the first, odd lanes the second) for the strip's W columns, half the work of the
 // int16 pass. The sums saturate, so that a zero code's stays below -64 and every real one's above; ep
 // gets the same int16 values as FusedProductExponents (2 * kZeroExp where no product is non-zero),
-// or kDirect (FusedCutScalesDirect) each at least FusedOperands::direct_floor (>= -64: lanes with
-// no non-zero product get the floor itself), plus float's exponent bias.
+// or kDirect (FusedCutScalesDirect) each at least FusedOperands::direct_floor (lanes with no
+// non-zero product get the floor itself), plus float's exponent bias. Under kDirect the codes may be
+// shifted (FusedOperands::code8_shift): the floor and the bias take the shift back.
 template <size_t kRowsMax, size_t S, bool kDirect = false>
 HWY_INLINE void FusedProductExponents8(const FastOperands& op, size_t i, size_t rows, size_t j0, size_t k0,
                                        const FusedGroup& g, const uint32_t* idx, int16_t* ep) {
@@ -163,8 +165,8 @@ HWY_INLINE void FusedProductExponents8(const FastOperands& op, size_t i, size_t 
   }
   const auto none = hn::Set(d16, static_cast<int16_t>(2 * kZeroExp));
   const auto below = hn::Set(d16, int16_t{-64});
-  const auto floor = hn::Set(d16, static_cast<int16_t>(fo.direct_floor));
-  const auto bias = hn::Set(d16, static_cast<int16_t>(LaneBits<float>::kBias));
+  const auto floor = hn::Set(d16, static_cast<int16_t>(fo.direct_floor - fo.code8_shift));
+  const auto bias = hn::Set(d16, static_cast<int16_t>(LaneBits<float>::kBias + fo.code8_shift));
   auto code = [&](hn::Vec<decltype(d16)> e) {
     return kDirect ? hn::Add(hn::Max(e, floor), bias) : hn::IfThenElse(hn::Lt(e, below), none, e);
   };
@@ -953,9 +955,10 @@ void FusedExpCodes(const float* x, size_t len, int in_emin, int32_t* out) {
 
 // Strips [st0, st1) of B for the kernel from B transposed (bt: k rows of ldt floats, the columns
 // past n zero): per k, the W values as they are into bf (the integer route) or split by sign into bd
-// (doubles), whichever is given; their codes into eb (as FusedPairedCode8 when codes8).
+// (doubles), whichever is given; their codes into eb (as FusedPairedCode8 of the code less shift8
+// when codes8).
 void FusedPackStrips(const float* bt, size_t ldt, size_t k, size_t st0, size_t st1, int in_emin, bool codes8,
-                     float* bf, double* bd, int16_t* eb) {
+                     int shift8, float* bf, double* bd, int16_t* eb) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const hn::Rebind<int16_t, decltype(d)> d16;
@@ -984,8 +987,8 @@ void FusedPackStrips(const float* bt, size_t ldt, size_t k, size_t st0, size_t s
           }
         }
         auto code = FusedCodeOf(d, y, emin);
-        if (codes8) {  // (FusedPairedCode8: the int8 code, saturated, in both bytes)
-          code = hn::Min(hn::Max(code, hn::Set(di, -128)), hn::Set(di, 127));
+        if (codes8) {  // (FusedPairedCode8: the int8 code, saturated, in both bytes; a zero's stays -128)
+          code = hn::Min(hn::Max(hn::Sub(code, hn::Set(di, shift8)), hn::Set(di, -128)), hn::Set(di, 127));
           code = hn::Or(hn::ShiftLeft<8>(code), hn::And(code, hn::Set(di, 0xff)));
         }
         hn::StoreU(hn::DemoteTo(d16, code), d16, eb + st * k * W + t * W + h * L);
