@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -920,9 +921,11 @@ TEST_CASE("fused bf16/tf32 models on data of narrow spread anywhere in range: fl
   // gradient from 2^-36 to 2^-12, say). Where each operand's non-zero values span at most 60 binades
   // the float entry finds the products' exponents in int8 lanes on codes shifted per operand, and
   // takes the scales from the exponent fields with a floor derived from the data. The ranges below
-  // put the shifts far from 0 both ways, the spans at 60 binades (taken) and 61 (not), and the
+  // put the shifts far from 0 both ways, the spans at 60 binades (taken), 61 and 100 (not), and the
   // smallest products at the edge of fp32's normal range, where the floor's conditions fail for one
-  // kept-bits count and hold for the other; every result must be the reference's.
+  // kept-bits count and hold for the other; every result must be the reference's. Positions 16-31 of
+  // A's rows are zero, so that whole groups (of 4, 8 or 16) have no non-zero product and take their
+  // alignment from c alone: there a zero's code must stay below every real one in the int8 pass.
   struct Ranges {
     int a_lo, a_hi, b_lo, b_hi;
     const char* what;
@@ -931,6 +934,7 @@ TEST_CASE("fused bf16/tf32 models on data of narrow spread anywhere in range: fl
       {-50, -40, -5, 5, "gradient-sized a"},
       {-30, 30, -30, 30, "spans of 60 binades"},
       {-31, 30, -3, 3, "a spanning 61 binades"},
+      {-38, 62, -38, 62, "spans of 100 binades, products from 2^-76 to 2^124"},
       {-51, -45, -51, -45, "products from 2^-102"},
       {-52, -46, -52, -46, "products from 2^-104"},
       {20, 40, -60, -40, "huge a, tiny b"},
@@ -954,6 +958,7 @@ TEST_CASE("fused bf16/tf32 models on data of narrow spread anywhere in range: fl
         a[1] = -std::ldexp(1.0, r.a_hi);
         b[0] = -std::ldexp(1.0, r.b_lo);
         b[1] = std::ldexp(1.5, r.b_hi);
+        for (size_t i = 0; i < s.m; ++i) std::fill(a.begin() + i * s.k + 16, a.begin() + i * s.k + 32, 0.0);
         MatView av{a.data(), s.m, s.k, s.k, false};
         MatView bv{b.data(), s.k, s.n, s.n, false};
         std::vector<double> c_ref(s.m * s.n);
