@@ -912,8 +912,8 @@ Code8Plan code8_plan(const FusedModel& fm, bool avx512, bool float_lanes, double
     plan.codes8 = true;
   } else {
     if (!float_lanes || r.a_max == 0 || r.b_max == 0) return plan;
-    // Codes as align_code gives them (clamped at in_emin) of the smallest and largest non-zero value.
-    auto code = [in_emin](double x) { return std::max(std::ilogb(x), in_emin); };
+    // The codes of the smallest and largest non-zero value (exponents clamped at in_emin).
+    auto code = [in_emin](double x) { return fused_detail::align_exp(x, in_emin); };
     const int a_lo = code(r.a_min), b_lo = code(r.b_min);
     if (code(r.a_max) - a_lo > 2 * kFusedCode8Limit || code(r.b_max) - b_lo > 2 * kFusedCode8Limit) return plan;
     plan.codes8 = true;
@@ -970,6 +970,7 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
   float* bf = int_cuts ? line_aligned(s.b, k * npad) : nullptr;
   FusedOperands& fo = op.fused;
   fo = FusedOperands{};
+  fo.min_align = std::max(static_cast<double>(fm.min_align_exp), kFloorExp);
   // (The integer route runs in float lanes where the target has per-instruction rounding, for its
   // conversion of the sum.)
   fo.float_lanes = int_plan.accs > 0 && HWY_DYNAMIC_DISPATCH(FusedFloatLanes)();
@@ -1034,7 +1035,7 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
       transpose_floats(qf, n, k, k, bt, npad, false);
     }
     for (size_t t = 0; t < k; ++t) std::fill(bt + t * npad + n, bt + (t + 1) * npad, 0.0f);
-    code8 = code8_plan(fm, avx512, fo.float_lanes, std::max(static_cast<double>(fm.min_align_exp), kFloorExp), r);
+    code8 = code8_plan(fm, avx512, fo.float_lanes, fo.min_align, r);
     const size_t threads = worth_threads_elements(n * k) ? static_cast<size_t>(omp_get_max_threads()) : 1;
     for_each_index(threads, threads > 1, [&](size_t part) {
       HWY_DYNAMIC_DISPATCH(FusedPackStrips)(bt, npad, k, strips * part / threads, strips * (part + 1) / threads,
@@ -1080,7 +1081,6 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
   fo.model = &fm;
   fo.plan_full = &plan_full;
   fo.plan_tail = k % op.kblock != 0 ? &plan_tail : nullptr;
-  op.fused.min_align = std::max(static_cast<double>(fm.min_align_exp), kFloorExp);
   op.fused.lean_floors = fm.out.emin - fm.kept_bits < kIntCutQMin && op.fused.min_align - fm.kept_bits < kIntCutQMin;
   op.fused.narrow_terms = op.fused.lean_floors && fm.out.emin <= -126 && 2 * fm.in_emin - fm.kept_bits >= -126;
   if (code8.codes8) {
