@@ -15,27 +15,58 @@ namespace drift {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Rows [i0, i0 + R) x columns [j, j + 2 vectors): 2R accumulators in registers, k ascending, each
-// step acc = acc + x*w as a multiply and then an add (Mul/Add: two roundings, as the scalar loop).
-// `panel` holds w's columns [j, j + 2L) as c rows of 2L contiguous doubles.
-template <size_t R, class D>
+// Rows [i0, i0 + R) x columns [j, j + NP panels): 2 NP R accumulators in registers, k ascending,
+// each step acc = acc + x*w as a multiply and then an add (Mul/Add: two roundings, as the scalar
+// loop). `panel` holds w's columns [j, j + 2L) as c rows of 2L contiguous doubles, and the next
+// panel, columns [j + 2L, j + 4L), starts c * 2L doubles after it.
+template <size_t R, size_t NP, class D>
 HWY_INLINE void DenseTile(D d, double* y, const double* x, const double* panel, size_t i0, size_t j, size_t c,
                           size_t oc) {
-  const size_t L = hn::Lanes(d);
-  hn::Vec<D> acc0[R], acc1[R];
-  for (size_t r = 0; r < R; ++r) acc0[r] = acc1[r] = hn::Zero(d);
-  const double* wk = panel;
-  for (size_t k = 0; k < c; ++k, wk += 2 * L) {
-    const auto w0 = hn::LoadU(d, wk), w1 = hn::LoadU(d, wk + L);
+  const size_t L = hn::Lanes(d), P = 2 * L;
+  hn::Vec<D> acc[R][2 * NP];
+  for (size_t r = 0; r < R; ++r)
+    for (size_t v = 0; v < 2 * NP; ++v) acc[r][v] = hn::Zero(d);
+  for (size_t k = 0; k < c; ++k) {
+    hn::Vec<D> w[2 * NP];
+    for (size_t p = 0; p < NP; ++p) {
+      w[2 * p] = hn::LoadU(d, panel + p * c * P + k * P);
+      w[2 * p + 1] = hn::LoadU(d, panel + p * c * P + k * P + L);
+    }
     for (size_t r = 0; r < R; ++r) {
       const auto xv = hn::Set(d, x[(i0 + r) * c + k]);
-      acc0[r] = hn::Add(acc0[r], hn::Mul(xv, w0));
-      acc1[r] = hn::Add(acc1[r], hn::Mul(xv, w1));
+      for (size_t v = 0; v < 2 * NP; ++v) acc[r][v] = hn::Add(acc[r][v], hn::Mul(xv, w[v]));
     }
   }
-  for (size_t r = 0; r < R; ++r) {
-    hn::StoreU(acc0[r], d, y + (i0 + r) * oc + j);
-    hn::StoreU(acc1[r], d, y + (i0 + r) * oc + j + L);
+  for (size_t r = 0; r < R; ++r)
+    for (size_t v = 0; v < 2 * NP; ++v) hn::StoreU(acc[r][v], d, y + (i0 + r) * oc + j + v * L);
+}
+
+// The tiles of rows [i0, i1) over the panels [p0, p1) (the panel at j = p * 2L starting at
+// packed + p * c * 2L). With 32 vector registers (AVX-512), panels in pairs under 6 rows: 24
+// accumulators, and each x broadcast serves four vectors of w rather than two (the broadcasts had
+// taken issue slots from the multiplies and adds: on Zen 4 one core ran 18.4 G multiply-adds a
+// second with 8 rows x one panel, 23.5 G with 6 rows x two, against a peak of 26 G); an odd last
+// panel, and other targets, 8 rows x one panel.
+template <class D>
+HWY_INLINE void DenseRows(D d, double* y, const double* x, const double* packed, size_t i0, size_t i1, size_t panels,
+                          size_t c, size_t oc) {
+  const size_t P = 2 * hn::Lanes(d);
+  size_t p = 0;
+#if HWY_TARGET <= HWY_AVX3
+  for (; p + 2 <= panels; p += 2) {
+    const double* panel = packed + p * c * P;
+    size_t i = i0;
+    for (; i + 6 <= i1; i += 6) DenseTile<6, 2>(d, y, x, panel, i, p * P, c, oc);
+    for (; i + 3 <= i1; i += 3) DenseTile<3, 2>(d, y, x, panel, i, p * P, c, oc);
+    for (; i < i1; ++i) DenseTile<1, 2>(d, y, x, panel, i, p * P, c, oc);
+  }
+#endif
+  for (; p < panels; ++p) {
+    const double* panel = packed + p * c * P;
+    size_t i = i0;
+    for (; i + 8 <= i1; i += 8) DenseTile<8, 1>(d, y, x, panel, i, p * P, c, oc);
+    for (; i + 4 <= i1; i += 4) DenseTile<4, 1>(d, y, x, panel, i, p * P, c, oc);
+    for (; i < i1; ++i) DenseTile<1, 1>(d, y, x, panel, i, p * P, c, oc);
   }
 }
 
@@ -60,17 +91,11 @@ void DenseAll(double* y, const double* x, const double* w, const double* packed,
               bool parallel) {
   const hn::ScalableTag<double> d;
   const size_t P = PanelWidth(), panels = oc / P;
-  constexpr size_t kRowBlock = 64;  // a multiple of the 8-row tile
+  constexpr size_t kRowBlock = 48;  // a multiple of both row tiles (6 and 8)
   const size_t blocks = (n + kRowBlock - 1) / kRowBlock;
   for_each_index(blocks, parallel, [&](size_t b) {
     const size_t i0 = b * kRowBlock, i1 = std::min(n, i0 + kRowBlock);
-    for (size_t p = 0; p < panels; ++p) {
-      const double* panel = packed + p * c * P;
-      size_t i = i0;
-      for (; i + 8 <= i1; i += 8) DenseTile<8>(d, y, x, panel, i, p * P, c, oc);
-      for (; i + 4 <= i1; i += 4) DenseTile<4>(d, y, x, panel, i, p * P, c, oc);
-      for (; i < i1; ++i) DenseTile<1>(d, y, x, panel, i, p * P, c, oc);
-    }
+    DenseRows(d, y, x, packed, i0, i1, panels, c, oc);
     for (size_t i = i0; i < i1; ++i)  // the columns past the last whole tile, one by one
       for (size_t j = panels * P; j < oc; ++j) {
         double s = 0;
