@@ -41,8 +41,8 @@ HWY_INLINE void DenseTile(D d, double* y, const double* x, const double* panel, 
     for (size_t v = 0; v < 2 * NP; ++v) hn::StoreU(acc[r][v], d, y + (i0 + r) * oc + j + v * L);
 }
 
-// The tiles of rows [i0, i1) over the panels [p0, p1) (the panel at j = p * 2L starting at
-// packed + p * c * 2L). With 32 vector registers (AVX-512), panels in pairs under 6 rows: 24
+// The tiles of rows [i0, i1) over the `panels` whole panels (panel p, columns from j = p * 2L,
+// starting at packed + p * c * 2L). With 32 vector registers (AVX-512), panels in pairs under 6 rows: 24
 // accumulators, and each x broadcast serves four vectors of w rather than two (the broadcasts had
 // taken issue slots from the multiplies and adds: on Zen 4 one core ran 18.4 G multiply-adds a
 // second with 8 rows x one panel, 23.5 G with 6 rows x two, against a peak of 26 G); an odd last
