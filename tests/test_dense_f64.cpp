@@ -39,10 +39,10 @@ TEST_CASE("dense_f64 == the sequential triple loop, bit for bit, every target an
   struct Shape {
     size_t n, c, oc;
   };
-  // Among them, on AVX-512 (panels of 16 columns, tiles of 6, 3 and 1 rows over pairs of panels, 8,
-  // 4 and 1 rows over a last odd panel, row blocks of 48): {17, 3, 80} two pairs and an odd panel,
-  // 6 + 6 + 3 + 1 + 1 and 8 + 8 + 1 rows; {70, 130, 33} a second row block; columns past the last
-  // whole panel in most.
+  // Among them, on AVX-512 in full vectors (panels of 16 columns, tiles of 6, 3 and 1 rows over
+  // pairs of panels, 8, 4 and 1 rows over a last odd panel, row blocks of 48): {17, 3, 80} two pairs
+  // and an odd panel, 6 + 6 + 3 + 1 + 1 and 8 + 8 + 1 rows; in half vectors 4 + 4 + 4 + 4 + 1 rows
+  // over each panel; {70, 130, 33} a second row block; columns past the last whole panel in most.
   const Shape shapes[] = {{1, 1, 1},     {3, 5, 7},     {4, 8, 16},  {5, 33, 17}, {9, 64, 40},
                           {70, 130, 33}, {130, 20, 50}, {17, 3, 80}, {2, 0, 9}};
   for (const Shape& s : shapes) {
@@ -72,21 +72,28 @@ TEST_CASE("dense_f64 == the sequential triple loop, bit for bit, every target an
     for (int64_t target : targets) {
       hwy::SetSupportedTargetsForTest(target);
       const DenseF64Weights packed_here(w, s.c, s.oc);
-      for (int threads : {1, 2, 3}) {
-        CAPTURE(hwy::TargetName(target));
-        CAPTURE(threads);
-        omp_set_num_threads(threads);
-        std::vector<double> got(s.n * s.oc, 1.0), got_best(s.n * s.oc, 1.0), got_here(s.n * s.oc, 1.0);
-        dense_f64(got.data(), x.data(), w.data(), s.n, s.c, s.oc);
-        dense_f64(got_best.data(), x.data(), packed_best, s.n);
-        dense_f64(got_here.data(), x.data(), packed_here, s.n);
-        CHECK(same_bits(got, want));
-        CHECK(same_bits(got_best, want));
-        CHECK(same_bits(got_here, want));
+      // (AVX-512's two forms, full and half vectors, whichever this CPU would pick: the other
+      // targets have one.)
+      for (int form : {0, 1}) {
+        dense_f64_set_avx512_form_for_test(form);
+        for (int threads : {1, 2, 3}) {
+          CAPTURE(hwy::TargetName(target));
+          CAPTURE(form);
+          CAPTURE(threads);
+          omp_set_num_threads(threads);
+          std::vector<double> got(s.n * s.oc, 1.0), got_best(s.n * s.oc, 1.0), got_here(s.n * s.oc, 1.0);
+          dense_f64(got.data(), x.data(), w.data(), s.n, s.c, s.oc);
+          dense_f64(got_best.data(), x.data(), packed_best, s.n);
+          dense_f64(got_here.data(), x.data(), packed_here, s.n);
+          CHECK(same_bits(got, want));
+          CHECK(same_bits(got_best, want));
+          CHECK(same_bits(got_here, want));
+        }
       }
     }
     hwy::SetSupportedTargetsForTest(0);
   }
+  dense_f64_set_avx512_form_for_test(-1);
   omp_set_num_threads(omp_get_num_procs());
 }
 

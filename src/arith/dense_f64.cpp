@@ -7,6 +7,10 @@
 #include <utility>
 #include <vector>
 
+#if HWY_ARCH_X86
+#include <cpuid.h>
+#endif
+
 #include "arith/dense_f64.h"
 #include "arith/parallel.h"
 
@@ -15,62 +19,78 @@ namespace drift {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Rows [i0, i0 + R) x columns [j, j + NP panels): 2 NP R accumulators in registers, k ascending,
-// each step acc = acc + x*w as a multiply and then an add (Mul/Add: two roundings, as the scalar
-// loop). `panel` holds w's columns [j, j + 2L) as c rows of 2L contiguous doubles, and the next
-// panel, columns [j + 2L, j + 4L), starts c * 2L doubles after it.
-template <size_t R, size_t NP, class D>
-HWY_INLINE void DenseTile(D d, double* y, const double* x, const double* panel, size_t i0, size_t j, size_t c,
+// Rows [i0, i0 + R) x NP panels from column j, in vectors of dv (V of them a panel): R NP V
+// accumulators in registers, k ascending, each step acc = acc + x*w as a multiply and then an add
+// (Mul/Add: two roundings, as the scalar loop). A panel holds w's columns [j, j + P) as c rows of P =
+// V * Lanes(dv) contiguous doubles, and the next panel, columns [j + P, j + 2P), starts c * P
+// doubles after it.
+template <size_t R, size_t NP, size_t V, class DV>
+HWY_INLINE void DenseTile(DV dv, double* y, const double* x, const double* panel, size_t i0, size_t j, size_t c,
                           size_t oc) {
-  const size_t L = hn::Lanes(d), P = 2 * L;
-  hn::Vec<D> acc[R][2 * NP];
+  const size_t L = hn::Lanes(dv), P = V * L;
+  hn::Vec<DV> acc[R][NP * V];
   for (size_t r = 0; r < R; ++r)
-    for (size_t v = 0; v < 2 * NP; ++v) acc[r][v] = hn::Zero(d);
+    for (size_t v = 0; v < NP * V; ++v) acc[r][v] = hn::Zero(dv);
   for (size_t k = 0; k < c; ++k) {
-    hn::Vec<D> w[2 * NP];
-    for (size_t p = 0; p < NP; ++p) {
-      w[2 * p] = hn::LoadU(d, panel + p * c * P + k * P);
-      w[2 * p + 1] = hn::LoadU(d, panel + p * c * P + k * P + L);
-    }
+    hn::Vec<DV> w[NP * V];
+    for (size_t p = 0; p < NP; ++p)
+      for (size_t v = 0; v < V; ++v) w[p * V + v] = hn::LoadU(dv, panel + p * c * P + k * P + v * L);
     for (size_t r = 0; r < R; ++r) {
-      const auto xv = hn::Set(d, x[(i0 + r) * c + k]);
-      for (size_t v = 0; v < 2 * NP; ++v) acc[r][v] = hn::Add(acc[r][v], hn::Mul(xv, w[v]));
+      const auto xv = hn::Set(dv, x[(i0 + r) * c + k]);
+      for (size_t v = 0; v < NP * V; ++v) acc[r][v] = hn::Add(acc[r][v], hn::Mul(xv, w[v]));
     }
   }
   for (size_t r = 0; r < R; ++r)
-    for (size_t v = 0; v < 2 * NP; ++v) hn::StoreU(acc[r][v], d, y + (i0 + r) * oc + j + v * L);
+    for (size_t v = 0; v < NP * V; ++v) hn::StoreU(acc[r][v], dv, y + (i0 + r) * oc + j + v * L);
 }
 
-// The tiles of rows [i0, i1) over the `panels` whole panels (panel p, columns from j = p * 2L,
-// starting at packed + p * c * 2L). With 32 vector registers (AVX-512), panels in pairs under 6 rows: 24
-// accumulators, and each x broadcast serves four vectors of w rather than two (the broadcasts had
-// taken issue slots from the multiplies and adds: on Zen 4 one core ran 18.4 G multiply-adds a
-// second with 8 rows x one panel, 23.5 G with 6 rows x two, against a peak of 26 G); an odd last
-// panel, and other targets, one panel at a time.
+// The tiles of rows [i0, i1) over the `panels` whole panels of 2 vectors of d (panel p, columns from
+// j = p * 2L, starting at packed + p * c * 2L), in the form the CPU runs fastest (the same operations
+// for every output in each):
+//   * AVX-512 in full vectors: panels in pairs under 6 rows (24 accumulators), so that each x
+//     broadcast serves four vectors of w rather than two (the broadcasts had taken issue slots from
+//     the multiplies and adds: on Zen 4 one core ran 18.4 G multiply-adds a second with 8 rows x one
+//     panel, 23.5 G with 6 rows x two, in a standalone loop); an odd last panel as below.
+//   * AVX-512 in half vectors (`half`, where the CPU executes a 512-bit operation as two 256-bit
+//     halves anyway: cpu_splits_avx512): 4 rows x one panel of 4 half vectors, 16 accumulators (on
+//     one Zen 4 core, through the library: 20.8-21.9 G in full vectors, 22.6-24.5 G in half ones,
+//     against a peak of 26 G).
+//   * One panel at a time elsewhere: 8 rows (16 accumulators) where there are 32 vector registers;
+//     the other x86 targets have 16, which 8 rows overfill: 6 rows there (AVX2 on a Zen 4 core,
+//     through the library: 15.6-16.4 G a second with 8 rows, 25.4 G with 6).
 template <class D>
-HWY_INLINE void DenseRows(D d, double* y, const double* x, const double* packed, size_t i0, size_t i1, size_t panels,
-                          size_t c, size_t oc) {
+HWY_INLINE void DenseRows(D d, bool half, double* y, const double* x, const double* packed, size_t i0, size_t i1,
+                          size_t panels, size_t c, size_t oc) {
   const size_t P = 2 * hn::Lanes(d);
   size_t p = 0;
 #if HWY_TARGET <= HWY_AVX3
+  if (half) {
+    const hn::Half<D> dh;
+    for (; p < panels; ++p) {
+      const double* panel = packed + p * c * P;
+      size_t i = i0;
+      for (; i + 4 <= i1; i += 4) DenseTile<4, 1, 4>(dh, y, x, panel, i, p * P, c, oc);
+      for (; i < i1; ++i) DenseTile<1, 1, 4>(dh, y, x, panel, i, p * P, c, oc);
+    }
+    return;
+  }
   for (; p + 2 <= panels; p += 2) {
     const double* panel = packed + p * c * P;
     size_t i = i0;
-    for (; i + 6 <= i1; i += 6) DenseTile<6, 2>(d, y, x, panel, i, p * P, c, oc);
-    for (; i + 3 <= i1; i += 3) DenseTile<3, 2>(d, y, x, panel, i, p * P, c, oc);
-    for (; i < i1; ++i) DenseTile<1, 2>(d, y, x, panel, i, p * P, c, oc);
+    for (; i + 6 <= i1; i += 6) DenseTile<6, 2, 2>(d, y, x, panel, i, p * P, c, oc);
+    for (; i + 3 <= i1; i += 3) DenseTile<3, 2, 2>(d, y, x, panel, i, p * P, c, oc);
+    for (; i < i1; ++i) DenseTile<1, 2, 2>(d, y, x, panel, i, p * P, c, oc);
   }
+#else
+  (void)half;
 #endif
-  // One panel: 8 rows (16 accumulators) where there are 32 vector registers; the other x86
-  // targets have 16, which 8 rows overfill: 6 rows there (in a standalone loop with AVX2 on the
-  // same core, 15.1-16.0 G a second with 8 rows, 21.3-24.8 G with 6).
   constexpr size_t kRows = (HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3) ? 6 : 8;
   for (; p < panels; ++p) {
     const double* panel = packed + p * c * P;
     size_t i = i0;
-    for (; i + kRows <= i1; i += kRows) DenseTile<kRows, 1>(d, y, x, panel, i, p * P, c, oc);
-    for (; i + kRows / 2 <= i1; i += kRows / 2) DenseTile<kRows / 2, 1>(d, y, x, panel, i, p * P, c, oc);
-    for (; i < i1; ++i) DenseTile<1, 1>(d, y, x, panel, i, p * P, c, oc);
+    for (; i + kRows <= i1; i += kRows) DenseTile<kRows, 1, 2>(d, y, x, panel, i, p * P, c, oc);
+    for (; i + kRows / 2 <= i1; i += kRows / 2) DenseTile<kRows / 2, 1, 2>(d, y, x, panel, i, p * P, c, oc);
+    for (; i < i1; ++i) DenseTile<1, 1, 2>(d, y, x, panel, i, p * P, c, oc);
   }
 }
 
@@ -92,14 +112,14 @@ void PackPanels(double* packed, const double* w, size_t c, size_t oc, bool paral
 // team when `parallel` (each row's sums are the same whichever thread forms them), in blocks whose
 // x rows stay in L2 while every panel passes over them.
 void DenseAll(double* y, const double* x, const double* w, const double* packed, size_t n, size_t c, size_t oc,
-              bool parallel) {
+              bool parallel, bool half) {
   const hn::ScalableTag<double> d;
   const size_t P = PanelWidth(), panels = oc / P;
-  constexpr size_t kRowBlock = 48;  // a multiple of both row tiles (6 and 8)
+  constexpr size_t kRowBlock = 48;  // a multiple of every row tile (4, 6 and 8)
   const size_t blocks = (n + kRowBlock - 1) / kRowBlock;
   for_each_index(blocks, parallel, [&](size_t b) {
     const size_t i0 = b * kRowBlock, i1 = std::min(n, i0 + kRowBlock);
-    DenseRows(d, y, x, packed, i0, i1, panels, c, oc);
+    DenseRows(d, half, y, x, packed, i0, i1, panels, c, oc);
     for (size_t i = i0; i < i1; ++i)  // the columns past the last whole tile, one by one
       for (size_t j = panels * P; j < oc; ++j) {
         double s = 0;
@@ -130,20 +150,44 @@ namespace {
 
 bool worth_team(size_t n, size_t c, size_t oc) { return worth_threads_products(n * c * oc) && n > 64; }
 
+// Whether AVX-512 runs faster in half vectors here: AMD's family 0x19 (Zen 3 and Zen 4; of them only
+// Zen 4 has AVX-512) executes each 512-bit operation as two 256-bit halves. Zen 5 (0x1a) and Intel's
+// AVX-512 cores have whole 512-bit units, where half vectors would halve the kernel's rate.
+bool cpu_splits_avx512() {
+#if HWY_ARCH_X86
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
+  const bool amd = ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u;  // "AuthenticAMD"
+  if (!amd || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  const unsigned base = (eax >> 8) & 0xf, family = base == 0xf ? base + ((eax >> 20) & 0xff) : base;
+  return family == 0x19;
+#else
+  return false;
+#endif
+}
+
+int avx512_form_for_test = -1;  // dense_f64_set_avx512_form_for_test
+
+bool half_vectors() {
+  static const bool splits = cpu_splits_avx512();
+  return avx512_form_for_test < 0 ? splits : avx512_form_for_test == 1;
+}
+
 // The product with w's panels laid out for this call.
 void dense_packing_here(double* y, const double* x, const double* w, size_t n, size_t c, size_t oc) {
   const bool parallel = worth_team(n, c, oc);
   const size_t P = HWY_DYNAMIC_DISPATCH(PanelWidth)();
   std::vector<double> panels(oc / P * P * c);
   HWY_DYNAMIC_DISPATCH(PackPanels)(panels.data(), w, c, oc, parallel);
-  HWY_DYNAMIC_DISPATCH(DenseAll)(y, x, w, panels.data(), n, c, oc, parallel);
+  HWY_DYNAMIC_DISPATCH(DenseAll)(y, x, w, panels.data(), n, c, oc, parallel, half_vectors());
 }
 
 }  // namespace
 
 void dense_f64(double* y, const double* x, const DenseF64Weights& w, size_t n) {
   if (HWY_DYNAMIC_DISPATCH(PanelWidth)() != w.panel_width) return dense_packing_here(y, x, w.w.data(), n, w.c, w.oc);
-  HWY_DYNAMIC_DISPATCH(DenseAll)(y, x, w.w.data(), w.panels.data(), n, w.c, w.oc, worth_team(n, w.c, w.oc));
+  HWY_DYNAMIC_DISPATCH(DenseAll)(y, x, w.w.data(), w.panels.data(), n, w.c, w.oc, worth_team(n, w.c, w.oc),
+                                 half_vectors());
 }
 
 void dense_f64(double* y, const double* x, const double* w, size_t n, size_t c, size_t oc) {
@@ -160,6 +204,8 @@ void dense_f64_scalar(double* y, const double* x, const double* w, size_t n, siz
 }
 
 std::vector<int64_t> dense_f64_targets() { return hwy::SupportedAndGeneratedTargets(); }
+
+void dense_f64_set_avx512_form_for_test(int form) { avx512_form_for_test = form; }
 
 }  // namespace drift
 #endif  // HWY_ONCE

@@ -37,4 +37,8 @@ void dense_f64_scalar(double* y, const double* x, const double* w, size_t n, siz
 // The targets compiled in that this CPU supports (hwy target bits), for tests.
 std::vector<int64_t> dense_f64_targets();
 
+// The AVX-512 kernel's vectors, for tests (the bits are the same either way): -1 as the CPU suggests
+// (half vectors where it splits 512-bit operations, AMD Zen 4; the default), 0 full, 1 half.
+void dense_f64_set_avx512_form_for_test(int form);
+
 }  // namespace drift
