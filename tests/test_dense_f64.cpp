@@ -42,7 +42,8 @@ TEST_CASE("dense_f64 == the sequential triple loop, bit for bit, every target an
   // Among them, on AVX-512 in full vectors (panels of 16 columns, tiles of 6, 3 and 1 rows over
   // pairs of panels, 8, 4 and 1 rows over a last odd panel, row blocks of 48): {17, 3, 80} two pairs
   // and an odd panel, 6 + 6 + 3 + 1 + 1 and 8 + 8 + 1 rows; in half vectors 4 + 4 + 4 + 4 + 1 rows
-  // over each panel; {70, 130, 33} a second row block; columns past the last whole panel in most.
+  // over each panel; {70, 130, 33} a second row block of 22 rows (in half vectors 5 x 4 + 2);
+  // columns past the last whole panel in most.
   const Shape shapes[] = {{1, 1, 1},     {3, 5, 7},     {4, 8, 16},  {5, 33, 17}, {9, 64, 40},
                           {70, 130, 33}, {130, 20, 50}, {17, 3, 80}, {2, 0, 9}};
   for (const Shape& s : shapes) {

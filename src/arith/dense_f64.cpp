@@ -44,6 +44,22 @@ HWY_INLINE void DenseTile(DV dv, double* y, const double* x, const double* panel
     for (size_t v = 0; v < NP * V; ++v) hn::StoreU(acc[r][v], dv, y + (i0 + r) * oc + j + v * L);
 }
 
+// Rows [i0, i1) of NP panels from `panel` (column j): tiles of R rows, then at most one of R / 2,
+// then single rows.
+template <size_t R, size_t NP, size_t V, class DV>
+HWY_INLINE void DenseTilesDown(DV dv, double* y, const double* x, const double* panel, size_t i0, size_t i1,
+                               size_t j, size_t c, size_t oc) {
+  size_t i = i0;
+  for (; i + R <= i1; i += R) DenseTile<R, NP, V>(dv, y, x, panel, i, j, c, oc);
+  if constexpr (R > 1) {
+    if (i + R / 2 <= i1) {
+      DenseTile<R / 2, NP, V>(dv, y, x, panel, i, j, c, oc);
+      i += R / 2;
+    }
+  }
+  for (; i < i1; ++i) DenseTile<1, NP, V>(dv, y, x, panel, i, j, c, oc);
+}
+
 // The tiles of rows [i0, i1) over the `panels` whole panels of 2 vectors of d (panel p, columns from
 // j = p * 2L, starting at packed + p * c * 2L), in the form the CPU runs fastest (the same operations
 // for every output in each):
@@ -65,33 +81,15 @@ HWY_INLINE void DenseRows(D d, bool half, double* y, const double* x, const doub
   size_t p = 0;
 #if HWY_TARGET <= HWY_AVX3
   if (half) {
-    const hn::Half<D> dh;
-    for (; p < panels; ++p) {
-      const double* panel = packed + p * c * P;
-      size_t i = i0;
-      for (; i + 4 <= i1; i += 4) DenseTile<4, 1, 4>(dh, y, x, panel, i, p * P, c, oc);
-      for (; i < i1; ++i) DenseTile<1, 1, 4>(dh, y, x, panel, i, p * P, c, oc);
-    }
+    for (; p < panels; ++p) DenseTilesDown<4, 1, 4>(hn::Half<D>(), y, x, packed + p * c * P, i0, i1, p * P, c, oc);
     return;
   }
-  for (; p + 2 <= panels; p += 2) {
-    const double* panel = packed + p * c * P;
-    size_t i = i0;
-    for (; i + 6 <= i1; i += 6) DenseTile<6, 2, 2>(d, y, x, panel, i, p * P, c, oc);
-    for (; i + 3 <= i1; i += 3) DenseTile<3, 2, 2>(d, y, x, panel, i, p * P, c, oc);
-    for (; i < i1; ++i) DenseTile<1, 2, 2>(d, y, x, panel, i, p * P, c, oc);
-  }
+  for (; p + 2 <= panels; p += 2) DenseTilesDown<6, 2, 2>(d, y, x, packed + p * c * P, i0, i1, p * P, c, oc);
 #else
   (void)half;
 #endif
   constexpr size_t kRows = (HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3) ? 6 : 8;
-  for (; p < panels; ++p) {
-    const double* panel = packed + p * c * P;
-    size_t i = i0;
-    for (; i + kRows <= i1; i += kRows) DenseTile<kRows, 1, 2>(d, y, x, panel, i, p * P, c, oc);
-    for (; i + kRows / 2 <= i1; i += kRows / 2) DenseTile<kRows / 2, 1, 2>(d, y, x, panel, i, p * P, c, oc);
-    for (; i < i1; ++i) DenseTile<1, 1, 2>(d, y, x, panel, i, p * P, c, oc);
-  }
+  for (; p < panels; ++p) DenseTilesDown<kRows, 1, 2>(d, y, x, packed + p * c * P, i0, i1, p * P, c, oc);
 }
 
 size_t PanelWidth() { return 2 * hn::Lanes(hn::ScalableTag<double>()); }
