@@ -45,6 +45,7 @@
 #include "arith/cast_span.h"
 #include "arith/matmul.h"
 #include "arith/matmul_in_place.h"
+#include "arith/matmul_pairs.h"
 #include "arith/matmul_workspace.h"
 #include "arith/matmul_random.h"
 #include "arith/ops.h"
@@ -780,6 +781,8 @@ struct FastPlan {
   bool products_fit_float = false;  // the operands' significands fit one float's together
   // The fused model's K-blocks run as its own promotion chains in one block (plan_fast says when).
   bool fused_chains = false;
+  // The fp32 kernel's sums by pairs of products (arith/matmul_pairs.h), where that is exact.
+  bool pairs = false;
 };
 
 // Phase 1, plan: whether the fast path computes exactly what the reference does for this call (false:
@@ -840,6 +843,12 @@ bool plan_fast(const PreparedOperands& ops, const InPlaceOperand* ia, const InPl
   op.use_fma = use_fma;
   op.count_swamping = ctx.count_swamping;
   op.parallel = worth_threads_products(m * n * k);
+  // The pair kernel takes the plain fp32 kernel's calls whose operands are narrow formats' values as
+  // they were quantized (not folded with their block scales, not read in place unquantized), in its
+  // strips of 32 columns, with K-blocks of whole pairs.
+  plan.pairs = inner_fp32 && use_fma && !ctx.count_swamping && !policy.inner.scales_in_products && !ia && !ib &&
+               plan.W == 32 && (nblocks == 1 || ops.kblock % 2 == 0) && pair_kernel_available() &&
+               pair_formats_exact(policy.a.format, policy.b.format);
   if (inner_narrow) {
     const Format& f = policy.inner.format;
     op.inner = policy.inner.round.mode == Rounding::rne ? FastInner::narrow_rne : FastInner::narrow_rtz;
@@ -1403,7 +1412,9 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
     op.ldc = op.n;
   }
   if (op.k > 0) {
-    HWY_DYNAMIC_DISPATCH(FastMatmul)(op);  // fills op.inner_swamped / outer_swamped when counting
+    // (The pair kernel declines a call whose values are not exact in bf16, before writing any result.)
+    if (!plan.pairs || !pair_matmul(op, scratch))
+      HWY_DYNAMIC_DISPATCH(FastMatmul)(op);  // fills op.inner_swamped / outer_swamped when counting
   } else {
     for (size_t i = 0; i < op.m; ++i) std::fill(op.c + i * op.ldc, op.c + i * op.ldc + op.n, 0.0f);
   }

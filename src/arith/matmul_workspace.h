@@ -21,6 +21,7 @@ struct FastScratch {
   std::vector<double> bd, aq_wide;                     // the fused kernel's doubles
   std::vector<int32_t> ea, ea8;                        // and alignment exponents (A's paired, per pair)
   std::vector<int16_t> eb;
+  std::vector<uint32_t> a_pairs, b_pairs;             // A and B as bf16 pairs (arith/matmul_pairs.h)
 };
 
 struct MatmulWorkspace {

@@ -1,0 +1,180 @@
+// The pair kernel (arith/matmul_pairs.h): which formats it takes, and that its results are the fp32
+// kernel's and the literal reference's, bit for bit, on every layout, tile edge and block edge.
+#include <doctest/doctest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "arith/catalogue.h"
+#include "arith/matmul.h"
+#include "arith/matmul_pairs.h"
+#include "arith/random.h"
+#include "same_bits.h"
+
+// This file's own names: the test binary compiles several files as one (a unity build).
+namespace test_matmul_pairs {
+
+using drift::testing::same_bits;
+using namespace drift;
+
+namespace {
+
+Format fmt(const char* name) { return *find_format(name); }
+
+MatmulPolicy narrow_policy(const char* elem, ScaleKind kind, int block) {
+  MatmulPolicy p;
+  p.a.format = p.b.format = fmt(elem);
+  p.a.scaling.kind = p.b.scaling.kind = kind;
+  p.a.scaling.block = p.b.scaling.block = block;
+  return p;
+}
+
+// Values spread over 2^-12 .. 2^12 with zeros, so that block scales differ from block to block and
+// products meet sums many binades apart (ties and lost addends included).
+std::vector<double> spread_matrix(size_t n, uint64_t seed) {
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t r0 = random_u32(seed, 3, 2 * i), r1 = random_u32(seed, 3, 2 * i + 1);
+    const double x = (static_cast<double>(r0) / 4294967296.0 - 0.5) * std::ldexp(1.0, static_cast<int>(r1 % 25) - 12);
+    v[i] = (r1 >> 27) == 0 ? 0.0 : x;
+  }
+  return v;
+}
+
+// C by the engine's float entry, by the kernel the CPU picks, by the fp32 kernel (pair kernel off)
+// and by the literal reference.
+struct ThreeWays {
+  std::vector<float> picked, fp32_kernel, reference;
+  bool fast = false;
+};
+
+ThreeWays three_ways(const MatmulPolicy& p, size_t m, size_t k, size_t n, bool ta, bool tb, uint64_t seed) {
+  const auto ad = spread_matrix(m * k, seed), bd = spread_matrix(k * n, seed + 1);
+  const std::vector<float> a(ad.begin(), ad.end()), b(bd.begin(), bd.end());
+  const MatViewF av{a.data(), m, k, ta ? m : k, ta}, bv{b.data(), k, n, tb ? k : n, tb};
+  ThreeWays r;
+  r.picked.assign(m * n, 0.0f);
+  r.fp32_kernel.assign(m * n, 0.0f);
+  r.reference.assign(m * n, 0.0f);
+  MatmulContext ctx;
+  ctx.seed = seed;
+  r.fast = matmul(av, bv, r.picked.data(), n, p, ctx).fast_path;
+  pair_kernel_set_for_test(0);
+  matmul(av, bv, r.fp32_kernel.data(), n, p, ctx);
+  pair_kernel_set_for_test(-1);
+  ctx.force_reference = true;
+  matmul(av, bv, r.reference.data(), n, p, ctx);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("pair kernel: the formats whose values and sums it takes exactly") {
+  // FP8, FP6, FP4 and int8 elements: at most 8 significant bits, the smallest value at or above
+  // 2^-126, and the grids' product at or above 2^-126 (e4m3: 2^(-6-3) each, 2^-18; e5m2: 2^(-14-2)
+  // each, 2^-32).
+  for (const char* e : {"fp8_e4m3", "fp8_e5m2", "fp6_e2m3", "fp6_e3m2", "fp4_e2m1", "int8"}) {
+    CAPTURE(std::string(e));
+    CHECK(pair_formats_exact(fmt(e), fmt(e)));
+    CHECK(pair_formats_exact(fmt(e), fmt("fp8_e4m3")));
+  }
+  // bf16 has 8 significant bits but subnormals down to 2^-133, which the instruction reads as zero;
+  // fp16 has 11 bits; fp32 24.
+  CHECK_FALSE(pair_formats_exact(fmt("bf16"), fmt("bf16")));
+  CHECK_FALSE(pair_formats_exact(fmt("fp8_e4m3"), fmt("bf16")));
+  CHECK_FALSE(pair_formats_exact(fmt("fp16"), fmt("fp8_e4m3")));
+  CHECK_FALSE(pair_formats_exact(fmt("fp32"), fmt("fp32")));
+}
+
+TEST_CASE("hand-derived: the pair kernel adds each product in K order, each add rounded") {
+  // Products 0, 2^16, 2^-8, 2^-7 (a = 1, 256, 2^-4, 2^-4; b = 0, 256, 2^-4, 2^-3: all E4M3 values).
+  // In fp32, ulp(2^16) = 2^-7: 2^16 + 2^-8 is a tie, kept at the even 2^16; then + 2^-7 is exact:
+  // 65536 + 2^-7. The pair (2^-8, 2^-7) added the other way round gives 2^16 + 2^-7 (odd), then a
+  // tie to the even 2^16 + 2^-6; added as one exact sum (3 * 2^-8) and rounded once, also 2^16 + 2^-6.
+  const std::vector<float> a{1.0f, 256.0f, 0x1p-4f, 0x1p-4f}, b{0.0f, 256.0f, 0x1p-4f, 0x1p-3f};
+  const MatmulPolicy p = narrow_policy("fp8_e4m3", ScaleKind::none, 0);
+  float c = -1.0f;
+  MatmulContext ctx;
+  CHECK(matmul(MatViewF{a.data(), 1, 4, 4, false}, MatViewF{b.data(), 4, 1, 1, false}, &c, 1, p, ctx).fast_path);
+  CHECK(same_bits(c, 65536.0f + 0x1p-7f));
+  // K = 3 ends on a lone product (the last pair's second half is +0): 2^-8 - 2^-8 cancels to +0 under
+  // round to nearest, and +0 + 0 * 2^-4 stays +0.
+  const std::vector<float> a3{0x1p-4f, -0x1p-4f, 0.0f}, b3{0x1p-4f, 0x1p-4f, 0x1p-4f};
+  CHECK(matmul(MatViewF{a3.data(), 1, 3, 3, false}, MatViewF{b3.data(), 3, 1, 1, false}, &c, 1, p, ctx).fast_path);
+  CHECK(same_bits(c, 0.0f));
+}
+
+TEST_CASE("pair kernel == fp32 kernel == reference: every layout, tile edge, block edge, 1 and 2 threads") {
+  // Whether this CPU has the kernel decides which of the first two the engine picks; both are
+  // compared with the reference either way.
+  const std::string available = pair_kernel_available() ? "yes" : "no (AVX512_BF16 absent)";
+  MESSAGE("pair kernel on this CPU: " << available);
+  struct Named {
+    const char* name;
+    MatmulPolicy p;
+  };
+  const Named policies[] = {
+      {"mxfp8_e4m3", narrow_policy("fp8_e4m3", ScaleKind::block, 32)},
+      {"mxfp8_e5m2", narrow_policy("fp8_e5m2", ScaleKind::block, 32)},
+      {"mxfp4", narrow_policy("fp4_e2m1", ScaleKind::block, 32)},
+      {"nvfp4", narrow_policy("fp4_e2m1", ScaleKind::nvfp4, 16)},
+      {"e4m3 per tensor", narrow_policy("fp8_e4m3", ScaleKind::tensor, 0)},
+      {"e4m3 unscaled", narrow_policy("fp8_e4m3", ScaleKind::none, 0)},
+      {"int8 per tensor", narrow_policy("int8", ScaleKind::tensor, 0)},
+  };
+  struct Shape {
+    size_t m, k, n;
+  };
+  // Rows past a 6-row tile; K of one pair, an odd K, a block and one more, two blocks; columns past
+  // a 32-column strip and a partial 16-column vector; one shape large enough for a thread team.
+  const Shape shapes[] = {{1, 1, 1},   {5, 2, 17},   {6, 31, 32},  {7, 32, 33},   {13, 33, 48},
+                          {12, 64, 1}, {19, 65, 64}, {3, 130, 100}, {96, 96, 96}, {130, 160, 200}};
+  for (const Named& np : policies)
+    for (const Shape& s : shapes)
+      for (int layout = 0; layout < 4; ++layout)
+        for (int threads : {1, 2}) {
+          const std::string policy = np.name;
+          CAPTURE(policy);
+          CAPTURE(s.m);
+          CAPTURE(s.k);
+          CAPTURE(s.n);
+          CAPTURE(layout);
+          CAPTURE(threads);
+          omp_set_num_threads(threads);
+          const ThreeWays r = three_ways(np.p, s.m, s.k, s.n, layout & 1, layout & 2, 7 * s.m + s.k + layout);
+          CHECK(r.fast);
+          CHECK(same_bits(r.picked, r.fp32_kernel));
+          CHECK(same_bits(r.picked, r.reference));
+        }
+  omp_set_num_threads(omp_get_num_procs());
+}
+
+TEST_CASE("pair kernel: a C with room past its n columns keeps that room as it was") {
+  // n = 31 and 47 end a strip one column short of a whole vector; the columns past n belong to the
+  // caller (ldc = n + 9), and so does everything after the last row.
+  const MatmulPolicy p = narrow_policy("fp8_e4m3", ScaleKind::block, 32);
+  for (size_t n : {31, 47}) {
+    CAPTURE(n);
+    const size_t m = 7, k = 64, ldc = n + 9;
+    const auto ad = spread_matrix(m * k, 5), bd = spread_matrix(k * n, 6);
+    const std::vector<float> a(ad.begin(), ad.end()), b(bd.begin(), bd.end());
+    const float sentinel = -1234.5f;
+    std::vector<float> c(m * ldc + 16, sentinel), ref(m * n);
+    MatmulContext ctx;
+    CHECK(matmul(MatViewF{a.data(), m, k, k, false}, MatViewF{b.data(), k, n, n, false}, c.data(), ldc, p, ctx).fast_path);
+    ctx.force_reference = true;
+    matmul(MatViewF{a.data(), m, k, k, false}, MatViewF{b.data(), k, n, n, false}, ref.data(), n, p, ctx);
+    size_t kept = 0, same = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      const size_t row = i / ldc, col = i % ldc;
+      if (row < m && col < n) same += same_bits(c[i], ref[row * n + col]);
+      else kept += same_bits(c[i], sentinel);
+    }
+    CHECK(same == m * n);
+    CHECK(kept == c.size() - m * n);
+  }
+}
+
+}  // namespace test_matmul_pairs
