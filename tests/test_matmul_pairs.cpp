@@ -86,6 +86,18 @@ TEST_CASE("pair kernel: the formats whose values and sums it takes exactly") {
   CHECK_FALSE(pair_formats_exact(fmt("fp8_e4m3"), fmt("bf16")));
   CHECK_FALSE(pair_formats_exact(fmt("fp16"), fmt("fp8_e4m3")));
   CHECK_FALSE(pair_formats_exact(fmt("fp32"), fmt("fp32")));
+  // bf16 then goes by its data: at most 8 bits fit; fp16's 11 and fp32's 24 do not.
+  CHECK(pair_formats_fit(fmt("bf16"), fmt("bf16")));
+  CHECK(pair_formats_fit(fmt("bf16"), fmt("fp8_e4m3")));
+  CHECK_FALSE(pair_formats_fit(fmt("fp16"), fmt("bf16")));
+  CHECK_FALSE(pair_formats_fit(fmt("fp32"), fmt("bf16")));
+  // The data's grids: the smallest values 2^-60 and 2^-59 have their last bf16 bit at 2^-67 and
+  // 2^-66, whose product 2^-133 is below 2^-126; 2^-56 and 2^-56 give 2^-63 * 2^-63 = 2^-126.
+  CHECK_FALSE(pair_ranges_exact(fmt("bf16"), 0x1p-60, fmt("bf16"), 0x1p-59));
+  CHECK(pair_ranges_exact(fmt("bf16"), 0x1p-56, fmt("bf16"), 0x1p-56));
+  CHECK_FALSE(pair_ranges_exact(fmt("bf16"), 0x1.fep-57, fmt("bf16"), 0x1p-56));  // (2^-57's binade: 2^-64)
+  CHECK_FALSE(pair_ranges_exact(fmt("bf16"), 0x1p-127, fmt("bf16"), 1.0));  // a bf16 subnormal
+  CHECK(pair_ranges_exact(fmt("bf16"), INFINITY, fmt("bf16"), 0x1p-140));    // all zeros: every product 0
 }
 
 TEST_CASE("hand-derived: the pair kernel adds each product in K order, each add rounded") {
@@ -123,6 +135,13 @@ TEST_CASE("pair kernel == fp32 kernel == reference: every layout, tile edge, blo
       {"e4m3 per tensor", narrow_policy("fp8_e4m3", ScaleKind::tensor, 0)},
       {"e4m3 unscaled", narrow_policy("fp8_e4m3", ScaleKind::none, 0)},
       {"int8 per tensor", narrow_policy("int8", ScaleKind::tensor, 0)},
+      {"bf16 operands (by their range)", narrow_policy("bf16", ScaleKind::none, 0)},
+      {"bf16 x e4m3 per tensor", [] {
+         MatmulPolicy p = narrow_policy("bf16", ScaleKind::none, 0);
+         p.b.format = fmt("fp8_e4m3");
+         p.b.scaling.kind = ScaleKind::tensor;
+         return p;
+       }()},
   };
   struct Shape {
     size_t m, k, n;
@@ -149,6 +168,26 @@ TEST_CASE("pair kernel == fp32 kernel == reference: every layout, tile edge, blo
           CHECK(same_bits(r.picked, r.reference));
         }
   omp_set_num_threads(omp_get_num_procs());
+}
+
+TEST_CASE("hand-derived: bf16 data the pair kernel would flush goes to the fp32 kernel") {
+  // The instruction reads a subnormal bf16 as zero and flushes a subnormal sum to zero; the fp32
+  // kernel keeps both. Each case's sum is written out; the pair kernel would give +0 for each.
+  const MatmulPolicy p = narrow_policy("bf16", ScaleKind::none, 0);
+  MatmulContext ctx;
+  auto dot = [&](const std::vector<float>& a, const std::vector<float>& b) {
+    float c = -1.0f;
+    CHECK(matmul(MatViewF{a.data(), 1, a.size(), a.size(), false}, MatViewF{b.data(), b.size(), 1, 1, false}, &c, 1, p,
+                 ctx)
+              .fast_path);
+    return c;
+  };
+  // 2^-130 is a bf16 subnormal (bf16 keeps fp32's exponent range): times 2^10, 2^-120.
+  CHECK(same_bits(dot({0x1p-130f, 0.0f}, {0x1p10f, 1.0f}), 0x1p-120f));
+  // Normal operands whose product, 2^-100 * 2^-30 = 2^-130, is a subnormal float: kept exactly.
+  CHECK(same_bits(dot({0x1p-100f, 0.0f}, {0x1p-30f, 1.0f}), 0x1p-130f));
+  // Normal products whose difference is subnormal: 1.5 * 2^-126 - 2^-126 = 2^-127.
+  CHECK(same_bits(dot({0x1.8p-63f, -0x1p-63f}, {0x1p-63f, 0x1p-63f}), 0x1p-127f));
 }
 
 TEST_CASE("pair kernel: a C with room past its n columns keeps that room as it was") {

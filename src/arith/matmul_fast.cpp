@@ -783,8 +783,10 @@ struct FastPlan {
   bool products_fit_float = false;  // the operands' significands fit one float's together
   // The fused model's K-blocks run as its own promotion chains in one block (plan_fast says when).
   bool fused_chains = false;
-  // The fp32 kernel's sums by pairs of products (arith/matmul_pairs.h), where that is exact.
+  // The fp32 kernel's sums by pairs of products (arith/matmul_pairs.h), where that is exact: by the
+  // formats, or (pairs_by_ranges) by the operands' ranges, taken while packing.
   bool pairs = false;
+  bool pairs_by_ranges = false;
 };
 
 // Phase 1, plan: whether the fast path computes exactly what the reference does for this call (false:
@@ -847,10 +849,12 @@ bool plan_fast(const PreparedOperands& ops, const InPlaceOperand* ia, const InPl
   op.parallel = worth_threads_products(m * n * k);
   // The pair kernel takes the plain fp32 kernel's calls whose operands are narrow formats' values as
   // they were quantized (not folded with their block scales, not read in place unquantized), in its
-  // strips of 32 columns, with K-blocks of whole pairs.
+  // strips of 32 columns, with K-blocks of whole pairs: FP8/FP6/FP4/int8 by their formats, bf16 by
+  // its data's range.
   plan.pairs = inner_fp32 && use_fma && !ctx.count_swamping && !policy.inner.scales_in_products && !ia && !ib &&
                plan.W == 32 && (nblocks == 1 || ops.kblock % 2 == 0) && pair_kernel_available() &&
-               pair_formats_exact(policy.a.format, policy.b.format);
+               pair_formats_fit(policy.a.format, policy.b.format);
+  plan.pairs_by_ranges = plan.pairs && !pair_formats_exact(policy.a.format, policy.b.format);
   if (inner_narrow) {
     const Format& f = policy.inner.format;
     op.inner = policy.inner.round.mode == Rounding::rne ? FastInner::narrow_rne : FastInner::narrow_rtz;
@@ -1395,8 +1399,10 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
   if (plan.inner_fused)
     pack_fused(ops, plan.fused_chains ? chained : *policy.inner.fused, plan.products_fit_float, plan.W, op, scratch,
                plan_full, plan_tail, ranges);
-  else pack_floats(ops, ia, ib, plan.W, kernel_reads_ranges(op), op, scratch, ranges);
+  else pack_floats(ops, ia, ib, plan.W, kernel_reads_ranges(op) || plan.pairs_by_ranges, op, scratch, ranges);
   if (!ranges_allow_fast(ranges, policy, ctx, plan.inner_fused, op)) return false;
+  if (plan.pairs_by_ranges)
+    plan.pairs = pair_ranges_exact(policy.a.format, ranges.a_min, policy.b.format, ranges.b_min);
   const double alpha = scale_blocks(ops, policy, plan.outer_scalar, op, scratch);
   // Output rounding. An fp32 output that keeps subnormals leaves every finite float unchanged: a
   // float C then comes straight from the kernel, with nothing left to do per element.

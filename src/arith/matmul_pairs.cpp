@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -80,6 +81,20 @@ bool pair_formats_exact(const Format& fa, const Format& fb) {
   };
   int ga = 0, gb = 0;
   return grid(fa, ga) && grid(fb, gb) && ga + gb >= -126;
+}
+
+bool pair_formats_fit(const Format& fa, const Format& fb) {
+  auto fits = [](const Format& f) {
+    return (f.kind == Kind::floating || f.kind == Kind::integer) && significand_bits(f) <= 8 && f.max_finite < 0x1p128;
+  };
+  return fits(fa) && fits(fb);
+}
+
+bool pair_ranges_exact(const Format& fa, double a_min, const Format& fb, double b_min) {
+  if (std::isinf(a_min) || std::isinf(b_min)) return true;  // an operand of zeros: every product +-0
+  if (a_min < 0x1p-126 || b_min < 0x1p-126) return false;
+  auto grid = [](const Format& f, double min) { return std::ilogb(min) - (significand_bits(f) - 1); };
+  return grid(fa, a_min) + grid(fb, b_min) >= -126;
 }
 
 #if DRIFT_PAIRS

@@ -29,6 +29,17 @@ void pair_kernel_set_for_test(int mode);
 // product, is 0 or at least fp32's smallest normal (the instruction flushes subnormal sums).
 bool pair_formats_exact(const Format& fa, const Format& fb);
 
+// Whether the values of formats fa and fb are exact in bf16 wherever they lie in its normal range:
+// at most 8 significant bits and below 2^128. Calls on such formats (bf16 itself) take the pair
+// kernel where their data pass pair_ranges_exact.
+bool pair_formats_fit(const Format& fa, const Format& fb);
+
+// pair_formats_exact's conditions on the data instead of the formats (fa, fb satisfying
+// pair_formats_fit), from the smallest non-zero magnitude of each operand (INFINITY: all zero): no
+// value below 2^-126, and the grids of the smallest values (2^(ilogb(min) - man_bits), no finer for
+// any larger value) multiplying to at least 2^-126.
+bool pair_ranges_exact(const Format& fa, double a_min, const Format& fb, double b_min);
+
 // C = A·B by the pair kernel for the packed float operands of the fp32 kernel (op: inner fp32, not
 // counting, B in strips of 32 columns, kblock even unless one block), the same bits as that kernel.
 // Packs A and B into bf16 pairs in s; returns false, computing nothing, where some operand value
