@@ -21,8 +21,9 @@
 //         the products are exact in fp32 and each cut term fits an int32 (every preset), each cut
 //         term by a float multiply and a conversion toward zero, added in int32 lanes (float lanes
 //         on AVX-512), else each truncated in double lanes (matmul_fused-inl.h).
-// The fp32 kernel's calls on FP8/FP6/FP4/int8 operands take the pair kernel where the CPU has
-// AVX512_BF16 (arith/matmul_pairs.h: two of its fma steps per instruction, the same roundings).
+// The fp32 kernel's calls on FP8/FP6/FP4/int8 operands, and on bf16 operands whose data allow, take
+// the pair kernel where the CPU has AVX512_BF16 (arith/matmul_pairs.h: two of its fma steps per
+// instruction, the same roundings).
 // Vectorised across N (each lane owns one output column and adds its own K sequence in order),
 // register-tiled over 6 rows, OpenMP over row tiles: width and thread count cannot change a bit.
 // B is packed into column strips (K x 2 vectors, contiguous) so the kernel streams it. Operands come

@@ -4,8 +4,9 @@
 // is exact in fp32 and no sum can be subnormal (the instruction flushes those), that is the fp32
 // kernel's own sequence of fma steps, two at a time, at twice its products per instruction. MX and
 // the other narrow element formats (FP8, FP6, FP4, int8 elements, their block scales applied after
-// each block's sum) qualify: pair_formats_exact says which. matmul_fast decides per call and falls
-// back to the float kernel wherever this one is not provably the same.
+// each block's sum) qualify by their formats (pair_formats_exact), bf16 by its data's range
+// (pair_ranges_exact). matmul_fast decides per call and falls back to the float kernel wherever this
+// one is not provably the same.
 #pragma once
 #include <cstddef>
 
