@@ -227,7 +227,12 @@ DRIFT_PAIRS_TARGET void pair_tile(const FastOperands& op, const PairOperands& p,
   const bool scaled = op.sa || op.sb;
   const uint32_t* strip = p.b + (j0 / kW) * p.b_strip;
   const uint32_t* ar[kRows];
-  for (size_t r = 0; r < kRows; ++r) ar[r] = p.a + (i0 + std::min(r, rows - 1)) * p.a_row;  // (past rows: never stored)
+  const float* sar[kRows];  // each row's block scales (op.sa: m x nblocks)
+  for (size_t r = 0; r < kRows; ++r) {
+    const size_t i = i0 + std::min(r, rows - 1);  // (rows past a partial tile: computed, never stored)
+    ar[r] = p.a + i * p.a_row;
+    sar[r] = op.sa ? op.sa + i * op.nblocks : nullptr;
+  }
   __m512 outer[kRows][2];
   for (size_t r = 0; r < kRows; ++r) outer[r][0] = outer[r][1] = _mm512_setzero_ps();
   for (size_t bi = 0; bi < op.nblocks; ++bi) {
@@ -248,15 +253,14 @@ DRIFT_PAIRS_TARGET void pair_tile(const FastOperands& op, const PairOperands& p,
       const __m512 sb0 = op.sb ? _mm512_loadu_ps(op.sb + bi * op.npad + j0) : one;
       const __m512 sb1 = op.sb ? _mm512_loadu_ps(op.sb + bi * op.npad + j0 + 16) : one;
       for (size_t r = 0; r < kRows; ++r) {
-        const __m512 sa = _mm512_set1_ps(op.sa ? op.sa[(i0 + std::min(r, rows - 1)) * op.nblocks + bi] : 1.0f);
-        outer[r][0] = _mm512_add_ps(outer[r][0], _mm512_mul_ps(acc[r][0], _mm512_mul_ps(sa, sb0)));
-        outer[r][1] = _mm512_add_ps(outer[r][1], _mm512_mul_ps(acc[r][1], _mm512_mul_ps(sa, sb1)));
+        const __m512 sa = op.sa ? _mm512_set1_ps(sar[r][bi]) : one;
+        acc[r][0] = _mm512_mul_ps(acc[r][0], _mm512_mul_ps(sa, sb0));
+        acc[r][1] = _mm512_mul_ps(acc[r][1], _mm512_mul_ps(sa, sb1));
       }
-    } else {
-      for (size_t r = 0; r < kRows; ++r) {
-        outer[r][0] = _mm512_add_ps(outer[r][0], acc[r][0]);
-        outer[r][1] = _mm512_add_ps(outer[r][1], acc[r][1]);
-      }
+    }
+    for (size_t r = 0; r < kRows; ++r) {
+      outer[r][0] = _mm512_add_ps(outer[r][0], acc[r][0]);
+      outer[r][1] = _mm512_add_ps(outer[r][1], acc[r][1]);
     }
   }
   // Into C as the float kernel stores (StoreResult): times alpha where it is not 1, a non-finite
