@@ -9,8 +9,9 @@
 //   * Each product of two bf16 values has at most 16 significant bits: exact in fp32, as inside
 //     the fp32 kernel's fma.
 //   * The instruction reads subnormal bf16 inputs as zero and flushes subnormal results; the
-//     formats keep both away (pair_formats_exact). Overflow rounds to infinity as an fp32 add does,
-//     and a non-finite result sends the call to the reference either way.
+//     formats keep both away (pair_formats_exact), or, for bf16, the call's data do
+//     (pair_ranges_exact). Overflow rounds to infinity as an fp32 add does, and a non-finite result
+//     sends the call to the reference either way.
 //   * A block of odd length ends on a pair whose even half is +0: acc + (+-0) is acc, because a
 //     running sum that starts at +0 is never -0 under round to nearest.
 // The operands come from the fp32 kernel's packing (floats); the bf16 of an exact float is its upper
