@@ -1129,7 +1129,7 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
 // padding columns are zero. Without `ranges` (kernel_reads_ranges) the float operands are not
 // scanned.
 void pack_floats(const PreparedOperands& ops, const InPlaceOperand* ia, const InPlaceOperand* ib, size_t W,
-                 bool ranges, FastOperands& op, FastScratch& s, PackedRanges& r) {
+                 bool ranges, bool pairs, FastOperands& op, FastScratch& s, PackedRanges& r) {
   const QuantizedOperand& A = ops.a;
   const QuantizedOperand& B = ops.b;
   const size_t m = op.m, n = op.n, k = op.k;
@@ -1202,11 +1202,15 @@ void pack_floats(const PreparedOperands& ops, const InPlaceOperand* ia, const In
     op.b_strip = W;
     return;
   }
-  if (!ib && B.in_float && B.k_major && whole_strips) {
+  // The pair kernel reads a K x N float B where it lies too, whatever its shape: it makes its own
+  // strips of pairs from the rows, padding the last (b_rows_partial until then: the float kernels
+  // get strips from pack_b_rows_strips if the pair kernel does not run).
+  if (!ib && B.in_float && B.k_major && (whole_strips || pairs)) {
     if (ranges) magnitude_of(B.qf.data(), n * k, r.b_min, r.b_max, r.b_bad);
     op.b = B.qf.data();
     op.b_row = n;
     op.b_strip = W;
+    op.b_rows_partial = n % W != 0;
     return;
   }
   if (s.b.size() < k * op.npad) s.b.resize(k * op.npad);
@@ -1231,6 +1235,16 @@ void pack_floats(const PreparedOperands& ops, const InPlaceOperand* ia, const In
   op.b = b;
   op.b_row = W;
   op.b_strip = k * W;
+}
+
+// B left where it lies, K x N, for the pair kernel (pack_floats) into the float kernels' strips.
+void pack_b_rows_strips(const PreparedOperands& ops, size_t W, FastOperands& op, FastScratch& s) {
+  if (s.b.size() < op.k * op.npad) s.b.resize(op.k * op.npad);
+  pack_strips(ops.b.qf.data(), 1, op.n, op.n, op.k, W, s.b.data());
+  op.b = s.b.data();
+  op.b_row = W;
+  op.b_strip = op.k * W;
+  op.b_rows_partial = false;
 }
 
 // Whether the kernel asks the operands' magnitude ranges more than whether they are finite:
@@ -1400,7 +1414,8 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
   if (plan.inner_fused)
     pack_fused(ops, plan.fused_chains ? chained : *policy.inner.fused, plan.products_fit_float, plan.W, op, scratch,
                plan_full, plan_tail, ranges);
-  else pack_floats(ops, ia, ib, plan.W, kernel_reads_ranges(op) || plan.pairs_by_ranges, op, scratch, ranges);
+  else
+    pack_floats(ops, ia, ib, plan.W, kernel_reads_ranges(op) || plan.pairs_by_ranges, plan.pairs, op, scratch, ranges);
   if (!ranges_allow_fast(ranges, policy, ctx, plan.inner_fused, op)) return false;
   if (plan.pairs_by_ranges)
     plan.pairs = pair_ranges_exact(policy.a.format, ranges.a_min, policy.b.format, ranges.b_min);
@@ -1422,8 +1437,10 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
   }
   if (op.k > 0) {
     // (The pair kernel declines a call whose values are not exact in bf16, before writing any result.)
-    if (!plan.pairs || !pair_matmul(op, scratch))
+    if (!plan.pairs || !pair_matmul(op, scratch)) {
+      if (op.b_rows_partial) pack_b_rows_strips(ops, plan.W, op, scratch);
       HWY_DYNAMIC_DISPATCH(FastMatmul)(op);  // fills op.inner_swamped / outer_swamped when counting
+    }
   } else {
     for (size_t i = 0; i < op.m; ++i) std::fill(op.c + i * op.ldc, op.c + i * op.ldc + op.n, 0.0f);
   }

@@ -144,6 +144,7 @@ struct FastOperands {
   size_t lda = 0, a_col = 1;       // rows: lda and 1; A read where it lies stored K x M: 1 and its ld
   const float* b = nullptr;        // npad / 2L strips of k x 2L: strip st's row t at b + st * b_strip + t * b_row
   size_t b_row = 0, b_strip = 0;   // packed: 2L and k * 2L; B read where it lies (K x N): its ldb and 2L
+  bool b_rows_partial = false;     // B read where it lies with a last strip past n (the pair kernel pads it)
   const float* sa = nullptr;       // m x nblocks (nullptr: all 1)
   const float* sb = nullptr;       // nblocks x npad (nullptr: all 1)
   float alpha = 1.0f;

@@ -206,12 +206,17 @@ uint32_t pack_pairs(const FastOperands& op, FastScratch& s, PairOperands& p) {
       note(l);
     });
   }
+  // B's float strips, or its K x N rows where it lies, whose last strip may end before kW columns:
+  // the columns past n are zero pairs, as the float strips' are zeros.
   for_each_index(strips, parallel, [&](size_t st) {
     const float* strip = op.b + st * op.b_strip;
+    const size_t cols = op.b_rows_partial ? std::min(kW, op.n - st * kW) : kW;
     uint32_t l = 0;
     for (size_t q = 0; q < kp; ++q) {
       const float* r0 = strip + 2 * q * op.b_row;
-      merge_rows(r0, 2 * q + 1 < k ? r0 + op.b_row : nullptr, kW, bp + (st * kp + q) * kW, l);
+      uint32_t* out = bp + (st * kp + q) * kW;
+      merge_rows(r0, 2 * q + 1 < k ? r0 + op.b_row : nullptr, cols, out, l);
+      std::fill(out + cols, out + kW, 0u);
     }
     note(l);
   });
