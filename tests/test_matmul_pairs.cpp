@@ -48,6 +48,7 @@ std::vector<double> spread_matrix(size_t n, uint64_t seed) {
 struct ThreeWays {
   std::vector<float> picked, fp32_kernel, reference;
   bool fast = false;
+  std::string route, fp32_route;  // the picked call's and the pair-less call's
 };
 
 ThreeWays three_ways(const MatmulPolicy& p, size_t m, size_t k, size_t n, bool ta, bool tb, uint64_t seed) {
@@ -60,9 +61,11 @@ ThreeWays three_ways(const MatmulPolicy& p, size_t m, size_t k, size_t n, bool t
   r.reference.assign(m * n, 0.0f);
   MatmulContext ctx;
   ctx.seed = seed;
-  r.fast = matmul(av, bv, r.picked.data(), n, p, ctx).fast_path;
+  const MatmulTelemetry t = matmul(av, bv, r.picked.data(), n, p, ctx);
+  r.fast = t.fast_path;
+  r.route = t.route;
   pair_kernel_set_for_test(0);
-  matmul(av, bv, r.fp32_kernel.data(), n, p, ctx);
+  r.fp32_route = matmul(av, bv, r.fp32_kernel.data(), n, p, ctx).route;
   pair_kernel_set_for_test(-1);
   ctx.force_reference = true;
   matmul(av, bv, r.reference.data(), n, p, ctx);
@@ -109,7 +112,9 @@ TEST_CASE("hand-derived: the pair kernel adds each product in K order, each add 
   const MatmulPolicy p = narrow_policy("fp8_e4m3", ScaleKind::none, 0);
   float c = -1.0f;
   MatmulContext ctx;
-  CHECK(matmul(MatViewF{a.data(), 1, 4, 4, false}, MatViewF{b.data(), 4, 1, 1, false}, &c, 1, p, ctx).fast_path);
+  const MatmulTelemetry t = matmul(MatViewF{a.data(), 1, 4, 4, false}, MatViewF{b.data(), 4, 1, 1, false}, &c, 1, p, ctx);
+  CHECK(t.fast_path);
+  CHECK(std::string(t.route) == (pair_kernel_available() ? "fast.fp32_pairs" : "fast.fp32"));
   CHECK(same_bits(c, 65536.0f + 0x1p-7f));
   // K = 3 ends on a lone product (the last pair's second half is +0): 2^-8 - 2^-8 cancels to +0 under
   // round to nearest, and +0 + 0 * 2^-4 stays +0.
@@ -164,6 +169,11 @@ TEST_CASE("pair kernel == fp32 kernel == reference: every layout, tile edge, blo
           omp_set_num_threads(threads);
           const ThreeWays r = three_ways(np.p, s.m, s.k, s.n, layout & 1, layout & 2, 7 * s.m + s.k + layout);
           CHECK(r.fast);
+          // The pair kernel takes every one of these calls where the CPU has it (bf16's too: a
+          // non-zero value of spread_matrix is at least 2^-32 * 2^-12, whose grid 2^-51 squared
+          // is 2^-102).
+          CHECK(r.route == (pair_kernel_available() ? "fast.fp32_pairs" : "fast.fp32"));
+          CHECK(r.fp32_route == "fast.fp32");
           CHECK(same_bits(r.picked, r.fp32_kernel));
           CHECK(same_bits(r.picked, r.reference));
         }
@@ -177,9 +187,10 @@ TEST_CASE("hand-derived: bf16 data the pair kernel would flush goes to the fp32 
   MatmulContext ctx;
   auto dot = [&](const std::vector<float>& a, const std::vector<float>& b) {
     float c = -1.0f;
-    CHECK(matmul(MatViewF{a.data(), 1, a.size(), a.size(), false}, MatViewF{b.data(), b.size(), 1, 1, false}, &c, 1, p,
-                 ctx)
-              .fast_path);
+    const MatmulTelemetry t =
+        matmul(MatViewF{a.data(), 1, a.size(), a.size(), false}, MatViewF{b.data(), b.size(), 1, 1, false}, &c, 1, p, ctx);
+    CHECK(t.fast_path);
+    CHECK(std::string(t.route) == "fast.fp32");  // (declined by the ranges)
     return c;
   };
   // 2^-130 is a bf16 subnormal (bf16 keeps fp32's exponent range): times 2^10, 2^-120.

@@ -71,8 +71,9 @@ struct MatmulTelemetry {
   uint64_t inner_adds = 0, inner_swamped = 0;  // rounded adds, and those that lost all of an addend
   uint64_t outer_adds = 0, outer_swamped = 0;
   bool fast_path = false;                       // which implementation produced C
-  // Its name: "reference", or the fast kernel ("fast.fp32", "fast.narrow_rne", "fast.narrow_rtz",
-  // "fast.fused"); a backend names its own kernels (backend/backend.h). Static strings.
+  // Its name: "reference", or the fast kernel ("fast.fp32", "fast.fp32_pairs": the same arithmetic
+  // by pairs of products, arith/matmul_pairs.h; "fast.narrow_rne", "fast.narrow_rtz", "fast.fused");
+  // a backend names its own kernels (backend/backend.h). Static strings.
   const char* route = "reference";
   bool swamping_counted = true;                 // false when the fast path ran with count_swamping off
   // Diagnostics (filled only when MatmulContext::cast_error / check_bound ask for them).

@@ -1435,9 +1435,11 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
     op.c = scratch.c.data();
     op.ldc = op.n;
   }
+  bool ran_pairs = false;
   if (op.k > 0) {
     // (The pair kernel declines a call whose values are not exact in bf16, before writing any result.)
-    if (!plan.pairs || !pair_matmul(op, scratch)) {
+    ran_pairs = plan.pairs && pair_matmul(op, scratch);
+    if (!ran_pairs) {
       if (op.b_rows_partial) pack_b_rows_strips(ops, plan.W, op, scratch);
       HWY_DYNAMIC_DISPATCH(FastMatmul)(op);  // fills op.inner_swamped / outer_swamped when counting
     }
@@ -1446,6 +1448,7 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
   }
   if (op.nonfinite) return false;  // a non-finite result: the reference decides (and rewrites all of C)
   finish_output(op, policy, ctx, plan.outer_scalar, out_is_identity, direct, alpha, c, ldc, tel);
+  if (ran_pairs) tel.route = "fast.fp32_pairs";  // (the fp32 kernel's arithmetic: the route says which code ran)
   return true;
 }
 
