@@ -128,6 +128,11 @@ TEST_CASE("pair kernel == fp32 kernel == reference: every layout, tile edge, blo
   // compared with the reference either way.
   const std::string available = pair_kernel_available() ? "yes" : "no (AVX512_BF16 absent)";
   MESSAGE("pair kernel on this CPU: " << available);
+#if defined(__x86_64__) && defined(__GNUC__)
+  // A CPU with the instruction runs the kernel: its first-use check (the instruction's order and
+  // roundings) passes wherever the instruction is Intel's VDPBF16PS.
+  CHECK(pair_kernel_available() == static_cast<bool>(__builtin_cpu_supports("avx512bf16")));
+#endif
   struct Named {
     const char* name;
     MatmulPolicy p;

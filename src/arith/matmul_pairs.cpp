@@ -54,13 +54,61 @@ bool cpu_has_avx512_bf16() {
   if (!__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) return false;
   return (eax >> 5) & 1u;  // CPUID.(EAX=7, ECX=1):EAX[5], AVX512_BF16
 }
+
+float bf16_value(uint16_t h) {
+  const uint32_t u = uint32_t{h} << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// One lane of VDPBF16PS: acc with the pair (odd: p1 = a1 * b1, even: p0 = a0 * b0).
+DRIFT_PAIRS_TARGET float dot_pair_lane(float acc, uint16_t a1, uint16_t a0, uint16_t b1, uint16_t b0) {
+  const __m128i a = _mm_set1_epi32(static_cast<int>((uint32_t{a1} << 16) | a0));
+  const __m128i b = _mm_set1_epi32(static_cast<int>((uint32_t{b1} << 16) | b0));
+  return _mm_cvtss_f32(_mm_dpbf16_ps(_mm_set1_ps(acc), (__m128bh)a, (__m128bh)b));
+}
+
+// Whether this CPU's VDPBF16PS is the sequence the kernel relies on, fp32(fp32(acc + p1) + p0), on
+// cases that tell it from the other order and from one rounding of the three (1 + 2^-24 + 2^-24:
+// two ties kept at 1, where one rounding gives 1 + 2^-23; 1 + 2^-24 + 2^-23: 1 + 2^-23, where the
+// other order or one rounding gives 1 + 2^-22), and on pseudo-random pairs of normal values with
+// sums of every sign. Checked once, before the kernel's first use: a CPU that computed the pairs
+// otherwise would run the fp32 kernel instead.
+bool instruction_adds_in_order() {
+  const uint16_t one = 0x3f80, t12 = 0x3980, t11 = 0x3a00;  // 1, 2^-12, 2^-11 in bf16
+  if (dot_pair_lane(1.0f, t12, t12, t12, t12) != 1.0f) return false;
+  if (dot_pair_lane(1.0f, t12, t11, t12, t12) != 1.0f + 0x1p-23f) return false;
+  if (dot_pair_lane(1.0f, one, 0, one, 0) != 2.0f) return false;
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  auto next = [&x]() {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return x;
+  };
+  for (int i = 0; i < 4096; ++i) {
+    // bf16 values with exponents 2^-20 .. 2^11 (products and sums normal), either sign.
+    auto value = [&]() {
+      const uint64_t r = next();
+      return static_cast<uint16_t>(((r & 1) << 15) | (((r >> 1) % 32 + 107) << 7) | ((r >> 8) & 0x7f));
+    };
+    const uint16_t a1 = value(), a0 = value(), b1 = value(), b0 = value();
+    const uint32_t accbits = static_cast<uint32_t>(((next() & 1) << 31) | (((next() % 40) + 97) << 23) | (next() & 0x7fffff));
+    float acc;
+    std::memcpy(&acc, &accbits, sizeof acc);
+    volatile float s = acc + bf16_value(a1) * bf16_value(b1);  // each product exact, each add rounded
+    s = s + bf16_value(a0) * bf16_value(b0);
+    const float want = s, got = dot_pair_lane(acc, a1, a0, b1, b0);
+    if (std::memcmp(&want, &got, sizeof want) != 0) return false;
+  }
+  return true;
+}
 #endif
 
 }  // namespace
 
 bool pair_kernel_available() {
 #if DRIFT_PAIRS
-  static const bool cpu = cpu_has_avx512_bf16();
+  static const bool cpu = cpu_has_avx512_bf16() && instruction_adds_in_order();
   return pair_mode_for_test != 0 && cpu;
 #else
   return false;
