@@ -3,7 +3,8 @@
 // consecutive products taken by one VDPBF16PS. Why it is the same arithmetic, step by step:
 //   * The instruction computes, per fp32 lane, acc + a[2i+1]*b[2i+1], rounded to nearest even, then
 //     that + a[2i]*b[2i], rounded again: the odd bf16 of each pair first (Intel's definition of
-//     VDPBF16PS; measured on AMD Zen 4 against both orders and a single rounding of the three).
+//     VDPBF16PS; measured on AMD Zen 4 against both orders and a single rounding of the three,
+//     and checked on every CPU before the kernel's first use: instruction_adds_in_order).
 //     The packing puts element t of the sum in the odd half and t + 1 in the even half, so the sum
 //     runs over K in the fp32 kernel's order.
 //   * Each product of two bf16 values has at most 16 significant bits: exact in fp32, as inside
