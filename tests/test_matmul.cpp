@@ -19,11 +19,13 @@
 #include "io/tc_vectors.h"
 #include "hwy/targets.h"
 #include "same_bits.h"
+#include "scaled_policy.h"
 
 // This file's own names: the test binary compiles several files as one (a unity build).
 namespace test_matmul {
 
 using drift::testing::same_bits;
+using drift::testing::scaled_policy;
 
 using namespace drift;
 
@@ -50,14 +52,6 @@ std::vector<double> random_matrix(size_t n, uint64_t seed, bool extremes) {
     v[i] = x;
   }
   return v;
-}
-
-MatmulPolicy scaled_policy(const char* elem, ScaleKind kind, int block) {
-  MatmulPolicy p;
-  p.a.format = p.b.format = fmt(elem);
-  p.a.scaling.kind = p.b.scaling.kind = kind;
-  p.a.scaling.block = p.b.scaling.block = block;
-  return p;
 }
 
 struct Shape {

@@ -23,6 +23,7 @@
 #include "backend/cpu_backend.h"
 #include "model/sites.h"
 #include "quant_check.h"
+#include "scaled_policy.h"
 #include "staged_cpu_backend.h"
 
 // This file's own names: the test binary compiles several files as one (a unity build).
@@ -132,14 +133,6 @@ struct Named {
   MatmulPolicy p;
 };
 
-MatmulPolicy scaled(const char* elem, ScaleKind kind, int block) {
-  MatmulPolicy p;
-  p.a.format = p.b.format = fmt(elem);
-  p.a.scaling.kind = p.b.scaling.kind = kind;
-  p.a.scaling.block = p.b.scaling.block = block;
-  return p;
-}
-
 std::vector<Named> policies() {
   std::vector<Named> v;
   v.push_back({"fp32 passthrough", MatmulPolicy{}});
@@ -153,25 +146,25 @@ std::vector<Named> policies() {
     p.a.format = p.b.format = fmt("fp8_e4m3");
     v.push_back({"fp8_e4m3 unscaled", p});
   }
-  v.push_back({"mxfp8_e4m3", scaled("fp8_e4m3", ScaleKind::block, 32)});
+  v.push_back({"mxfp8_e4m3", scaled_policy("fp8_e4m3", ScaleKind::block, 32)});
   {
-    MatmulPolicy p = scaled("fp8_e5m2", ScaleKind::block, 32);
+    MatmulPolicy p = scaled_policy("fp8_e5m2", ScaleKind::block, 32);
     p.a.scaling.rule = p.b.scaling.rule = ExpRule::rceil;
     p.b.scaling.two_d = true;
     p.out_format = fmt("bf16");
     v.push_back({"mxfp8_e5m2 rceil, 2-D b, bf16 out", p});
   }
-  v.push_back({"mxfp4", scaled("fp4_e2m1", ScaleKind::block, 32)});
-  v.push_back({"nvfp4", scaled("fp4_e2m1", ScaleKind::nvfp4, 16)});
-  v.push_back({"tensor e4m3", scaled("fp8_e4m3", ScaleKind::tensor, 0)});
-  v.push_back({"tile e4m3", scaled("fp8_e4m3", ScaleKind::tile, 128)});
+  v.push_back({"mxfp4", scaled_policy("fp4_e2m1", ScaleKind::block, 32)});
+  v.push_back({"nvfp4", scaled_policy("fp4_e2m1", ScaleKind::nvfp4, 16)});
+  v.push_back({"tensor e4m3", scaled_policy("fp8_e4m3", ScaleKind::tensor, 0)});
+  v.push_back({"tile e4m3", scaled_policy("fp8_e4m3", ScaleKind::tile, 128)});
   {
-    MatmulPolicy p = scaled("fp8_e4m3", ScaleKind::tile, 32);
+    MatmulPolicy p = scaled_policy("fp8_e4m3", ScaleKind::tile, 32);
     p.a.scaling.pow2 = p.b.scaling.pow2 = true;
     v.push_back({"tile e4m3 pow2, block 32", p});
   }
   {
-    MatmulPolicy p = scaled("fp4_e2m1", ScaleKind::block, 32);
+    MatmulPolicy p = scaled_policy("fp4_e2m1", ScaleKind::block, 32);
     p.a.round.mode = Rounding::sr;
     p.a.scaling.hadamard = p.b.scaling.hadamard = 16;
     p.a.scaling.hadamard_seed = p.b.scaling.hadamard_seed = 5;
@@ -193,12 +186,12 @@ std::vector<Named> policies() {
   // One operand read in place (fp32, identity quantizer) beside a quantized one: the in-place route
   // (arith/matmul_in_place.h) must give what quantizing both gives.
   {
-    MatmulPolicy p = scaled("fp8_e4m3", ScaleKind::block, 32);
+    MatmulPolicy p = scaled_policy("fp8_e4m3", ScaleKind::block, 32);
     p.a = MatmulPolicy().a;
     v.push_back({"fp32 a in place, mx-style fp8 b (block 32)", p});
   }
   {
-    MatmulPolicy p = scaled("fp8_e5m2", ScaleKind::tensor, 0);
+    MatmulPolicy p = scaled_policy("fp8_e5m2", ScaleKind::tensor, 0);
     p.b = MatmulPolicy().b;
     p.b.round.mode = Rounding::sr;  // still the identity on fp32's grid
     v.push_back({"fp8 a tensor-scaled, fp32 b in place (sr: still the identity)", p});
@@ -269,9 +262,9 @@ TEST_CASE("float entry == double entry on every SIMD target: in-place fp32 opera
   const Shape shapes[] = {{5, 33, 7}, {17, 96, 33}, {6, 64, 36}, {13, 70, 65}};
   std::vector<Named> ps;
   ps.push_back({"fp32 passthrough", MatmulPolicy{}});
-  ps.push_back({"mxfp8", scaled("fp8_e4m3", ScaleKind::block, 32)});
+  ps.push_back({"mxfp8", scaled_policy("fp8_e4m3", ScaleKind::block, 32)});
   {
-    MatmulPolicy p = scaled("fp8_e4m3", ScaleKind::block, 32);
+    MatmulPolicy p = scaled_policy("fp8_e4m3", ScaleKind::block, 32);
     p.a = MatmulPolicy().a;
     ps.push_back({"fp32 a in place, mx b", p});
   }
@@ -323,7 +316,7 @@ TEST_CASE("float entry == double entry on every SIMD target: in-place fp32 opera
 }
 
 TEST_CASE("float entry == double entry: delayed scaling over several calls") {
-  MatmulPolicy p = scaled("fp8_e4m3", ScaleKind::delayed, 0);
+  MatmulPolicy p = scaled_policy("fp8_e4m3", ScaleKind::delayed, 0);
   p.b.format = fmt("fp8_e5m2");
   p.a.scaling.history = 3;
   const Shape s{6, 40, 5};
@@ -508,7 +501,7 @@ TEST_CASE("matmul sites: a product computed as Cᵀ = Bᵀ·Aᵀ has the bits an
                         {40, 300, 420, false, true, false, false},  // Y = X·Wᵀ, batch 40, W 420 x 300
                         {48, 200, 400, false, true, false, true}};  // the same added into C
   std::vector<Named> named = policies();
-  named.push_back({"delayed e4m3", scaled("fp8_e4m3", ScaleKind::delayed, 0)});
+  named.push_back({"delayed e4m3", scaled_policy("fp8_e4m3", ScaleKind::delayed, 0)});
   {
     MatmulPolicy p;
     p.out_format = fmt("bf16");

@@ -12,24 +12,18 @@
 #include "arith/matmul_pairs.h"
 #include "arith/random.h"
 #include "same_bits.h"
+#include "scaled_policy.h"
 
 // This file's own names: the test binary compiles several files as one (a unity build).
 namespace test_matmul_pairs {
 
 using drift::testing::same_bits;
+using drift::testing::scaled_policy;
 using namespace drift;
 
 namespace {
 
 Format fmt(const char* name) { return *find_format(name); }
-
-MatmulPolicy narrow_policy(const char* elem, ScaleKind kind, int block) {
-  MatmulPolicy p;
-  p.a.format = p.b.format = fmt(elem);
-  p.a.scaling.kind = p.b.scaling.kind = kind;
-  p.a.scaling.block = p.b.scaling.block = block;
-  return p;
-}
 
 // Values spread over 2^-12 .. 2^12 with zeros, so that block scales differ from block to block and
 // products meet sums many binades apart (ties and lost addends included).
@@ -109,7 +103,7 @@ TEST_CASE("hand-derived: the pair kernel adds each product in K order, each add 
   // 65536 + 2^-7. The pair (2^-8, 2^-7) added the other way round gives 2^16 + 2^-7 (odd), then a
   // tie to the even 2^16 + 2^-6; added as one exact sum (3 * 2^-8) and rounded once, also 2^16 + 2^-6.
   const std::vector<float> a{1.0f, 256.0f, 0x1p-4f, 0x1p-4f}, b{0.0f, 256.0f, 0x1p-4f, 0x1p-3f};
-  const MatmulPolicy p = narrow_policy("fp8_e4m3", ScaleKind::none, 0);
+  const MatmulPolicy p = scaled_policy("fp8_e4m3", ScaleKind::none, 0);
   float c = -1.0f;
   MatmulContext ctx;
   const MatmulTelemetry t = matmul(MatViewF{a.data(), 1, 4, 4, false}, MatViewF{b.data(), 4, 1, 1, false}, &c, 1, p, ctx);
@@ -138,16 +132,16 @@ TEST_CASE("pair kernel == fp32 kernel == reference: every layout, tile edge, blo
     MatmulPolicy p;
   };
   const Named policies[] = {
-      {"mxfp8_e4m3", narrow_policy("fp8_e4m3", ScaleKind::block, 32)},
-      {"mxfp8_e5m2", narrow_policy("fp8_e5m2", ScaleKind::block, 32)},
-      {"mxfp4", narrow_policy("fp4_e2m1", ScaleKind::block, 32)},
-      {"nvfp4", narrow_policy("fp4_e2m1", ScaleKind::nvfp4, 16)},
-      {"e4m3 per tensor", narrow_policy("fp8_e4m3", ScaleKind::tensor, 0)},
-      {"e4m3 unscaled", narrow_policy("fp8_e4m3", ScaleKind::none, 0)},
-      {"int8 per tensor", narrow_policy("int8", ScaleKind::tensor, 0)},
-      {"bf16 operands (by their range)", narrow_policy("bf16", ScaleKind::none, 0)},
+      {"mxfp8_e4m3", scaled_policy("fp8_e4m3", ScaleKind::block, 32)},
+      {"mxfp8_e5m2", scaled_policy("fp8_e5m2", ScaleKind::block, 32)},
+      {"mxfp4", scaled_policy("fp4_e2m1", ScaleKind::block, 32)},
+      {"nvfp4", scaled_policy("fp4_e2m1", ScaleKind::nvfp4, 16)},
+      {"e4m3 per tensor", scaled_policy("fp8_e4m3", ScaleKind::tensor, 0)},
+      {"e4m3 unscaled", scaled_policy("fp8_e4m3", ScaleKind::none, 0)},
+      {"int8 per tensor", scaled_policy("int8", ScaleKind::tensor, 0)},
+      {"bf16 operands (by their range)", scaled_policy("bf16", ScaleKind::none, 0)},
       {"bf16 x e4m3 per tensor", [] {
-         MatmulPolicy p = narrow_policy("bf16", ScaleKind::none, 0);
+         MatmulPolicy p = scaled_policy("bf16", ScaleKind::none, 0);
          p.b.format = fmt("fp8_e4m3");
          p.b.scaling.kind = ScaleKind::tensor;
          return p;
@@ -188,7 +182,7 @@ TEST_CASE("pair kernel == fp32 kernel == reference: every layout, tile edge, blo
 TEST_CASE("hand-derived: bf16 data the pair kernel would flush goes to the fp32 kernel") {
   // The instruction reads a subnormal bf16 as zero and flushes a subnormal sum to zero; the fp32
   // kernel keeps both. Each case's sum is written out; the pair kernel would give +0 for each.
-  const MatmulPolicy p = narrow_policy("bf16", ScaleKind::none, 0);
+  const MatmulPolicy p = scaled_policy("bf16", ScaleKind::none, 0);
   MatmulContext ctx;
   auto dot = [&](const std::vector<float>& a, const std::vector<float>& b) {
     float c = -1.0f;
@@ -209,7 +203,7 @@ TEST_CASE("hand-derived: bf16 data the pair kernel would flush goes to the fp32 
 TEST_CASE("pair kernel: a C with room past its n columns keeps that room as it was") {
   // n = 31 and 47 end a strip one column short of a whole vector; the columns past n belong to the
   // caller (ldc = n + 9), and so does everything after the last row.
-  const MatmulPolicy p = narrow_policy("fp8_e4m3", ScaleKind::block, 32);
+  const MatmulPolicy p = scaled_policy("fp8_e4m3", ScaleKind::block, 32);
   for (size_t n : {31, 47}) {
     CAPTURE(n);
     const size_t m = 7, k = 64, ldc = n + 9;

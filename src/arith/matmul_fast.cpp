@@ -769,6 +769,17 @@ void gather_rows(const float* p, size_t rows, size_t k, size_t cs, float* dst) {
   transpose_floats(p, k, rows, cs, dst, k, false);
 }
 
+// B's canonical values (as pack_strips reads them) into the scratch strips the float kernels read.
+template <typename Q>
+void b_into_strips(const Q* bq, size_t rs, size_t cs, size_t W, FastOperands& op, FastScratch& s) {
+  if (s.b.size() < op.k * op.npad) s.b.resize(op.k * op.npad);
+  pack_strips(bq, rs, cs, op.n, op.k, W, s.b.data());
+  op.b = s.b.data();
+  op.b_row = W;
+  op.b_strip = op.k * W;
+  op.b_rows_partial = false;
+}
+
 // The operands' magnitude ranges, taken while packing (one read of each operand).
 struct PackedRanges {
   double a_min = INFINITY, a_max = 0, b_min = INFINITY, b_max = 0;
@@ -1204,7 +1215,7 @@ void pack_floats(const PreparedOperands& ops, const InPlaceOperand* ia, const In
   }
   // The pair kernel reads a K x N float B where it lies too, whatever its shape: it makes its own
   // strips of pairs from the rows, padding the last (b_rows_partial until then: the float kernels
-  // get strips from pack_b_rows_strips if the pair kernel does not run).
+  // get strips, b_into_strips, if the pair kernel does not run).
   if (!ib && B.in_float && B.k_major && (whole_strips || pairs)) {
     if (ranges) magnitude_of(B.qf.data(), n * k, r.b_min, r.b_max, r.b_bad);
     op.b = B.qf.data();
@@ -1213,18 +1224,16 @@ void pack_floats(const PreparedOperands& ops, const InPlaceOperand* ia, const In
     op.b_rows_partial = n % W != 0;
     return;
   }
-  if (s.b.size() < k * op.npad) s.b.resize(k * op.npad);
-  float* b = s.b.data();
   // B's values (contiguous, double or float) into strips, their range first where it is asked for
   // (a contiguous pass of its own, which vectorises where the transposing copy cannot).
   auto pack_b = [&](const auto* q, size_t rs, size_t cs) {
     if (ranges) magnitude_of(q, n * k, r.b_min, r.b_max, r.b_bad);
-    pack_strips(q, rs, cs, n, k, W, b);
+    b_into_strips(q, rs, cs, W, op, s);
   };
   if (ib) {
     r.b_min = ib->min_nonzero;
     r.b_max = ib->max;
-    pack_strips(ib->p, ib->rs, ib->cs, n, k, W, b);
+    b_into_strips(ib->p, ib->rs, ib->cs, W, op, s);
   } else if (B.in_float && B.k_major) {
     pack_b(B.qf.data(), 1, n);  // (K x N: the strips are pieces of its rows)
   } else if (B.in_float) {
@@ -1232,19 +1241,6 @@ void pack_floats(const PreparedOperands& ops, const InPlaceOperand* ia, const In
   } else {
     pack_b(B.q.data(), k, 1);
   }
-  op.b = b;
-  op.b_row = W;
-  op.b_strip = k * W;
-}
-
-// B left where it lies, K x N, for the pair kernel (pack_floats) into the float kernels' strips.
-void pack_b_rows_strips(const PreparedOperands& ops, size_t W, FastOperands& op, FastScratch& s) {
-  if (s.b.size() < op.k * op.npad) s.b.resize(op.k * op.npad);
-  pack_strips(ops.b.qf.data(), 1, op.n, op.n, op.k, W, s.b.data());
-  op.b = s.b.data();
-  op.b_row = W;
-  op.b_strip = op.k * W;
-  op.b_rows_partial = false;
 }
 
 // Whether the kernel asks the operands' magnitude ranges more than whether they are finite:
@@ -1440,7 +1436,7 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
     // (The pair kernel declines a call whose values are not exact in bf16, before writing any result.)
     ran_pairs = plan.pairs && pair_matmul(op, scratch);
     if (!ran_pairs) {
-      if (op.b_rows_partial) pack_b_rows_strips(ops, plan.W, op, scratch);
+      if (op.b_rows_partial) b_into_strips(ops.b.qf.data(), 1, op.n, plan.W, op, scratch);
       HWY_DYNAMIC_DISPATCH(FastMatmul)(op);  // fills op.inner_swamped / outer_swamped when counting
     }
   } else {

@@ -118,21 +118,6 @@ bool pair_kernel_available() {
 
 void pair_kernel_set_for_test(int mode) { pair_mode_for_test = mode; }
 
-bool pair_formats_exact(const Format& fa, const Format& fb) {
-  // The exponent of a format's grid: every value is a multiple of 2^grid.
-  auto grid = [](const Format& f, int& g) {
-    if (f.kind == Kind::integer) {
-      g = 0;
-      return f.man_bits <= 8;
-    }
-    g = f.emin - f.man_bits;
-    return f.kind == Kind::floating && significand_bits(f) <= 8 && f.min_positive >= 0x1p-126 &&
-           f.max_finite < 0x1p128;
-  };
-  int ga = 0, gb = 0;
-  return grid(fa, ga) && grid(fb, gb) && ga + gb >= -126;
-}
-
 bool pair_formats_fit(const Format& fa, const Format& fb) {
   auto fits = [](const Format& f) {
     return (f.kind == Kind::floating || f.kind == Kind::integer) && significand_bits(f) <= 8 && f.max_finite < 0x1p128;
@@ -143,8 +128,17 @@ bool pair_formats_fit(const Format& fa, const Format& fb) {
 bool pair_ranges_exact(const Format& fa, double a_min, const Format& fb, double b_min) {
   if (std::isinf(a_min) || std::isinf(b_min)) return true;  // an operand of zeros: every product +-0
   if (a_min < 0x1p-126 || b_min < 0x1p-126) return false;
-  auto grid = [](const Format& f, double min) { return std::ilogb(min) - (significand_bits(f) - 1); };
+  // The last bit of any value at or above `min`: an integer's 2^0; a float's 2^(e - man_bits), e its
+  // exponent, at least ilogb(min) and at least emin (a subnormal's last bit is the format's grid).
+  auto grid = [](const Format& f, double min) {
+    return f.kind == Kind::integer ? 0 : std::max(std::ilogb(min), f.emin) - f.man_bits;
+  };
   return grid(fa, a_min) + grid(fb, b_min) >= -126;
+}
+
+// The data conditions at the formats' smallest values, which every value of theirs meets.
+bool pair_formats_exact(const Format& fa, const Format& fb) {
+  return pair_formats_fit(fa, fb) && pair_ranges_exact(fa, fa.min_positive, fb, fb.min_positive);
 }
 
 #if DRIFT_PAIRS

@@ -37,8 +37,8 @@ bool pair_formats_fit(const Format& fa, const Format& fb);
 
 // pair_formats_exact's conditions on the data instead of the formats (fa, fb satisfying
 // pair_formats_fit), from the smallest non-zero magnitude of each operand (INFINITY: all zero): no
-// value below 2^-126, and the grids of the smallest values (2^(ilogb(min) - man_bits), no finer for
-// any larger value) multiplying to at least 2^-126.
+// value below 2^-126, and the last bits of the smallest values (2^(max(ilogb(min), emin) -
+// man_bits); integers 2^0; no finer for any larger value) multiplying to at least 2^-126.
 bool pair_ranges_exact(const Format& fa, double a_min, const Format& fb, double b_min);
 
 // C = A·B by the pair kernel for the packed float operands of the fp32 kernel (op: inner fp32, not
