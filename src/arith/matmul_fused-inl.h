@@ -459,16 +459,24 @@ inline int IntFloatQMax(const FusedModel& m) {
 
 // Step 1 in float lanes from q (FusedCutExponents): the scales 2^-q, and the lanes outside the
 // route's range.
-template <size_t R, size_t S, bool kPlain, class DF, class V = hn::Vec<DF>, class VI = hn::Vec<hn::RebindToSigned<DF>>,
-          class MI = hn::Mask<hn::RebindToSigned<DF>>>
+// kLean (FusedGroupRowsLean): no mask per vector; *high gets the largest q - kIntCutQMin (unsigned)
+// and *limit the value past which a lane is outside.
+template <size_t R, size_t S, bool kPlain, bool kLean = false, class DF, class V = hn::Vec<DF>,
+          class VI = hn::Vec<hn::RebindToSigned<DF>>, class MI = hn::Mask<hn::RebindToSigned<DF>>,
+          class VU = hn::Vec<hn::RebindToUnsigned<DF>>>
 HWY_INLINE void FusedScalesOfQ(DF df, const FusedModel& m, const VI (&q)[R][kFusedMaxNV], V (&scale)[R][kFusedMaxNV],
-                               MI (&outside)[R][kFusedMaxNV]) {
+                               MI (&outside)[R][kFusedMaxNV], VU* high = nullptr, VU* limit = nullptr) {
   const hn::RebindToSigned<DF> di;
+  const hn::RebindToUnsigned<DF> du;
   const VI bias = hn::Set(di, LaneBits<float>::kBias);
   const int q_max = IntFloatQMax<kPlain>(m);
+  if constexpr (kLean) *limit = hn::Set(du, static_cast<uint32_t>(q_max - kIntCutQMin));
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < S * 2; ++v) {
-      outside[r][v] = IntCutOutside(di, q[r][v], q_max);
+      if constexpr (kLean)
+        *high = hn::Max(*high, hn::BitCast(du, hn::Sub(q[r][v], hn::Set(di, kIntCutQMin))));
+      else
+        outside[r][v] = IntCutOutside(di, q[r][v], q_max);
       scale[r][v] = hn::BitCast(df, hn::ShiftLeft<LaneBits<float>::kMant>(hn::Sub(bias, q[r][v])));  // 2^-q
     }
 }
@@ -481,11 +489,14 @@ HWY_INLINE void FusedScalesOfQ(DF df, const FusedModel& m, const VI (&q)[R][kFus
 // largest q (none lies below its smallest). A third of the work per vector of the other forms'
 // (the zero tests, the floors and the bias go into the int8 pass's one floor per 32 columns), in a
 // kernel whose groups of 8 or 16 products pay this once per group.
-template <size_t R, size_t S, bool kPlain, bool kClampC, class DF, class V = hn::Vec<DF>,
-          class MI = hn::Mask<hn::RebindToSigned<DF>>>
+// kLean: as FusedScalesOfQ's, with E + bias (never negative: c's exponent field is not) standing for q.
+template <size_t R, size_t S, bool kPlain, bool kClampC, bool kLean = false, class DF, class V = hn::Vec<DF>,
+          class MI = hn::Mask<hn::RebindToSigned<DF>>, class VU = hn::Vec<hn::RebindToUnsigned<DF>>>
 HWY_INLINE void FusedCutScalesDirect(DF df, const FusedModel& m, const float* cw, const int16_t* ep,
-                                     V (&scale)[R][kFusedMaxNV], MI (&outside)[R][kFusedMaxNV]) {
+                                     V (&scale)[R][kFusedMaxNV], MI (&outside)[R][kFusedMaxNV], VU* high = nullptr,
+                                     VU* limit = nullptr) {
   const hn::RebindToSigned<DF> di;
+  const hn::RebindToUnsigned<DF> du;
   const hn::Rebind<int16_t, DF> d16h;
   constexpr int kBias = LaneBits<float>::kBias, kMant = LaneBits<float>::kMant;
   const size_t L = hn::Lanes(df), W = 2 * L;
@@ -493,13 +504,17 @@ HWY_INLINE void FusedCutScalesDirect(DF df, const FusedModel& m, const float* cw
   const auto out_emin = hn::Set(di, m.out.emin + kBias);
   const auto e_max = hn::Set(di, IntFloatQMax<kPlain>(m) + m.kept_bits + kBias);
   const auto scale_field = hn::Set(di, 2 * kBias + m.kept_bits);  // 2^-q's field: kBias + kept_bits - E
+  if constexpr (kLean) *limit = hn::BitCast(du, e_max);
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < S * 2; ++v) {
       const auto c = hn::BitCast(di, hn::Load(df, cw + r * S * W + v * L));
       auto e = hn::ShiftRight<kMant>(hn::AndNot(sign_mask, c));
       if constexpr (kClampC) e = hn::IfThenElseZero(hn::Ne(e, hn::Zero(di)), hn::Max(e, out_emin));
       e = hn::Max(e, hn::PromoteTo(di, hn::LoadU(d16h, ep + r * S * W + v * L)));
-      outside[r][v] = hn::Gt(e, e_max);
+      if constexpr (kLean)
+        *high = hn::Max(*high, hn::BitCast(du, e));
+      else
+        outside[r][v] = hn::Gt(e, e_max);
       scale[r][v] = hn::BitCast(df, hn::ShiftLeft<kMant>(hn::Sub(scale_field, e)));
     }
 }
@@ -623,6 +638,27 @@ HWY_INLINE void FusedStoreResults(DT dt, const FastOperands& op, size_t i, size_
     }
 }
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// The binary16 form's two steps (FusedRoundResults, FusedGroupRowsLean). The smallest magnitude
+// that rounds to 2^(emax+1), as a float's bits: that power of two toward zero; to nearest the
+// midpoint below it, 2^emax times 1 and out_man_bits + 1 ones after the point.
+inline int32_t Binary16OverflowBits(const FusedModel& m) {
+  constexpr int kMant = LaneBits<float>::kMant;
+  const int32_t ones = ((int32_t{1} << (m.out_man_bits + 1)) - 1) << (kMant - m.out_man_bits - 1);
+  return m.final_rounding == Rounding::rne ? LaneBits<float>::Pow2(m.out.emax) | ones
+                                           : LaneBits<float>::Pow2(m.out.emax + 1);
+}
+
+// x rounded to binary16 (to nearest even, else toward zero) and back to float. (The masked forms with
+// every lane set: the plain ones' undefined pass-through trips g++ 12's -Wmaybe-uninitialized.)
+HWY_INLINE hn::Vec<hn::ScalableTag<float>> RoundTripBinary16(hn::Vec<hn::ScalableTag<float>> x, bool rne) {
+  constexpr int kRn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC, kRz = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
+  const __m256i none16 = _mm256_setzero_si256();
+  const __m256i h = rne ? _mm512_mask_cvtps_ph(none16, 0xffff, x.raw, kRn) : _mm512_mask_cvtps_ph(none16, 0xffff, x.raw, kRz);
+  return hn::Vec<hn::ScalableTag<float>>{_mm512_mask_cvtph_ps(_mm512_setzero_ps(), 0xffff, h)};
+}
+#endif
+
 // Step 3: val rounded once to the result grid into cw; results at the output format's overflow
 // threshold, results below its smallest normal where it flushes them (or T cannot scale them), a
 // non-finite c and `outside` lanes from the scalar core.
@@ -653,25 +689,14 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
     static_assert(sizeof(T) == 4 && hn::MaxLanes(DT()) == 16, "AVX-512 float lanes");
     const FusedModel& m = *op.fused.model;
     const bool rne = m.final_rounding == Rounding::rne;  // (else rtz: FusedTileBlock takes no other)
-    // The smallest magnitude that rounds to 2^(emax+1), as a float's bits: that power of two toward
-    // zero; to nearest the midpoint below it, 2^emax times 1 and out_man_bits + 1 ones after the point.
-    const int32_t ones = ((int32_t{1} << (m.out_man_bits + 1)) - 1) << (kMant - m.out_man_bits - 1);
-    const int32_t threshold = rne ? LaneBits<T>::Pow2(m.out.emax) | ones : LaneBits<T>::Pow2(m.out.emax + 1);
-    const V overflow_at = hn::BitCast(dt, hn::Set(di, threshold));
-    constexpr int kRn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC, kRz = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
-    // (The masked forms with every lane set: the plain ones' undefined pass-through trips g++ 12's
-    // -Wmaybe-uninitialized.)
-    const __m256i none16 = _mm256_setzero_si256();
-    const __m512 none = _mm512_setzero_ps();
+    const V overflow_at = hn::BitCast(dt, hn::Set(di, Binary16OverflowBits(m)));
     // (Every vector's results first, and one test of the rare lanes for them all, as kForm plain.)
     V result[R][kFusedMaxNV];
     MI rare[R][kFusedMaxNV];
     MI any = outside[0][0];
     for (size_t r = 0; r < R; ++r)
       for (size_t v = 0; v < S * NV; ++v) {
-        const __m512 x = val[r][v].raw;
-        const __m256i h = rne ? _mm512_mask_cvtps_ph(none16, 0xffff, x, kRn) : _mm512_mask_cvtps_ph(none16, 0xffff, x, kRz);
-        result[r][v] = V{_mm512_mask_cvtph_ps(none, 0xffff, h)};
+        result[r][v] = RoundTripBinary16(val[r][v], rne);
         rare[r][v] = hn::Or(outside[r][v], hn::RebindMask(di, hn::Not(hn::Lt(hn::Abs(val[r][v]), overflow_at))));
         any = hn::Or(any, rare[r][v]);
       }
@@ -747,6 +772,101 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
     }
 }
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// FusedGroupRows for the integer route in float lanes (AVX-512) with kForm plain or binary16 and one
+// or two accumulators, kept lean: no mask per vector. Every lane that FusedGroupRows would send to
+// the scalar core shows in one of three vectors kept over the whole pass, tested once at the end:
+// the largest q - kIntCutQMin (or E + bias) against the route's bound (step 1, kLean); the OR of the
+// checked adds (their sign bit: a wrapped int32 add); binary16, the largest |val| against the
+// output's overflow threshold (a NaN's bits lie above it). Where none shows, the results are
+// FusedGroupRows' and go to cw; else nothing is stored (c stays in cw) and false tells the caller to
+// run FusedGroupRows, which finds those lanes one by one.
+// Why a second form: written this way, as one straight run over the pass's vectors, the compiler
+// keeps it in registers; FusedGroupRows' masks per vector and its staged helpers cost
+// v100_fp16_out16 a fifth of its time (measured against this form in the same binary).
+// kRounding: IntSumToFloat's, for the model (int_sum_rounding).
+template <size_t R, size_t S, FusedResultForm kForm, size_t kAccs, IntSumRounding kRounding>
+HWY_INLINE bool FusedGroupRowsLean(const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
+                                   const uint32_t* idx, const int16_t* ep, float* cw) {
+  static_assert(kForm == FusedResultForm::plain || kForm == FusedResultForm::binary16, "the integer route's forms");
+  static_assert(kAccs == 1 || kAccs == 2, "four accumulators sum a wrapped vector again (FusedCutSumsIntFloat)");
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  using V = hn::Vec<decltype(df)>;
+  using VI = hn::Vec<decltype(di)>;
+  using VU = hn::Vec<decltype(du)>;
+  constexpr bool kPlain = kForm == FusedResultForm::plain;
+  constexpr int kBias = LaneBits<float>::kBias, kMant = LaneBits<float>::kMant;
+  const FusedOperands& fo = op.fused;
+  const FusedModel& m = *fo.model;
+  const size_t L = hn::Lanes(df), W = 2 * L, NVT = S * 2;
+
+  // Step 1: the scales 2^-q.
+  V scale[R][kFusedMaxNV];
+  hn::Mask<decltype(di)> unused[R][kFusedMaxNV];  // (the masks the lean forms leave alone)
+  VU high = hn::Zero(du), limit = hn::Zero(du);
+  if (fo.direct_scales && fo.direct_clamp_c) {
+    FusedCutScalesDirect<R, S, kPlain, true, true>(df, m, cw, ep, scale, unused, &high, &limit);
+  } else if (fo.direct_scales) {
+    FusedCutScalesDirect<R, S, kPlain, false, true>(df, m, cw, ep, scale, unused, &high, &limit);
+  } else {
+    VI q[R][kFusedMaxNV];
+    if (fo.narrow_terms)
+      FusedCutExponents<R, S, FusedFloors::narrow>(df, m, fo.min_align, true, cw, ep, q);
+    else if (fo.lean_floors)
+      FusedCutExponents<R, S, FusedFloors::lean>(df, m, fo.min_align, true, cw, ep, q);
+    else
+      FusedCutExponents<R, S>(df, m, fo.min_align, true, cw, ep, q);
+    FusedScalesOfQ<R, S, kPlain, true>(df, m, q, scale, unused, &high, &limit);
+  }
+
+  // Step 2: the products' cuts.
+  const float* arow[R];
+  for (size_t r = 0; r < R; ++r) arow[r] = fo.af + (i + r) * op.k + k0;
+  const float* bs[S];
+  for (size_t st = 0; st < S; ++st) bs[st] = fo.bf + (j0 / W + st) * op.k * W + k0 * W;
+  VI acc[kAccs][R][kFusedMaxNV];
+  FusedIntCutTerms<R, S, kAccs>(df, arow, bs, idx, g.n, scale, acc);
+
+  // c's cut, the sum (checked as FusedCutSumsIntFloat's), val = the sum rounded times 2^q (2^q from
+  // 2^-q: its exponent field mirrored), and the results.
+  constexpr bool may_wrap = kAccs > 1;  // (one accumulator: the caller takes no model whose sum with c may wrap)
+  const VI two_bias = hn::Set(di, static_cast<int32_t>((2 * kBias) << kMant));
+  const VI sign_mask = hn::Set(di, static_cast<int32_t>(0x80000000u));
+  const bool rne_out = m.final_rounding == Rounding::rne;  // binary16 (else rtz: FusedTileBlock takes no other)
+  VI wrap_bits = hn::Zero(di), high_mag = hn::Zero(di);
+  V result[R][kFusedMaxNV];
+  for (size_t r = 0; r < R; ++r)
+    for (size_t v = 0; v < NVT; ++v) {
+      const VI cut_c = TruncToInt32(df, hn::Mul(hn::Load(df, cw + r * S * W + v * L), scale[r][v]));
+      VI sum = acc[0][r][v];
+      auto add = [&](VI y) {
+        const VI s = hn::Add(sum, y);
+        if constexpr (may_wrap) wrap_bits = hn::Or(wrap_bits, hn::And(hn::Xor(sum, s), hn::Xor(y, s)));
+        sum = s;
+      };
+      if constexpr (kAccs == 2) add(acc[1][r][v]);
+      add(cut_c);
+      const V pow2_q = hn::BitCast(df, hn::Sub(two_bias, hn::BitCast(di, scale[r][v])));
+      const V val = hn::Mul(IntSumToFloat<kRounding>(sum), pow2_q);
+      if constexpr (kForm == FusedResultForm::binary16) {
+        result[r][v] = RoundTripBinary16(val, rne_out);
+        high_mag = hn::Max(high_mag, hn::AndNot(sign_mask, hn::BitCast(di, val)));
+      } else {
+        result[r][v] = val;
+      }
+    }
+  auto rare = hn::Or(hn::RebindMask(di, hn::Gt(high, limit)), hn::Lt(wrap_bits, hn::Zero(di)));
+  if constexpr (kForm == FusedResultForm::binary16)
+    rare = hn::Or(rare, hn::Not(hn::Lt(high_mag, hn::Set(di, Binary16OverflowBits(m)))));
+  if (HWY_UNLIKELY(!hn::AllFalse(di, rare))) return false;
+  for (size_t r = 0; r < R; ++r)
+    for (size_t v = 0; v < NVT; ++v) hn::Store(result[r][v], df, cw + r * S * W + v * L);
+  return true;
+}
+#endif
+
 // One group for R rows from i and S strips from j0 (c: cw[r*S*W + l], replaced by the group's results).
 // kForm: FusedRoundResults' (other than general: the float lanes of the integer route only). kFour:
 // the integer route's four accumulators (FusedOperands::int_accs 4; one row), else its one or two.
@@ -817,6 +937,53 @@ HWY_NOINLINE void FusedGroupRowsFour(DT dt, const FastOperands& op, size_t i0, s
   const size_t SW = S * 2 * hn::Lanes(hn::ScalableTag<float>());
   for (size_t r = 0; r < rows; ++r) FusedGroupRows<1, S, kForm, true>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
 }
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// FusedGroupRows out of line, for the passes in which FusedGroupRowsLean found a lane for the core
+// (rare: kept out of the lean form's code).
+template <size_t R, size_t S, FusedResultForm kForm, class DT>
+HWY_NOINLINE void FusedGroupRowsCareful(DT dt, const FastOperands& op, size_t i, size_t j0, size_t k0,
+                                        const FusedGroup& g, const uint32_t* idx, const int16_t* ep, float* cw) {
+  FusedGroupRows<R, S, kForm>(dt, op, i, j0, k0, g, idx, ep, cw);
+}
+
+// A group for a tile's rows by FusedGroupRowsLean, in pairs, each pass that finds a lane for the core
+// again by FusedGroupRowsCareful.
+template <size_t S, FusedResultForm kForm, size_t kAccs, IntSumRounding kRounding, class DT>
+HWY_INLINE void FusedGroupTileLean(DT dt, const FastOperands& op, size_t i0, size_t rows, size_t j0, size_t k0,
+                                   const FusedGroup& g, const uint32_t* idx, const int16_t* ep, float* c) {
+  const size_t SW = S * 2 * hn::Lanes(hn::ScalableTag<float>());
+  size_t r = 0;
+  for (; r + 2 <= rows; r += 2)
+    if (!FusedGroupRowsLean<2, S, kForm, kAccs, kRounding>(op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW))
+      FusedGroupRowsCareful<2, S, kForm>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
+  if (r < rows && !FusedGroupRowsLean<1, S, kForm, kAccs, kRounding>(op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW))
+    FusedGroupRowsCareful<1, S, kForm>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
+}
+
+// FusedGroupTileLean with the model's accumulators (one or two) and IntSumToFloat's rounding
+// (binary16: to odd, its 10 fraction bits; plain: the model's own).
+template <size_t S, FusedResultForm kForm, class DT>
+HWY_INLINE void FusedGroupTileLeanFor(DT dt, const FastOperands& op, size_t i0, size_t rows, size_t j0, size_t k0,
+                                      const FusedGroup& g, const uint32_t* idx, const int16_t* ep, float* c) {
+  using K = IntSumRounding;
+  auto run = [&](auto accs, auto rounding) {
+    FusedGroupTileLean<S, kForm, decltype(accs)::value, decltype(rounding)::value>(dt, op, i0, rows, j0, k0, g, idx, ep, c);
+  };
+  auto with_accs = [&](auto rounding) {
+    if (op.fused.int_accs == 2)
+      run(std::integral_constant<size_t, 2>(), rounding);
+    else
+      run(std::integral_constant<size_t, 1>(), rounding);
+  };
+  if constexpr (kForm == FusedResultForm::binary16)
+    with_accs(std::integral_constant<K, K::to_odd>());
+  else if (int_sum_rounding(*op.fused.model) == K::nearest_even)
+    with_accs(std::integral_constant<K, K::nearest_even>());
+  else
+    with_accs(std::integral_constant<K, K::toward_zero>());
+}
+#endif
 
 // fused_promote_add into IEEE binary16 keeping subnormals, for lanes of fp16 values: their float sum,
 // rounded once more to fp16 (to nearest even, overflow to infinity), is their correctly rounded fp16
@@ -890,6 +1057,14 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
           FusedGroupRowsFour<S, kForm>(dt, op, i0, rows, j0, k0, g, idx, ep, c);
           return;
         }
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+        if constexpr (sizeof(T) == 4 && kForm != FusedResultForm::general) {
+          if (op.fused.int_accs == 2 || !op.fused.int_sum_may_wrap) {
+            FusedGroupTileLeanFor<S, kForm>(dt, op, i0, rows, j0, k0, g, idx, ep, c);
+            return;
+          }
+        }
+#endif
         size_t r = 0;
         for (; r + 2 <= rows; r += 2) FusedGroupRows<2, S, kForm>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
         if (r < rows) FusedGroupRows<1, S, kForm>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
