@@ -2,6 +2,8 @@
 // Nothing here depends on a particular format; the catalogue (catalogue.cpp) names them.
 #pragma once
 
+#include <algorithm>
+
 #include "arith/hostdevice.h"
 
 namespace drift {
@@ -120,6 +122,14 @@ DRIFT_HD int significand_bits(const Format& f) {
   if (f.kind == Kind::floating) return f.man_bits + 1;
   if (f.kind == Kind::integer) return f.man_bits;
   return 1;
+}
+
+// The weight of the last bit of every value of f at or above `min` in magnitude, as the exponent of
+// a power of two: an integer's 2^0; a float's 2^(e - man_bits), e its exponent, which is at least
+// ilogb(min) and at least emin (a subnormal's last bit is the format's grid). At f.min_positive: the
+// grid every value of f lies on. Host only.
+inline int last_bit_exp(const Format& f, double min) {
+  return f.kind == Kind::integer ? 0 : std::max(std::ilogb(min), f.emin) - f.man_bits;
 }
 
 }  // namespace drift

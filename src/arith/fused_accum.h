@@ -347,6 +347,22 @@ constexpr double kFloorExp = -900;
 // (terms + 1) cut terms below 2^(kept_bits+2) adding exactly in double. Host only.
 bool fused_groups_exact_in_double(const FusedModel& m);
 
+// Whether every sum model m forms over n products of values of formats fa and fb is their exact sum
+// (no cut drops a bit, every group's and promotion's result is a value of the output format), and
+// so also what a plain fp32 sequential sum of them gives (every partial sum exact in fp32). From the
+// formats alone: the products are multiples of g = 2^(last_bit_exp(fa) + last_bit_exp(fb)) and at
+// most P = max(fa) * max(fb) in magnitude, so every partial sum, c included, is a multiple of g at
+// most n * P. Then
+//   * the cut keeps every multiple of g: a group's alignment exponent E is at most the largest of
+//     code(max fa) + code(max fb) (codes clamped at in_emin), the exponent of n * P (at least
+//     out.emin: c's clamp) and min_align_exp, and E - kept_bits <= log2 g;
+//   * a multiple of g at most n * P is a value of the output format: n * P / g < 2^(out_man_bits+1),
+//     g on its grid (its subnormal grid where it keeps subnormals, else its smallest normal) and
+//     n * P below its overflow threshold; and of fp32: n * P / g <= 2^24, g >= 2^-149.
+// The operands must be finite and read as they are: formats without infinities or NaNs, subnormal
+// inputs kept (in_subnormals). Interleaved models are left out. Host only.
+bool fused_sums_exact(const FusedModel& m, const Format& fa, const Format& fb, size_t n);
+
 namespace fused_detail {
 
 // The alignment exponent of a non-zero input value: its leading bit's, at least emin. Read from the

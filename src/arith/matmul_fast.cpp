@@ -621,6 +621,27 @@ bool fused_groups_exact_in_double(const FusedModel& m) {
   return fused_cut_sum_bound(m) <= 0x1p53;
 }
 
+bool fused_sums_exact(const FusedModel& m, const Format& fa, const Format& fb, size_t n) {
+  auto plain_values = [](const Format& f) {
+    return (f.kind == Kind::floating || f.kind == Kind::integer) && !f.inf && f.nan == NanCode::none &&
+           f.max_finite > 0;
+  };
+  if (n == 0 || m.interleave != 0 || !m.in_subnormals || fused_model_invalid(m)) return false;
+  if (!plain_values(fa) || !plain_values(fb)) return false;
+  const int g = last_bit_exp(fa, fa.min_positive) + last_bit_exp(fb, fb.min_positive);  // log2 of the grid
+  // P / g: an integer (the largest values are multiples of their grids), and n times it, in integers.
+  const double ratio = std::ldexp(fa.max_finite * fb.max_finite, -g);
+  if (!(ratio <= 0x1p24) || n > (uint64_t{1} << 32)) return false;
+  const uint64_t span = static_cast<uint64_t>(n) * static_cast<uint64_t>(ratio);  // n * P / g
+  const int span_exp = top_bit(span);  // n * P < 2^(span_exp + 1 + g)
+  auto code = [&](const Format& f) { return std::max(std::ilogb(f.max_finite), m.in_emin); };
+  const int e_max = std::max({code(fa) + code(fb), std::max(span_exp + g, m.out.emin), m.min_align_exp});
+  if (e_max - m.kept_bits > g) return false;  // the cut would drop bits of some term
+  if (span >= (uint64_t{1} << (m.out_man_bits + 1)) || span_exp + g + 1 > m.out.emax + 1) return false;
+  if (g < (m.out_subnormals ? m.out.emin - m.out_man_bits : m.out.emin)) return false;
+  return span <= (uint64_t{1} << 24) && g >= -149 && span_exp + g + 1 <= 128;  // and the fp32 sum's partial sums
+}
+
 namespace {
 
 int half_of(fused_detail::Consecutive) { return -1; }
@@ -805,9 +826,16 @@ struct FastPlan {
 // the reference runs), and the kernel's shape and accumulator (op).
 bool plan_fast(const PreparedOperands& ops, const InPlaceOperand* ia, const InPlaceOperand* ib,
                const MatmulPolicy& policy, const MatmulContext& ctx, FastOperands& op, FastPlan& plan) {
-  const bool inner_fp32 = is_plain_fp32_sequential(policy.inner);
+  // A fused model whose K-block sums provably cut nothing (fused_sums_exact) forms each block's exact
+  // sum, as the plain fp32 sequential sum does: such calls take the fp32 kernels (pairs included).
+  // Not with the block scales folded into the products (other values), nor where swamping is
+  // counted (the reference counts the model's).
+  const bool fused_as_fp32 = policy.inner.fused && !policy.inner.scales_in_products && !ctx.count_swamping &&
+                             fused_sums_exact(*policy.inner.fused, policy.a.format, policy.b.format, ops.kblock);
+  const bool inner_fp32 = is_plain_fp32_sequential(policy.inner) || fused_as_fp32;
   const bool inner_narrow = !inner_fp32 && is_narrow_kernel_accumulator(policy.inner);
-  const bool inner_fused = policy.inner.fused && fused_groups_exact_in_double(*policy.inner.fused);
+  const bool inner_fused =
+      !fused_as_fp32 && policy.inner.fused && fused_groups_exact_in_double(*policy.inner.fused);
   const bool outer_fp32 = is_plain_fp32_sequential(policy.outer);
   if (policy.product_format || !(inner_fp32 || inner_narrow || inner_fused)) return false;
   if (!outer_fp32 && !is_single_add_outer(policy.outer)) return false;

@@ -128,12 +128,7 @@ bool pair_formats_fit(const Format& fa, const Format& fb) {
 bool pair_ranges_exact(const Format& fa, double a_min, const Format& fb, double b_min) {
   if (std::isinf(a_min) || std::isinf(b_min)) return true;  // an operand of zeros: every product +-0
   if (a_min < 0x1p-126 || b_min < 0x1p-126) return false;
-  // The last bit of any value at or above `min`: an integer's 2^0; a float's 2^(e - man_bits), e its
-  // exponent, at least ilogb(min) and at least emin (a subnormal's last bit is the format's grid).
-  auto grid = [](const Format& f, double min) {
-    return f.kind == Kind::integer ? 0 : std::max(std::ilogb(min), f.emin) - f.man_bits;
-  };
-  return grid(fa, a_min) + grid(fb, b_min) >= -126;
+  return last_bit_exp(fa, a_min) + last_bit_exp(fb, b_min) >= -126;
 }
 
 // The data conditions at the formats' smallest values, which every value of theirs meets.
