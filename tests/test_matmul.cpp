@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -1114,6 +1115,52 @@ TEST_CASE("fused fp16-output models: rtz on the subnormal grid, and every fp16-o
     matmul(MatView{col_a.data(), 1, 16, 16, false}, MatView{b.data(), 16, n, n, false}, c.data(), n, rtz, ctx);
     CHECK(same_bits(c[0], want[t]));
     check_fast_case(rtz, col_a, b, Shape{1, 16, n}, 1, "rtz subnormal");
+  }
+  // At fp16's overflow threshold, under this rtz model (16-product groups, 25 kept bits) and A100's
+  // fp16-output model (8-product groups, 24 kept bits), each to nearest even and toward zero.
+  // 2047 * 32 = 65504 (fp16's largest) and 16 * 1: E = 10 + 5 = 15, q = 15 - 25 or 15 - 24, nothing
+  // cut, the sum 65520 = 65504 + half its last place. Toward zero it is 65504; to nearest even it
+  // ties up to 2^16, whose exponent is fp16's infinity field: +inf (fused_accum.h, step 4).
+  // 2 * (256 * 128) = 65536 = 2^16 is +inf under both: the model makes an infinity of any result
+  // with that exponent, where IEEE rtz (and F16C's conversion toward zero) would stop at 65504. (A
+  // non-finite result may send the call to the reference: the kernel's part is to hand those lanes
+  // on, not to keep them.)
+  const MatmulPolicy rne = fused_policy(*find_tc_preset("h100_fp16_out16"), fmt("fp16"));
+  const MatmulPolicy a100_rne = fused_policy(*find_tc_preset("a100_fp16_out16"), fmt("fp16"));
+  MatmulPolicy a100_rtz = a100_rne;
+  a100_rtz.inner.fused->final_rounding = Rounding::rtz;
+  struct Edge {
+    double a0, b0, a1, b1;
+    const MatmulPolicy* p;
+    double want;
+    const char* what;
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  const Edge edges[] = {{2047, 32, 16, 1, &rtz, 65504, "rtz 65520"},
+                        {2047, 32, 16, 1, &rne, inf, "rne 65520"},
+                        {256, 128, 256, 128, &rtz, inf, "rtz 65536"},
+                        {256, 128, 256, 128, &rne, inf, "rne 65536"},
+                        {2047, 32, 16, 1, &a100_rtz, 65504, "a100 rtz 65520"},
+                        {2047, 32, 16, 1, &a100_rne, inf, "a100 rne 65520"},
+                        {256, 128, 256, 128, &a100_rtz, inf, "a100 rtz 65536"},
+                        {256, 128, 256, 128, &a100_rne, inf, "a100 rne 65536"}};
+  for (const Edge& e : edges) {
+    CAPTURE(e.what);
+    std::vector<double> col_a(16, 0.0);
+    col_a[0] = e.a0;
+    col_a[1] = e.a1;
+    const size_t n = 70;
+    std::vector<double> b(16 * n, 0.0);
+    for (size_t j = 0; j < n; ++j) {
+      b[j] = e.b0;
+      b[n + j] = e.b1;
+    }
+    std::vector<double> c(n);
+    MatmulContext ctx;
+    ctx.force_reference = true;
+    matmul(MatView{col_a.data(), 1, 16, 16, false}, MatView{b.data(), 16, n, n, false}, c.data(), n, *e.p, ctx);
+    CHECK(same_bits(c[0], e.want));
+    check_fast_case(*e.p, col_a, b, Shape{1, 16, n}, std::isinf(e.want) ? -1 : 1, e.what);
   }
   // Random operands whose results span fp16's subnormals to its overflow threshold, under every
   // fp16-output preset (FP8 ones included: their groups start from zero and promote in fp16) and the

@@ -783,9 +783,10 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
 // run FusedGroupRows, which finds those lanes one by one.
 // Why a second form: written this way, as one straight run over the pass's vectors, the compiler
 // keeps it in registers; FusedGroupRows' masks per vector and its staged helpers cost
-// v100_fp16_out16 a fifth of its time (measured against this form in the same binary).
+// v100_fp16_out16 a fifth of its time (a throwaway form of this pass, against the kernel in the same binary).
+// kCheckWrap: the adds are checked (two accumulators, or one whose sum with c may pass 2^31);
 // kRounding: IntSumToFloat's, for the model (int_sum_rounding).
-template <size_t R, size_t S, FusedResultForm kForm, size_t kAccs, IntSumRounding kRounding>
+template <size_t R, size_t S, FusedResultForm kForm, size_t kAccs, bool kCheckWrap, IntSumRounding kRounding>
 HWY_INLINE bool FusedGroupRowsLean(const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
                                    const uint32_t* idx, const int16_t* ep, float* cw) {
   static_assert(kForm == FusedResultForm::plain || kForm == FusedResultForm::binary16, "the integer route's forms");
@@ -831,7 +832,7 @@ HWY_INLINE bool FusedGroupRowsLean(const FastOperands& op, size_t i, size_t j0, 
 
   // c's cut, the sum (checked as FusedCutSumsIntFloat's), val = the sum rounded times 2^q (2^q from
   // 2^-q: its exponent field mirrored), and the results.
-  constexpr bool may_wrap = kAccs > 1;  // (one accumulator: the caller takes no model whose sum with c may wrap)
+  static_assert(kCheckWrap || kAccs == 1, "two accumulators' sum may always wrap");
   const VI two_bias = hn::Set(di, static_cast<int32_t>((2 * kBias) << kMant));
   const VI sign_mask = hn::Set(di, static_cast<int32_t>(0x80000000u));
   const bool rne_out = m.final_rounding == Rounding::rne;  // binary16 (else rtz: FusedTileBlock takes no other)
@@ -843,7 +844,7 @@ HWY_INLINE bool FusedGroupRowsLean(const FastOperands& op, size_t i, size_t j0, 
       VI sum = acc[0][r][v];
       auto add = [&](VI y) {
         const VI s = hn::Add(sum, y);
-        if constexpr (may_wrap) wrap_bits = hn::Or(wrap_bits, hn::And(hn::Xor(sum, s), hn::Xor(y, s)));
+        if constexpr (kCheckWrap) wrap_bits = hn::Or(wrap_bits, hn::And(hn::Xor(sum, s), hn::Xor(y, s)));
         sum = s;
       };
       if constexpr (kAccs == 2) add(acc[1][r][v]);
@@ -949,32 +950,38 @@ HWY_NOINLINE void FusedGroupRowsCareful(DT dt, const FastOperands& op, size_t i,
 
 // A group for a tile's rows by FusedGroupRowsLean, in pairs, each pass that finds a lane for the core
 // again by FusedGroupRowsCareful.
-template <size_t S, FusedResultForm kForm, size_t kAccs, IntSumRounding kRounding, class DT>
+template <size_t S, FusedResultForm kForm, size_t kAccs, bool kCheckWrap, IntSumRounding kRounding, class DT>
 HWY_INLINE void FusedGroupTileLean(DT dt, const FastOperands& op, size_t i0, size_t rows, size_t j0, size_t k0,
                                    const FusedGroup& g, const uint32_t* idx, const int16_t* ep, float* c) {
   const size_t SW = S * 2 * hn::Lanes(hn::ScalableTag<float>());
   size_t r = 0;
   for (; r + 2 <= rows; r += 2)
-    if (!FusedGroupRowsLean<2, S, kForm, kAccs, kRounding>(op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW))
+    if (!FusedGroupRowsLean<2, S, kForm, kAccs, kCheckWrap, kRounding>(op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW))
       FusedGroupRowsCareful<2, S, kForm>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
-  if (r < rows && !FusedGroupRowsLean<1, S, kForm, kAccs, kRounding>(op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW))
+  if (r < rows && !FusedGroupRowsLean<1, S, kForm, kAccs, kCheckWrap, kRounding>(op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW))
     FusedGroupRowsCareful<1, S, kForm>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
 }
 
-// FusedGroupTileLean with the model's accumulators (one or two) and IntSumToFloat's rounding
-// (binary16: to odd, its 10 fraction bits; plain: the model's own).
+// FusedGroupTileLean with the model's accumulators (one, or two whose sum is always checked), the
+// check of one accumulator's sum with c where it may wrap (FusedOperands::int_sum_may_wrap: the
+// 16-product groups of 25 kept bits), and IntSumToFloat's rounding (binary16: to odd, its 10
+// fraction bits; plain: the model's own).
 template <size_t S, FusedResultForm kForm, class DT>
 HWY_INLINE void FusedGroupTileLeanFor(DT dt, const FastOperands& op, size_t i0, size_t rows, size_t j0, size_t k0,
                                       const FusedGroup& g, const uint32_t* idx, const int16_t* ep, float* c) {
   using K = IntSumRounding;
-  auto run = [&](auto accs, auto rounding) {
-    FusedGroupTileLean<S, kForm, decltype(accs)::value, decltype(rounding)::value>(dt, op, i0, rows, j0, k0, g, idx, ep, c);
+  auto run = [&](auto accs, auto check, auto rounding) {
+    FusedGroupTileLean<S, kForm, decltype(accs)::value, decltype(check)::value, decltype(rounding)::value>(
+        dt, op, i0, rows, j0, k0, g, idx, ep, c);
   };
   auto with_accs = [&](auto rounding) {
+    using One = std::integral_constant<size_t, 1>;
     if (op.fused.int_accs == 2)
-      run(std::integral_constant<size_t, 2>(), rounding);
+      run(std::integral_constant<size_t, 2>(), std::true_type(), rounding);
+    else if (op.fused.int_sum_may_wrap)
+      run(One(), std::true_type(), rounding);
     else
-      run(std::integral_constant<size_t, 1>(), rounding);
+      run(One(), std::false_type(), rounding);
   };
   if constexpr (kForm == FusedResultForm::binary16)
     with_accs(std::integral_constant<K, K::to_odd>());
@@ -1059,10 +1066,8 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
         }
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
         if constexpr (sizeof(T) == 4 && kForm != FusedResultForm::general) {
-          if (op.fused.int_accs == 2 || !op.fused.int_sum_may_wrap) {
-            FusedGroupTileLeanFor<S, kForm>(dt, op, i0, rows, j0, k0, g, idx, ep, c);
-            return;
-          }
+          FusedGroupTileLeanFor<S, kForm>(dt, op, i0, rows, j0, k0, g, idx, ep, c);
+          return;
         }
 #endif
         size_t r = 0;
