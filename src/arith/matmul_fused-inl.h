@@ -343,6 +343,21 @@ HWY_INLINE void FusedIntCutTerms(DF df, const float* const (&arow)[R], const flo
     if (t + a < n) add(idx[t + a], acc[a]);
 }
 
+// FusedIntCutTerms for group g of rows [i, i+R) and the S strips from j0, from the kernel's float
+// operands (FusedOperands::af, bf) at K-block k0.
+template <size_t R, size_t S, size_t kAccs, class DF, class VF = hn::Vec<DF>,
+          class VI32 = hn::Vec<hn::RebindToSigned<DF>>>
+HWY_INLINE void FusedIntCutTermsOf(DF df, const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
+                                   const uint32_t* idx, const VF (&scale)[R][kFusedMaxNV],
+                                   VI32 (&acc)[kAccs][R][kFusedMaxNV]) {
+  const size_t W = 2 * hn::Lanes(hn::ScalableTag<float>());
+  const float* arow[R];
+  for (size_t r = 0; r < R; ++r) arow[r] = op.fused.af + (i + r) * op.k + k0;
+  const float* bs[S];
+  for (size_t st = 0; st < S; ++st) bs[st] = op.fused.bf + (j0 / W + st) * op.k * W + k0 * W;
+  FusedIntCutTerms<R, S, kAccs>(df, arow, bs, idx, g.n, scale, acc);
+}
+
 // Step 2 by the integer route in double lanes (targets without per-instruction rounding): the
 // products by FusedIntCutTerms in float lanes of twice the width; c's cut, the accumulators' sum and
 // val = that sum times 2^q (below 2^34 before scaling: all exact) in double lanes.
@@ -373,11 +388,8 @@ HWY_INLINE void FusedCutSumsInt(DT dt, const FastOperands& op, size_t i, size_t 
     }
     for (size_t u = 0; u < NF; ++u) scale[r][u] = hn::Combine(df, half[2 * u + 1], half[2 * u]);
   }
-  const float* arow[R];
-  for (size_t r = 0; r < R; ++r) arow[r] = fo.af + (i + r) * op.k + k0;
-  const float* const bs[1] = {fo.bf + (j0 / W) * op.k * W + k0 * W};
   hn::Vec<hn::RebindToSigned<decltype(df)>> acc[kAccs][R][kFusedMaxNV];
-  FusedIntCutTerms<R, 1, kAccs>(df, arow, bs, idx, g.n, scale, acc);
+  FusedIntCutTermsOf<R, 1, kAccs>(df, op, i, j0, k0, g, idx, scale, acc);
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NV; ++v) {
       for (size_t a = 0; a < kAccs; ++a) {
@@ -539,12 +551,8 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
   constexpr int kBias = LaneBits<float>::kBias, kMant = LaneBits<float>::kMant;
   const size_t L = hn::Lanes(df), W = 2 * L, NVT = S * 2;
   const FusedOperands& fo = op.fused;
-  const float* arow[R];
-  for (size_t r = 0; r < R; ++r) arow[r] = fo.af + (i + r) * op.k + k0;
-  const float* bs[S];
-  for (size_t st = 0; st < S; ++st) bs[st] = fo.bf + (j0 / W + st) * op.k * W + k0 * W;
   VI acc[kAccs][R][kFusedMaxNV];
-  FusedIntCutTerms<R, S, kAccs>(df, arow, bs, idx, g.n, scale, acc);
+  FusedIntCutTermsOf<R, S, kAccs>(df, op, i, j0, k0, g, idx, scale, acc);
   // c's cut after the products, and 2^q from 2^-q (its exponent field mirrored: (2 kBias << kMant)
   // minus the bits of 2^-q, both normal where not outside): the product loop keeps neither q nor
   // c's cuts live, which had spilled registers there.
@@ -823,12 +831,8 @@ HWY_INLINE bool FusedGroupRowsLean(const FastOperands& op, size_t i, size_t j0, 
   }
 
   // Step 2: the products' cuts.
-  const float* arow[R];
-  for (size_t r = 0; r < R; ++r) arow[r] = fo.af + (i + r) * op.k + k0;
-  const float* bs[S];
-  for (size_t st = 0; st < S; ++st) bs[st] = fo.bf + (j0 / W + st) * op.k * W + k0 * W;
   VI acc[kAccs][R][kFusedMaxNV];
-  FusedIntCutTerms<R, S, kAccs>(df, arow, bs, idx, g.n, scale, acc);
+  FusedIntCutTermsOf<R, S, kAccs>(df, op, i, j0, k0, g, idx, scale, acc);
 
   // c's cut, the sum (checked as FusedCutSumsIntFloat's), val = the sum rounded times 2^q (2^q from
   // 2^-q: its exponent field mirrored), and the results.
