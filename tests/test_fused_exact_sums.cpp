@@ -15,6 +15,7 @@
 #include "policy/presets.h"
 #include "same_bits.h"
 #include "scaled_policy.h"
+#include "spread_values.h"
 
 // This file's own names: the test binary compiles several files as one (a unity build).
 namespace test_fused_exact_sums {
@@ -22,6 +23,7 @@ namespace test_fused_exact_sums {
 using namespace drift;
 using drift::testing::same_bits;
 using drift::testing::scaled_policy;
+using drift::testing::spread_values;
 
 namespace {
 
@@ -37,20 +39,20 @@ Format format(const char* name) {
   return *f;
 }
 
-// Test data of three kinds. 0: signed, some zeros, magnitudes from 2^-12 to 2^12, which the
-// scalings map over a format's whole range (many tiny values). 1: uniform in [-1, 1): once scaled,
-// most elements sit in the format's upper binades. 2: uniform in [0, 1): sums that grow with K, so
-// that long ones reach the bits a narrow cut drops (E2M1 under 13 kept bits: past 2^12, where the
-// cut at 2^-1 drops the quarters of products such as 1.5 * 1.5).
+// Test data of three kinds. 0: spread_values (2^-12 .. 2^12, zeros), which the scalings map over a
+// format's whole range (many tiny values). 1: uniform in [-1, 1): once scaled, most elements sit in
+// the format's upper binades. 2: uniform in [0, 1): sums that grow with K, so that long ones reach
+// the bits a narrow cut drops (E2M1 under 13 kept bits: past 2^12, where the cut at 2^-1 drops the
+// quarters of products such as 1.5 * 1.5).
 std::vector<float> data(size_t n, uint64_t seed, int kind) {
+  if (kind == 0) {
+    const std::vector<double> d = spread_values(n, seed);
+    return std::vector<float>(d.begin(), d.end());
+  }
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) {
-    const uint32_t r0 = random_u32(seed, 5, 2 * i), r1 = random_u32(seed, 5, 2 * i + 1);
-    const double u = static_cast<double>(r0) / 2147483648.0 - 1.0;
-    if (kind == 0)
-      v[i] = (r1 >> 28) == 0 ? 0.0f : static_cast<float>(u * std::ldexp(0.5, static_cast<int>(r1 % 25) - 12));
-    else
-      v[i] = static_cast<float>(kind == 1 ? u : 0.5 * (u + 1.0));
+    const double u = static_cast<double>(random_u32(seed, 5, i)) / 2147483648.0 - 1.0;
+    v[i] = static_cast<float>(kind == 1 ? u : 0.5 * (u + 1.0));
   }
   return v;
 }

@@ -3,39 +3,27 @@
 #include <doctest/doctest.h>
 #include <omp.h>
 
-#include <cmath>
 #include <string>
 #include <vector>
 
 #include "arith/catalogue.h"
 #include "arith/matmul.h"
 #include "arith/matmul_pairs.h"
-#include "arith/random.h"
 #include "same_bits.h"
 #include "scaled_policy.h"
+#include "spread_values.h"
 
 // This file's own names: the test binary compiles several files as one (a unity build).
 namespace test_matmul_pairs {
 
 using drift::testing::same_bits;
 using drift::testing::scaled_policy;
+using drift::testing::spread_values;
 using namespace drift;
 
 namespace {
 
 Format fmt(const char* name) { return *find_format(name); }
-
-// Values spread over 2^-12 .. 2^12 with zeros, so that block scales differ from block to block and
-// products meet sums many binades apart (ties and lost addends included).
-std::vector<double> spread_matrix(size_t n, uint64_t seed) {
-  std::vector<double> v(n);
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t r0 = random_u32(seed, 3, 2 * i), r1 = random_u32(seed, 3, 2 * i + 1);
-    const double x = (static_cast<double>(r0) / 4294967296.0 - 0.5) * std::ldexp(1.0, static_cast<int>(r1 % 25) - 12);
-    v[i] = (r1 >> 27) == 0 ? 0.0 : x;
-  }
-  return v;
-}
 
 // C by the engine's float entry, by the kernel the CPU picks, by the fp32 kernel (pair kernel off)
 // and by the literal reference.
@@ -46,7 +34,7 @@ struct ThreeWays {
 };
 
 ThreeWays three_ways(const MatmulPolicy& p, size_t m, size_t k, size_t n, bool ta, bool tb, uint64_t seed) {
-  const auto ad = spread_matrix(m * k, seed), bd = spread_matrix(k * n, seed + 1);
+  const auto ad = spread_values(m * k, seed), bd = spread_values(k * n, seed + 1);
   const std::vector<float> a(ad.begin(), ad.end()), b(bd.begin(), bd.end());
   const MatViewF av{a.data(), m, k, ta ? m : k, ta}, bv{b.data(), k, n, tb ? k : n, tb};
   ThreeWays r;
@@ -207,7 +195,7 @@ TEST_CASE("pair kernel: a C with room past its n columns keeps that room as it w
   for (size_t n : {31, 47}) {
     CAPTURE(n);
     const size_t m = 7, k = 64, ldc = n + 9;
-    const auto ad = spread_matrix(m * k, 5), bd = spread_matrix(k * n, 6);
+    const auto ad = spread_values(m * k, 5), bd = spread_values(k * n, 6);
     const std::vector<float> a(ad.begin(), ad.end()), b(bd.begin(), bd.end());
     const float sentinel = -1234.5f;
     std::vector<float> c(m * ldc + 16, sentinel), ref(m * n);

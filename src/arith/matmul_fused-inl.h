@@ -531,6 +531,34 @@ HWY_INLINE void FusedCutScalesDirect(DF df, const FusedModel& m, const float* cw
     }
 }
 
+// Step 2's sum for row r's vector v: the kAccs accumulators' cut terms and c's cut (c times 2^-q,
+// truncated: below 2^(kept_bits+1)) added in int32, in that order. check: each add's wrap
+// indicator, the sign bit of (x ^ s) & (y ^ s) (both addends of one sign, the sum of the other),
+// ORed into *wrap.
+template <size_t kAccs, size_t R, class DF, class VI = hn::Vec<hn::RebindToSigned<DF>>>
+HWY_INLINE VI FusedCutSum(DF df, const VI (&acc)[kAccs][R][kFusedMaxNV], size_t r, size_t v, hn::Vec<DF> c,
+                          hn::Vec<DF> scale, bool check, VI* wrap) {
+  VI sum = acc[0][r][v];
+  auto add = [&](VI y) {
+    const VI s = hn::Add(sum, y);
+    if (check) *wrap = hn::Or(*wrap, hn::And(hn::Xor(sum, s), hn::Xor(y, s)));
+    sum = s;
+  };
+  for (size_t a = 1; a < kAccs; ++a) add(acc[a][r][v]);
+  add(TruncToInt32(df, hn::Mul(c, scale)));
+  return sum;
+}
+
+// 2^q from the scale 2^-q, both normal floats: the exponent field mirrored, (2 kBias << kMant)
+// minus the bits of 2^-q. (From the scale, so that the product loop keeps no q live: it had spilled
+// registers there.)
+template <class DF>
+HWY_INLINE hn::Vec<DF> FusedPow2Q(DF df, hn::Vec<DF> scale) {
+  const hn::RebindToSigned<DF> di;
+  constexpr int kBias = LaneBits<float>::kBias, kMant = LaneBits<float>::kMant;
+  return hn::BitCast(df, hn::Sub(hn::Set(di, static_cast<int32_t>((2 * kBias) << kMant)), hn::BitCast(di, scale)));
+}
+
 // Step 2 by the integer route in float lanes (AVX-512), from step 1's scales 2^-q and `outside`:
 // the products by FusedIntCutTerms into kAccs int32 accumulators; c's cut in int32 too (below
 // 2^(kept_bits+1)); each add of the accumulators and c checked for overflow where the model's
@@ -548,52 +576,37 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
                                      const uint32_t* idx, const float* cw, const V (&scale)[R][kFusedMaxNV],
                                      V (&val)[R][kFusedMaxNV], MI (&outside)[R][kFusedMaxNV]) {
   const hn::RebindToSigned<DF> di;
-  constexpr int kBias = LaneBits<float>::kBias, kMant = LaneBits<float>::kMant;
+  constexpr int kBias = LaneBits<float>::kBias;
   const size_t L = hn::Lanes(df), W = 2 * L, NVT = S * 2;
   const FusedOperands& fo = op.fused;
   VI acc[kAccs][R][kFusedMaxNV];
   FusedIntCutTermsOf<R, S, kAccs>(df, op, i, j0, k0, g, idx, scale, acc);
-  // c's cut after the products, and 2^q from 2^-q (its exponent field mirrored: (2 kBias << kMant)
-  // minus the bits of 2^-q, both normal where not outside): the product loop keeps neither q nor
-  // c's cuts live, which had spilled registers there.
+  // c's cut after the products: the product loop keeps no c's cuts live.
   // (The model's choices made once for the R x NVT vectors, not per vector: a compare and branch
   // on the model's fields each time had cost a few percent of the kernel.)
-  const VI two_bias = hn::Set(di, static_cast<int32_t>((2 * kBias) << kMant));
   const bool may_wrap = kAccs > 1 || fo.int_sum_may_wrap;
-  // x + y in int32, and the lanes where it wrapped (both addends of one sign, the sum of the other).
-  auto add_checked = [&](VI x, VI y, MI& wrapped_lanes) {
-    const VI sum = hn::Add(x, y);
-    if (may_wrap) wrapped_lanes = hn::Or(wrapped_lanes, hn::Lt(hn::And(hn::Xor(x, sum), hn::Xor(y, sum)), hn::Zero(di)));
-    return sum;
-  };
   auto finish = [&](auto rounding) {
     for (size_t r = 0; r < R; ++r)
       for (size_t v = 0; v < NVT; ++v) {
-        const VI cut_c = TruncToInt32(df, hn::Mul(hn::Load(df, cw + r * S * W + v * L), scale[r][v]));
-        VI products = acc[0][r][v];
+        VI wrap = hn::Zero(di);
+        const VI sum = FusedCutSum(df, acc, r, v, hn::Load(df, cw + r * S * W + v * L), scale[r][v], may_wrap, &wrap);
+        const auto wrapped = hn::Lt(wrap, hn::Zero(di));
+        const V pow2_q = FusedPow2Q(df, scale[r][v]);
         if constexpr (kAccs < 4) {
-          if constexpr (kAccs == 2) products = add_checked(products, acc[1][r][v], outside[r][v]);
-          const VI sum = add_checked(products, cut_c, outside[r][v]);
-          const V pow2_q = hn::BitCast(df, hn::Sub(two_bias, hn::BitCast(di, scale[r][v])));
+          outside[r][v] = hn::Or(outside[r][v], wrapped);
+          val[r][v] = hn::Mul(IntSumToFloat<decltype(rounding)::value>(sum), pow2_q);
+        } else if (HWY_LIKELY(hn::AllFalse(di, wrapped))) {
           val[r][v] = hn::Mul(IntSumToFloat<decltype(rounding)::value>(sum), pow2_q);
         } else {
-          const V pow2_q = hn::BitCast(df, hn::Sub(two_bias, hn::BitCast(di, scale[r][v])));
-          MI wrapped = hn::FirstN(di, 0);
-          for (size_t a = 1; a < kAccs; ++a) products = add_checked(products, acc[a][r][v], wrapped);
-          const VI sum = add_checked(products, cut_c, wrapped);
-          if (HWY_LIKELY(hn::AllFalse(di, wrapped))) {
-            val[r][v] = hn::Mul(IntSumToFloat<decltype(rounding)::value>(sum), pow2_q);
-          } else {
-            // (Its val may reach 2^34 * 2^q, past the bound that lets kForm plain skip the overflow
-            // test: lanes at the output's overflow threshold 2^(out.emax+1) go to the core.)
-            const V overflow_at =
-                hn::BitCast(df, hn::Set(di, LaneBits<float>::Pow2(std::min(fo.model->out.emax + 1, kBias + 1))));
-            VI terms[kAccs + 1];
-            for (size_t a = 0; a < kAccs; ++a) terms[a] = acc[a][r][v];
-            terms[kAccs] = cut_c;
-            val[r][v] = hn::Mul(WideSumToFloat<decltype(rounding)::value>(terms), pow2_q);
-            outside[r][v] = hn::Or(outside[r][v], hn::RebindMask(di, hn::Not(hn::Lt(hn::Abs(val[r][v]), overflow_at))));
-          }
+          // (Its val may reach 2^34 * 2^q, past the bound that lets kForm plain skip the overflow
+          // test: lanes at the output's overflow threshold 2^(out.emax+1) go to the core.)
+          const V overflow_at =
+              hn::BitCast(df, hn::Set(di, LaneBits<float>::Pow2(std::min(fo.model->out.emax + 1, kBias + 1))));
+          VI terms[kAccs + 1];
+          for (size_t a = 0; a < kAccs; ++a) terms[a] = acc[a][r][v];
+          terms[kAccs] = TruncToInt32(df, hn::Mul(hn::Load(df, cw + r * S * W + v * L), scale[r][v]));
+          val[r][v] = hn::Mul(WideSumToFloat<decltype(rounding)::value>(terms), pow2_q);
+          outside[r][v] = hn::Or(outside[r][v], hn::RebindMask(di, hn::Not(hn::Lt(hn::Abs(val[r][v]), overflow_at))));
         }
       }
   };
@@ -806,7 +819,6 @@ HWY_INLINE bool FusedGroupRowsLean(const FastOperands& op, size_t i, size_t j0, 
   using VI = hn::Vec<decltype(di)>;
   using VU = hn::Vec<decltype(du)>;
   constexpr bool kPlain = kForm == FusedResultForm::plain;
-  constexpr int kBias = LaneBits<float>::kBias, kMant = LaneBits<float>::kMant;
   const FusedOperands& fo = op.fused;
   const FusedModel& m = *fo.model;
   const size_t L = hn::Lanes(df), W = 2 * L, NVT = S * 2;
@@ -834,27 +846,17 @@ HWY_INLINE bool FusedGroupRowsLean(const FastOperands& op, size_t i, size_t j0, 
   VI acc[kAccs][R][kFusedMaxNV];
   FusedIntCutTermsOf<R, S, kAccs>(df, op, i, j0, k0, g, idx, scale, acc);
 
-  // c's cut, the sum (checked as FusedCutSumsIntFloat's), val = the sum rounded times 2^q (2^q from
-  // 2^-q: its exponent field mirrored), and the results.
+  // c's cut, the sum (checked as FusedCutSumsIntFloat's), val = the sum rounded times 2^q, and the
+  // results.
   static_assert(kCheckWrap || kAccs == 1, "two accumulators' sum may always wrap");
-  const VI two_bias = hn::Set(di, static_cast<int32_t>((2 * kBias) << kMant));
   const VI sign_mask = hn::Set(di, static_cast<int32_t>(0x80000000u));
   const bool rne_out = m.final_rounding == Rounding::rne;  // binary16 (else rtz: FusedTileBlock takes no other)
   VI wrap_bits = hn::Zero(di), high_mag = hn::Zero(di);
   V result[R][kFusedMaxNV];
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NVT; ++v) {
-      const VI cut_c = TruncToInt32(df, hn::Mul(hn::Load(df, cw + r * S * W + v * L), scale[r][v]));
-      VI sum = acc[0][r][v];
-      auto add = [&](VI y) {
-        const VI s = hn::Add(sum, y);
-        if constexpr (kCheckWrap) wrap_bits = hn::Or(wrap_bits, hn::And(hn::Xor(sum, s), hn::Xor(y, s)));
-        sum = s;
-      };
-      if constexpr (kAccs == 2) add(acc[1][r][v]);
-      add(cut_c);
-      const V pow2_q = hn::BitCast(df, hn::Sub(two_bias, hn::BitCast(di, scale[r][v])));
-      const V val = hn::Mul(IntSumToFloat<kRounding>(sum), pow2_q);
+      const VI sum = FusedCutSum(df, acc, r, v, hn::Load(df, cw + r * S * W + v * L), scale[r][v], kCheckWrap, &wrap_bits);
+      const V val = hn::Mul(IntSumToFloat<kRounding>(sum), FusedPow2Q(df, scale[r][v]));
       if constexpr (kForm == FusedResultForm::binary16) {
         result[r][v] = RoundTripBinary16(val, rne_out);
         high_mag = hn::Max(high_mag, hn::AndNot(sign_mask, hn::BitCast(di, val)));
