@@ -653,32 +653,45 @@ TEST_CASE("hand-derived: the fast fused kernel cuts products of either sign towa
   }
 }
 
-// One column: a (1 x k) times b (k x 1) under preset `name`, by the reference and on every fast
-// target (double and float entries), each checked against `want`.
-void check_fused_column(const char* name, const char* input, const std::vector<double>& a,
-                        const std::vector<double>& b, double want) {
+// One row: a (1 x k) times b (k x n) under preset `name`, by the reference and on every fast target
+// (double and float entries), each checked against `want` (n values).
+void check_fused_row(const char* name, const char* input, const std::vector<double>& a, const std::vector<double>& b,
+                     const std::vector<double>& want) {
   const MatmulPolicy p = fused_policy(*find_tc_preset(name), fmt(input));
-  const size_t k = a.size();
+  const size_t k = a.size(), n = want.size();
+  REQUIRE(b.size() == k * n);
   MatView av{a.data(), 1, k, k, false};
-  MatView bv{b.data(), k, 1, 1, false};
-  double c_ref = 7.0;
+  MatView bv{b.data(), k, n, n, false};
+  auto check_all = [&](const auto& c) {
+    for (size_t j = 0; j < n; ++j) {
+      CAPTURE(j);
+      CHECK(same_bits(static_cast<double>(c[j]), want[j]));
+    }
+  };
+  std::vector<double> c_ref(n, 7.0);
   MatmulContext ref;
   ref.force_reference = true;
-  matmul(av, bv, &c_ref, 1, p, ref);
-  CHECK(same_bits(c_ref, want));
+  matmul(av, bv, c_ref.data(), n, p, ref);
+  check_all(c_ref);
   const std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end());  // (exact: values of `input`)
   TargetMock mock;
   for (int64_t target : matmul_fast_targets()) {
     hwy::SetSupportedTargetsForTest(target);
     CAPTURE(hwy::TargetName(target));
-    double c = 7.0;
+    std::vector<double> c(n, 7.0);
     MatmulContext ctx;
-    CHECK(matmul(av, bv, &c, 1, p, ctx).fast_path);
-    CHECK(same_bits(c, want));
-    float cf = 7.0f;
-    CHECK(matmul(MatViewF{af.data(), 1, k, k, false}, MatViewF{bf.data(), k, 1, 1, false}, &cf, 1, p, ctx).fast_path);
-    CHECK(same_bits(cf, static_cast<float>(want)));
+    CHECK(matmul(av, bv, c.data(), n, p, ctx).fast_path);
+    check_all(c);
+    std::vector<float> cf(n, 7.0f);
+    CHECK(matmul(MatViewF{af.data(), 1, k, k, false}, MatViewF{bf.data(), k, n, n, false}, cf.data(), n, p, ctx).fast_path);
+    check_all(cf);
   }
+}
+
+// One column: a (1 x k) times b (k x 1).
+void check_fused_column(const char* name, const char* input, const std::vector<double>& a,
+                        const std::vector<double>& b, double want) {
+  check_fused_row(name, input, a, b, {want});
 }
 
 // Under the H100 bf16 model, a group of four products 2^-64 * 2^-63 = 2^-127 and one -2^-76 * 2^-76
@@ -824,6 +837,28 @@ TEST_CASE("hand-derived: the integer route rounds an fp16 output once (no false 
   const std::vector<double> a{1.0, std::ldexp(1.0, -11), std::ldexp(1.0, -12)};
   const std::vector<double> b{1.0, 1.0, std::ldexp(1.0, -13)};
   check_fused_column("h100_fp16_out16", "fp16", a, b, 1.0 + std::ldexp(1.0, -10));
+}
+
+TEST_CASE("hand-derived: Hopper FP8 writes 13 fraction bits, truncated, beside lanes for the core") {
+  // The H100 FP8 model (groups of 32, 13 kept bits, result truncated to 13 fraction bits) on bf16
+  // operands, one row: 31 products 1 * 1 and 1.875 * 2^-9. E = 0 (c = 0 takes no part), q = -13: cut
+  // terms 31 * 2^13 and trunc(1.875 * 2^4) = 30, exact; the sum 31 + 30 * 2^-13 lies in [16, 32), where
+  // 13 fraction bits are multiples of 2^-9 = 16 * 2^-13, so it is truncated to 31 + 2^-9 (the dropped
+  // 14 * 2^-13 are float's fraction bits 7, 8 and 9). Every column but 0 holds these products.
+  // Column 0's one product 1 * 2^120 puts E at 120 and q = 107, beyond the largest q of a result
+  // written from float lanes without an overflow test (fp32's emax - 31 = 96): that lane comes from
+  // the scalar core (2^120, exact), so the kernel takes the whole pass of columns lane by lane; with
+  // column 0 like the rest, it takes its lean pass. Both must truncate.
+  const size_t k = 32, n = 40;
+  std::vector<double> a(k, 1.0), b(k * n, 1.0);
+  a[31] = 1.875;
+  for (size_t j = 0; j < n; ++j) b[31 * n + j] = std::ldexp(1.0, -9);
+  std::vector<double> want(n, 31.0 + std::ldexp(1.0, -9));
+  check_fused_row("h100_fp8_e4m3", "bf16", a, b, want);
+  for (size_t t = 0; t < k; ++t) b[t * n] = 0.0;
+  b[0] = std::ldexp(1.0, 120);
+  want[0] = std::ldexp(1.0, 120);
+  check_fused_row("h100_fp8_e4m3", "bf16", a, b, want);
 }
 
 TEST_CASE("hand-derived: a fused group whose c is zero aligns to its products, below the output's emin") {

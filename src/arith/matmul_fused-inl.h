@@ -183,9 +183,21 @@ HWY_INLINE void FusedProductExponents8(const FastOperands& op, size_t i, size_t 
 // How FusedRoundResults turns a group's val into its results (FusedTileBlock picks one per call).
 enum class FusedResultForm {
   general,   // rounded on val's bits to the output's fraction bits; ranges looked at per vector
-  plain,     // val is the result: float lanes of the integer route into an fp32 output
-  binary16,  // float lanes of the integer route into IEEE binary16 with subnormals: one conversion
+  plain,      // val is the result: float lanes of the integer route into an fp32 output
+  truncated,  // as plain into fewer fraction bits toward zero (Hopper's FP8): val's extra bits cleared
+  binary16,   // float lanes of the integer route into IEEE binary16 with subnormals: one conversion
 };
+
+// The forms whose val, below the output's overflow threshold by the route's bound on q
+// (IntFloatQMax<true>), needs no overflow test.
+constexpr bool FusedValBounded(FusedResultForm form) {
+  return form == FusedResultForm::plain || form == FusedResultForm::truncated;
+}
+
+// The bits of val a truncated result keeps: sign, exponent and out_man_bits fraction bits.
+inline int32_t FusedTruncatedKeep(const FusedModel& m) {
+  return ~((int32_t{1} << (LaneBits<float>::kMant - m.out_man_bits)) - 1);
+}
 
 constexpr size_t kFusedMaxNV = 4;  // a pass's S strips of W columns are at most 4 vectors (S = 2: float lanes)
 
@@ -688,6 +700,10 @@ HWY_INLINE hn::Vec<hn::ScalableTag<float>> RoundTripBinary16(hn::Vec<hn::Scalabl
 // fp32-output preset), and FusedCutSumsIntFloat<kPlain> has sent every lane that could reach the
 // overflow threshold to `outside`, so that val is the result and only `outside` remains to look at:
 // once for all the rows and strips, the same results as the general code.
+// kForm truncated: as plain, for an output of fewer fraction bits rounded toward zero (the FP8
+// presets' 13): val is rounded toward zero, or to odd, and truncating it further to the output's
+// bits truncates the exact sum (a truncation's bits past a coarser grid are only dropped), which
+// the general code's rounding does with the same mask; nothing tiny, as for plain.
 // kForm binary16 (AVX-512 float lanes of the integer route, an IEEE binary16 output with subnormals:
 // the fp16-output presets): val is the group's sum rounded to odd (IntSumToFloat) times 2^q, a normal
 // float or zero; F16C's conversion to binary16 in the model's rounding direction is then the one
@@ -730,6 +746,19 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
     for (size_t r = 0; r < R; ++r)
       for (size_t v = 0; v < S * NV; ++v) any = hn::Or(any, outside[r][v]);
     FusedStoreResults<R, S>(dt, op, i, j0, k0, g, val, outside, hn::AllFalse(di, any), cw);
+    return;
+  }
+  if constexpr (kForm == FusedResultForm::truncated) {
+    static_assert(sizeof(T) == 4, "float lanes");
+    const VI keep = hn::Set(di, FusedTruncatedKeep(*op.fused.model));
+    V result[R][kFusedMaxNV];
+    MI any = outside[0][0];
+    for (size_t r = 0; r < R; ++r)
+      for (size_t v = 0; v < S * NV; ++v) {
+        result[r][v] = hn::BitCast(dt, hn::And(hn::BitCast(di, val[r][v]), keep));
+        any = hn::Or(any, outside[r][v]);
+      }
+    FusedStoreResults<R, S>(dt, op, i, j0, k0, g, result, outside, hn::AllFalse(di, any), cw);
     return;
   }
   const FusedModel& m = *op.fused.model;
@@ -794,7 +823,7 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
 }
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-// FusedGroupRows for the integer route in float lanes (AVX-512) with kForm plain or binary16 and one
+// FusedGroupRows for the integer route in float lanes (AVX-512) with kForm plain, truncated or binary16 and one
 // or two accumulators, kept lean: no mask per vector. Every lane that FusedGroupRows would send to
 // the scalar core shows in one of three vectors kept over the whole pass, tested once at the end:
 // the largest q - kIntCutQMin (or E + bias) against the route's bound (step 1, kLean); the OR of the
@@ -810,7 +839,7 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
 template <size_t R, size_t S, FusedResultForm kForm, size_t kAccs, bool kCheckWrap, IntSumRounding kRounding>
 HWY_INLINE bool FusedGroupRowsLean(const FastOperands& op, size_t i, size_t j0, size_t k0, const FusedGroup& g,
                                    const uint32_t* idx, const int16_t* ep, float* cw) {
-  static_assert(kForm == FusedResultForm::plain || kForm == FusedResultForm::binary16, "the integer route's forms");
+  static_assert(kForm != FusedResultForm::general, "the integer route's forms");
   static_assert(kAccs == 1 || kAccs == 2, "four accumulators sum a wrapped vector again (FusedCutSumsIntFloat)");
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
@@ -818,7 +847,7 @@ HWY_INLINE bool FusedGroupRowsLean(const FastOperands& op, size_t i, size_t j0, 
   using V = hn::Vec<decltype(df)>;
   using VI = hn::Vec<decltype(di)>;
   using VU = hn::Vec<decltype(du)>;
-  constexpr bool kPlain = kForm == FusedResultForm::plain;
+  constexpr bool kPlain = FusedValBounded(kForm);
   const FusedOperands& fo = op.fused;
   const FusedModel& m = *fo.model;
   const size_t L = hn::Lanes(df), W = 2 * L, NVT = S * 2;
@@ -852,6 +881,7 @@ HWY_INLINE bool FusedGroupRowsLean(const FastOperands& op, size_t i, size_t j0, 
   const VI sign_mask = hn::Set(di, static_cast<int32_t>(0x80000000u));
   const bool rne_out = m.final_rounding == Rounding::rne;  // binary16 (else rtz: FusedTileBlock takes no other)
   VI wrap_bits = hn::Zero(di), high_mag = hn::Zero(di);
+  const VI keep = hn::Set(di, kForm == FusedResultForm::truncated ? FusedTruncatedKeep(m) : -1);
   V result[R][kFusedMaxNV];
   for (size_t r = 0; r < R; ++r)
     for (size_t v = 0; v < NVT; ++v) {
@@ -860,6 +890,8 @@ HWY_INLINE bool FusedGroupRowsLean(const FastOperands& op, size_t i, size_t j0, 
       if constexpr (kForm == FusedResultForm::binary16) {
         result[r][v] = RoundTripBinary16(val, rne_out);
         high_mag = hn::Max(high_mag, hn::AndNot(sign_mask, hn::BitCast(di, val)));
+      } else if constexpr (kForm == FusedResultForm::truncated) {
+        result[r][v] = hn::BitCast(df, hn::And(hn::BitCast(di, val), keep));
       } else {
         result[r][v] = val;
       }
@@ -897,7 +929,7 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
     };
     if constexpr (sizeof(hn::TFromD<DT>) == 4) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-      constexpr bool kPlain = kForm == FusedResultForm::plain;
+      constexpr bool kPlain = FusedValBounded(kForm);
       hn::Vec<DT> scale[R][kFusedMaxNV];
       if (fo.direct_scales && fo.direct_clamp_c) {
         FusedCutScalesDirect<R, S, kPlain, true>(dt, *fo.model, cw, ep, scale, outside);
@@ -971,7 +1003,8 @@ HWY_INLINE void FusedGroupTileLean(DT dt, const FastOperands& op, size_t i0, siz
 // FusedGroupTileLean with the model's accumulators (one, or two whose sum is always checked), the
 // check of one accumulator's sum with c where it may wrap (FusedOperands::int_sum_may_wrap: the
 // 16-product groups of 25 kept bits), and IntSumToFloat's rounding (binary16: to odd, its 10
-// fraction bits; plain: the model's own).
+// fraction bits; plain: the model's own; truncated: toward zero, whose bits past the output's are
+// then cleared: truncation to 23 bits and then to fewer is truncation to fewer).
 template <size_t S, FusedResultForm kForm, class DT>
 HWY_INLINE void FusedGroupTileLeanFor(DT dt, const FastOperands& op, size_t i0, size_t rows, size_t j0, size_t k0,
                                       const FusedGroup& g, const uint32_t* idx, const int16_t* ep, float* c) {
@@ -991,6 +1024,8 @@ HWY_INLINE void FusedGroupTileLeanFor(DT dt, const FastOperands& op, size_t i0, 
   };
   if constexpr (kForm == FusedResultForm::binary16)
     with_accs(std::integral_constant<K, K::to_odd>());
+  else if constexpr (kForm == FusedResultForm::truncated)
+    with_accs(std::integral_constant<K, K::toward_zero>());
   else if (int_sum_rounding(*op.fused.model) == K::nearest_even)
     with_accs(std::integral_constant<K, K::nearest_even>());
   else
@@ -1039,6 +1074,8 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
   // rounded to nearest even or toward zero.
   const bool int_float_lanes = sizeof(T) == 4 && op.fused.int_accs > 0;
   const bool plain = int_float_lanes && m.out_man_bits == 23 && m.out.emin <= kIntCutQMin;
+  const bool truncated = int_float_lanes && m.out_man_bits < 23 && m.final_rounding == Rounding::rtz &&
+                         m.out.emin <= kIntCutQMin;
   const bool binary16 = int_float_lanes && is_binary16(m.out) && m.out_subnormals && m.out_man_bits == 10 &&
                         (m.final_rounding == Rounding::rne || m.final_rounding == Rounding::rtz);
   HWY_ALIGN T c[kMaxRows * S * 2 * HWY_MAX_BYTES / sizeof(float)];
@@ -1083,6 +1120,8 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
       using Form = FusedResultForm;
       if (plain)
         group_rows(std::integral_constant<Form, Form::plain>());
+      else if (truncated)
+        group_rows(std::integral_constant<Form, Form::truncated>());
       else if (binary16)
         group_rows(std::integral_constant<Form, Form::binary16>());
       else
