@@ -531,6 +531,44 @@ TEST_CASE("fused models beyond the integer route: fast kernel == reference (doub
   }
 }
 
+TEST_CASE("fused models writing fewer fraction bits: fast kernel == reference") {
+  // The FP8 presets write 13 fraction bits toward zero, which the kernel does by clearing the bits of
+  // a sum it converted toward zero. Models a user can write take that form with other counts (a
+  // bf16-like 7, fp16's 10 in fp32's range, 1), and to nearest even they must not: each on ordinary,
+  // wide (some lanes for the core) and small-integer data, every result the reference's.
+  struct Case {
+    const char* preset;
+    const char* input;
+    int out_man_bits;
+    Rounding rounding;
+  };
+  const Case cases[] = {{"h100_bf16", "bf16", 7, Rounding::rtz},
+                        {"a100_fp16", "fp16", 10, Rounding::rtz},
+                        {"v100_fp16", "fp16", 1, Rounding::rtz},
+                        {"h100_fp8_e4m3", "fp8_e4m3", 13, Rounding::rne},
+                        {"l40s_fp16", "fp16", 7, Rounding::rne}};
+  const Shape shapes[] = {{3, 37, 5}, {13, 200, 70}};
+  for (const Case& c : cases) {
+    TcPreset tp = *find_tc_preset(c.preset);
+    tp.model.out_man_bits = c.out_man_bits;
+    tp.model.final_rounding = c.rounding;
+    const Format f = fmt(c.input);
+    const MatmulPolicy p = fused_policy(tp, f);
+    for (size_t si = 0; si < std::size(shapes); ++si) {
+      const Shape& s = shapes[si];
+      const std::string base = std::string(c.preset) + " writing " + std::to_string(c.out_man_bits) + " bits, shape " +
+                               std::to_string(si);
+      const int lo = std::max(f.emin, -20), hi = std::min(f.emax, 20);
+      check_fast_case(p, grid_matrix(s.m * s.k, 460 + si, f, -4, 3), grid_matrix(s.k * s.n, 470 + si, f, -4, 3), s, 1,
+                      base + " ordinary");
+      check_fast_case(p, small_int_matrix(s.m * s.k, 480 + si, 7), small_int_matrix(s.k * s.n, 490 + si, 7), s, 1,
+                      base + " small integers");
+      check_fast_case(p, grid_matrix(s.m * s.k, 500 + si, f, lo, hi), grid_matrix(s.k * s.n, 510 + si, f, lo, hi), s,
+                      -1, base + " wide");
+    }
+  }
+}
+
 // One measured case as the matmul engine sees it: positions [0, lead) of a row of A (and of B's
 // column) give the case's addend c, positions [lead, lead + K) its a and b. The engine starts each
 // dot product from 0, so c is made by a leading group of its own: c cut into pieces of at most 8
