@@ -184,7 +184,7 @@ HWY_INLINE void FusedProductExponents8(const FastOperands& op, size_t i, size_t 
 enum class FusedResultForm {
   general,   // rounded on val's bits to the output's fraction bits; ranges looked at per vector
   plain,      // val is the result: float lanes of the integer route into an fp32 output
-  truncated,  // as plain into fewer fraction bits toward zero (Hopper's FP8): val's extra bits cleared
+  truncated,  // as plain into fewer fraction bits toward zero (the FP8 presets' 13): val's extra bits cleared
   binary16,   // float lanes of the integer route into IEEE binary16 with subnormals: one conversion
 };
 
@@ -1070,8 +1070,9 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
   const bool promote_in_fp16 = promote && is_binary16(m.out) && m.out_subnormals;
   // FusedRoundResults' form. In float lanes of the integer route: plain into float's 23 fraction
   // bits with no result below the output's smallest normal to check (its emin at or below
-  // kIntCutQMin); binary16 into IEEE binary16 keeping subnormals, all its 10 fraction bits written,
-  // rounded to nearest even or toward zero.
+  // kIntCutQMin); truncated likewise into fewer fraction bits toward zero; binary16 into IEEE
+  // binary16 keeping subnormals, all its 10 fraction bits written, rounded to nearest even or toward
+  // zero.
   const bool int_float_lanes = sizeof(T) == 4 && op.fused.int_accs > 0;
   const bool plain = int_float_lanes && m.out_man_bits == 23 && m.out.emin <= kIntCutQMin;
   const bool truncated = int_float_lanes && m.out_man_bits < 23 && m.final_rounding == Rounding::rtz &&
