@@ -252,6 +252,19 @@ HWY_INLINE void FusedCutExponents(DT dt, const FusedModel& m, double min_align, 
     }
 }
 
+// Step 1 of the integer route (zero_q): FusedCutExponents with the floors the operands allow leaving
+// out (FusedOperands::narrow_terms, lean_floors).
+template <size_t R, size_t S, class DT, class VI = hn::Vec<hn::RebindToSigned<DT>>>
+HWY_INLINE void FusedCutExponentsOf(DT dt, const FusedOperands& fo, const hn::TFromD<DT>* cw, const int16_t* ep,
+                                    VI (&q)[R][kFusedMaxNV]) {
+  if (fo.narrow_terms)
+    FusedCutExponents<R, S, FusedFloors::narrow>(dt, *fo.model, fo.min_align, true, cw, ep, q);
+  else if (fo.lean_floors)
+    FusedCutExponents<R, S, FusedFloors::lean>(dt, *fo.model, fo.min_align, true, cw, ep, q);
+  else
+    FusedCutExponents<R, S>(dt, *fo.model, fo.min_align, true, cw, ep, q);
+}
+
 // Step 2 outside the integer route: the cut terms of the group's products and of c, each truncated,
 // added exactly in double lanes; val = their sum times 2^q (exact). (`outside` stays empty: double
 // lanes scale by any q a model reaches.)
@@ -543,6 +556,25 @@ HWY_INLINE void FusedCutScalesDirect(DF df, const FusedModel& m, const float* cw
     }
 }
 
+// Step 1 of the integer route in float lanes, as the operands allow: the scales 2^-q straight from the
+// exponent fields (FusedOperands::direct_scales) or from q. `outside` (kLean: *high against *limit)
+// as FusedScalesOfQ's.
+template <size_t R, size_t S, bool kPlain, bool kLean = false, class DF, class V = hn::Vec<DF>,
+          class MI = hn::Mask<hn::RebindToSigned<DF>>, class VU = hn::Vec<hn::RebindToUnsigned<DF>>>
+HWY_INLINE void FusedCutScales(DF df, const FusedOperands& fo, const float* cw, const int16_t* ep,
+                               V (&scale)[R][kFusedMaxNV], MI (&outside)[R][kFusedMaxNV], VU* high = nullptr,
+                               VU* limit = nullptr) {
+  if (fo.direct_scales && fo.direct_clamp_c) {
+    FusedCutScalesDirect<R, S, kPlain, true, kLean>(df, *fo.model, cw, ep, scale, outside, high, limit);
+  } else if (fo.direct_scales) {
+    FusedCutScalesDirect<R, S, kPlain, false, kLean>(df, *fo.model, cw, ep, scale, outside, high, limit);
+  } else {
+    hn::Vec<hn::RebindToSigned<DF>> q[R][kFusedMaxNV];
+    FusedCutExponentsOf<R, S>(df, fo, cw, ep, q);
+    FusedScalesOfQ<R, S, kPlain, kLean>(df, *fo.model, q, scale, outside, high, limit);
+  }
+}
+
 // Step 2's sum for row r's vector v: the kAccs accumulators' cut terms and c's cut (c times 2^-q,
 // truncated: below 2^(kept_bits+1)) added in int32, in that order. check: each add's wrap
 // indicator, the sign bit of (x ^ s) & (y ^ s) (both addends of one sign, the sum of the other),
@@ -741,21 +773,15 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
 #endif
     return;
   }
-  if constexpr (kForm == FusedResultForm::plain) {
-    MI any = outside[0][0];
-    for (size_t r = 0; r < R; ++r)
-      for (size_t v = 0; v < S * NV; ++v) any = hn::Or(any, outside[r][v]);
-    FusedStoreResults<R, S>(dt, op, i, j0, k0, g, val, outside, hn::AllFalse(di, any), cw);
-    return;
-  }
-  if constexpr (kForm == FusedResultForm::truncated) {
+  if constexpr (FusedValBounded(kForm)) {
     static_assert(sizeof(T) == 4, "float lanes");
-    const VI keep = hn::Set(di, FusedTruncatedKeep(*op.fused.model));
+    const VI keep = hn::Set(di, kForm == FusedResultForm::truncated ? FusedTruncatedKeep(*op.fused.model) : -1);
     V result[R][kFusedMaxNV];
     MI any = outside[0][0];
     for (size_t r = 0; r < R; ++r)
       for (size_t v = 0; v < S * NV; ++v) {
-        result[r][v] = hn::BitCast(dt, hn::And(hn::BitCast(di, val[r][v]), keep));
+        result[r][v] = kForm == FusedResultForm::truncated ? hn::BitCast(dt, hn::And(hn::BitCast(di, val[r][v]), keep))
+                                                           : val[r][v];
         any = hn::Or(any, outside[r][v]);
       }
     FusedStoreResults<R, S>(dt, op, i, j0, k0, g, result, outside, hn::AllFalse(di, any), cw);
@@ -856,20 +882,7 @@ HWY_INLINE bool FusedGroupRowsLean(const FastOperands& op, size_t i, size_t j0, 
   V scale[R][kFusedMaxNV];
   hn::Mask<decltype(di)> unused[R][kFusedMaxNV];  // (the masks the lean forms leave alone)
   VU high = hn::Zero(du), limit = hn::Zero(du);
-  if (fo.direct_scales && fo.direct_clamp_c) {
-    FusedCutScalesDirect<R, S, kPlain, true, true>(df, m, cw, ep, scale, unused, &high, &limit);
-  } else if (fo.direct_scales) {
-    FusedCutScalesDirect<R, S, kPlain, false, true>(df, m, cw, ep, scale, unused, &high, &limit);
-  } else {
-    VI q[R][kFusedMaxNV];
-    if (fo.narrow_terms)
-      FusedCutExponents<R, S, FusedFloors::narrow>(df, m, fo.min_align, true, cw, ep, q);
-    else if (fo.lean_floors)
-      FusedCutExponents<R, S, FusedFloors::lean>(df, m, fo.min_align, true, cw, ep, q);
-    else
-      FusedCutExponents<R, S>(df, m, fo.min_align, true, cw, ep, q);
-    FusedScalesOfQ<R, S, kPlain, true>(df, m, q, scale, unused, &high, &limit);
-  }
+  FusedCutScales<R, S, kPlain, true>(df, fo, cw, ep, scale, unused, &high, &limit);
 
   // Step 2: the products' cuts.
   VI acc[kAccs][R][kFusedMaxNV];
@@ -919,26 +932,10 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
 #if HWY_TARGET != HWY_SCALAR
   if (op.fused.int_accs > 0) {  // the integer route, in float lanes on AVX-512, else in double lanes
     const FusedOperands& fo = op.fused;
-    auto cut_exponents = [&] {
-      if (fo.narrow_terms)
-        FusedCutExponents<R, S, FusedFloors::narrow>(dt, *fo.model, fo.min_align, true, cw, ep, q);
-      else if (fo.lean_floors)
-        FusedCutExponents<R, S, FusedFloors::lean>(dt, *fo.model, fo.min_align, true, cw, ep, q);
-      else
-        FusedCutExponents<R, S>(dt, *fo.model, fo.min_align, true, cw, ep, q);
-    };
     if constexpr (sizeof(hn::TFromD<DT>) == 4) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-      constexpr bool kPlain = FusedValBounded(kForm);
       hn::Vec<DT> scale[R][kFusedMaxNV];
-      if (fo.direct_scales && fo.direct_clamp_c) {
-        FusedCutScalesDirect<R, S, kPlain, true>(dt, *fo.model, cw, ep, scale, outside);
-      } else if (fo.direct_scales) {
-        FusedCutScalesDirect<R, S, kPlain, false>(dt, *fo.model, cw, ep, scale, outside);
-      } else {
-        cut_exponents();
-        FusedScalesOfQ<R, S, kPlain>(dt, *fo.model, q, scale, outside);
-      }
+      FusedCutScales<R, S, FusedValBounded(kForm)>(dt, fo, cw, ep, scale, outside);
       if constexpr (kFour)
         FusedCutSumsIntFloat<R, S, 4>(dt, op, i, j0, k0, g, idx, cw, scale, val, outside);
       else if (fo.int_accs == 1)
@@ -947,7 +944,7 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
         FusedCutSumsIntFloat<R, S, 2>(dt, op, i, j0, k0, g, idx, cw, scale, val, outside);
 #endif
     } else if constexpr (S == 1) {
-      cut_exponents();
+      FusedCutExponentsOf<R, S>(dt, fo, cw, ep, q);
       if constexpr (kFour)
         FusedCutSumsInt<R, 4>(dt, op, i, j0, k0, g, idx, cw, q, val, outside);
       else if (op.fused.int_accs == 1)
