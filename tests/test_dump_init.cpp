@@ -70,7 +70,9 @@ std::vector<int32_t> read_windows(const fs::path& p, size_t n, size_t batch, siz
 }
 
 // Every window is `width` consecutive tokens of `split`.
-void check_slices(const std::vector<int32_t>& w, size_t width, const std::vector<int32_t>& split) {
+void check_slices(const std::vector<int32_t>& w, size_t width, const drift::Tokens& tokens) {
+  std::vector<int32_t> split(tokens.size());
+  tokens.copy(0, tokens.size(), split.data());
   for (size_t i = 0; i < w.size(); i += width) {
     const auto found = std::search(split.begin(), split.end(), w.begin() + i, w.begin() + i + width);
     CHECK_MESSAGE(found != split.end(), "window " << i / width << " is not a piece of its split");

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <filesystem>
@@ -169,6 +170,108 @@ TEST_CASE("data: byte and char tokenizers, the split, and batch draws fixed by (
   CHECK_THROWS_WITH_AS(load_corpus(bad, 2), doctest::Contains("none.txt: no such file"), io::IoError);
   bad.path = f;
   CHECK_THROWS_WITH_AS(load_corpus(bad, 1000), doctest::Contains("too short"), io::IoError);
+}
+
+namespace {
+
+// UTF-8 of a code point, written out here from the encoding's definition (not drift's decoder).
+std::string utf8_of(uint32_t cp) {
+  std::string s;
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    s += static_cast<char>(0xc0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3f));
+  } else if (cp < 0x10000) {
+    s += static_cast<char>(0xe0 | (cp >> 12));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    s += static_cast<char>(0x80 | (cp & 0x3f));
+  } else {
+    s += static_cast<char>(0xf0 | (cp >> 18));
+    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    s += static_cast<char>(0x80 | (cp & 0x3f));
+  }
+  return s;
+}
+
+// Every id of a split, and each of its windows a run of them starting where the window's first
+// id does.
+std::vector<int32_t> ids_of(const Tokens& t) {
+  std::vector<int32_t> v(t.size());
+  for (size_t i = 0; i < t.size(); ++i) v[i] = t[i];
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("data: a directory's files in name order, char vocabularies past 256 ids, and the ids split as the text") {
+  // Code points the test chose, by file: a.txt ends without a newline (one is added), b.txt holds
+  // 2-, 3- and 4-byte characters. Expected: the stream of code points of a.txt, '\n', b.txt, and the
+  // char ids their ranks among the distinct ones.
+  std::vector<uint32_t> a_cps, b_cps;
+  for (int r = 0; r < 40; ++r)
+    for (uint32_t cp : {0x61u, 0x62u, 0x20u, 0xe9u, 0x3b1u}) a_cps.push_back(cp);  // a b space é α
+  for (int r = 0; r < 3; ++r)
+    for (uint32_t k = 0; k < 300; ++k) b_cps.push_back(k % 3 == 0 ? 0x4e00 + k : k % 3 == 1 ? 0x1f600 + k : 0x400 + k);
+  b_cps.push_back('\n');
+  TempDir t;
+  const fs::path dir = t.dir / "corpus";
+  fs::create_directories(dir);
+  auto write = [&](const std::string& name, const std::vector<uint32_t>& cps) {
+    std::string text;
+    for (uint32_t cp : cps) text += utf8_of(cp);
+    std::ofstream(dir / name, std::ios::binary) << text;
+    return text;
+  };
+  const std::string b_text = write("b.txt", b_cps), a_text = write("a.txt", a_cps);
+  std::ofstream(dir / "notes.md") << "not read: not *.txt";
+  std::vector<uint32_t> all = a_cps;
+  all.push_back('\n');
+  all.insert(all.end(), b_cps.begin(), b_cps.end());
+  std::vector<uint32_t> distinct = all;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  REQUIRE(distinct.size() > 256);  // wide ids
+
+  DataConfig d;
+  d.path = dir.string();
+  d.val_fraction = 0.25;
+  for (const std::string tokenizer : {"char", "byte"}) {
+    CAPTURE(tokenizer);
+    d.tokenizer = tokenizer;
+    const Corpus c = load_corpus(d, 8);
+    CHECK(c.files == std::vector<std::string>{(dir / "a.txt").string(), (dir / "b.txt").string()});
+    CHECK(c.bytes == a_text.size() + 1 + b_text.size());
+    std::vector<int32_t> expected;
+    if (tokenizer == "char") {
+      CHECK(c.tok.chars == distinct);
+      for (uint32_t cp : all)
+        expected.push_back(static_cast<int32_t>(std::lower_bound(distinct.begin(), distinct.end(), cp) - distinct.begin()));
+    } else {
+      CHECK(c.tok.vocab() == 256);
+      for (unsigned char ch : a_text + "\n" + b_text) expected.push_back(ch);
+    }
+    const size_t nval = static_cast<size_t>(static_cast<double>(expected.size()) * 0.25);
+    REQUIRE(c.train.size() + c.val.size() == expected.size());
+    CHECK(c.val.size() == nval);
+    const std::vector<int32_t> train(expected.begin(), expected.end() - static_cast<long>(nval)),
+        val(expected.end() - static_cast<long>(nval), expected.end());
+    CHECK(ids_of(c.train) == train);
+    CHECK(ids_of(c.val) == val);
+    // A batch of windows: each the run of the split's ids from its first id's place.
+    std::vector<int32_t> w(16 * 9);
+    sample_windows(c.val, 8, 16, 3, kValDataStream, 5, w.data());
+    for (size_t i = 0; i < 16; ++i) {
+      const std::vector<int32_t> win(w.begin() + static_cast<long>(i * 9), w.begin() + static_cast<long>(i * 9 + 9));
+      CHECK(std::search(val.begin(), val.end(), win.begin(), win.end()) != val.end());
+    }
+  }
+  // A bad sequence in the second file: named, with its offset in that file.
+  std::ofstream(dir / "c.txt", std::ios::binary) << std::string("ok\n\xe4\xb8", 5);
+  d.tokenizer = "byte";
+  CHECK_THROWS_WITH_AS(load_corpus(d, 8), doctest::Contains("c.txt: not UTF-8 text (bad byte 0xe4 at offset 3)"),
+                       io::IoError);
 }
 
 TEST_CASE("learning rate: warmup, then cosine / linear decay to min_lr_frac") {

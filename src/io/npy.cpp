@@ -237,7 +237,9 @@ Array read_text_matrix(const std::string& path) {
 
 Array read_array(const std::string& path) { return ends_with(path, ".npy") ? read_npy(path) : read_text_matrix(path); }
 
-void write_file_atomic(const std::string& path, const std::string& bytes) {
+void write_file_atomic(const std::string& path, const std::string& bytes) { write_file_atomic(path, {std::string_view(bytes)}); }
+
+void write_file_atomic(const std::string& path, std::initializer_list<std::string_view> pieces) {
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -257,14 +259,16 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
   const mode_t mask = ::umask(0);
   ::umask(mask);
   if (::fchmod(fd, 0666 & ~mask) != 0) abandon("cannot set permissions");
-  size_t off = 0;
-  while (off < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      abandon("write failed");
+  for (const std::string_view bytes : pieces) {
+    size_t off = 0;
+    while (off < bytes.size()) {
+      const ssize_t w = ::write(fd, bytes.data() + off, bytes.size() - off);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        abandon("write failed");
+      }
+      off += static_cast<size_t>(w);
     }
-    off += static_cast<size_t>(w);
   }
   if (::fsync(fd) != 0) abandon("fsync failed");
   if (::close(fd) != 0) {
@@ -323,11 +327,8 @@ static_assert(std::endian::native == std::endian::little, "npy output assumes a 
 template <typename T>
 void write_typed(const std::string& path, const char* descr, const std::vector<size_t>& shape, const T* data) {
   const size_t count = element_count(path, shape);
-  std::string out = npy_prefix(descr, shape);
-  const size_t start = out.size();
-  out.resize(start + sizeof(T) * count);
-  if (count) std::memcpy(&out[start], data, sizeof(T) * count);
-  write_file_atomic(path, out);
+  const std::string prefix = npy_prefix(descr, shape);
+  write_file_atomic(path, {prefix, std::string_view(reinterpret_cast<const char*>(data), sizeof(T) * count)});
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "io/io_error.h"
@@ -47,5 +49,8 @@ void write_array(const std::string& path, const Array& a, Dtype dtype);
 
 // Writes `bytes` to `path` atomically (temporary file + rename).
 void write_file_atomic(const std::string& path, const std::string& bytes);
+// The same with the file's bytes given as pieces, written in order (a large body written from where
+// it lies rather than copied behind its header first).
+void write_file_atomic(const std::string& path, std::initializer_list<std::string_view> pieces);
 
 }  // namespace drift::io

@@ -59,6 +59,12 @@ void check_regular_file(const std::string& path, const char* kind) {
 }
 
 std::string read_regular_file(const std::string& path, const char* kind, uint64_t max_bytes) {
+  std::string bytes;
+  append_regular_file(path, kind, max_bytes, &bytes);
+  return bytes;
+}
+
+size_t append_regular_file(const std::string& path, const char* kind, uint64_t max_bytes, std::string* out) {
   Fd f;
   struct stat st {};
   open_regular(path, kind, f, st);
@@ -66,17 +72,23 @@ std::string read_regular_file(const std::string& path, const char* kind, uint64_
   if (size > max_bytes)
     throw IoError(path + ": " + size_words(size) + ", more than the " + size_words(max_bytes) + " a " + kind +
                   " may have");
-  std::string bytes(size, '\0');
+  const size_t start = out->size();
+  out->resize(start + size);
   size_t got = 0;
-  while (got < size) {
-    const ssize_t n = ::read(f.fd, bytes.data() + got, size - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw IoError(path + ": cannot read the " + kind + " (" + std::strerror(errno) + ")");
-    if (n == 0) break;  // shrank while being read: what is there
-    got += static_cast<size_t>(n);
+  try {
+    while (got < size) {
+      const ssize_t n = ::read(f.fd, out->data() + start + got, size - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw IoError(path + ": cannot read the " + kind + " (" + std::strerror(errno) + ")");
+      if (n == 0) break;  // shrank while being read: what is there
+      got += static_cast<size_t>(n);
+    }
+  } catch (...) {
+    out->resize(start);
+    throw;
   }
-  bytes.resize(got);
-  return bytes;
+  out->resize(start + got);
+  return got;
 }
 
 std::string read_stream(int fd, const std::string& name, const char* kind, uint64_t max_bytes) {

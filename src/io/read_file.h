@@ -22,6 +22,9 @@ inline constexpr uint64_t kMaxArithInputBytes = uint64_t{64} << 20;  // drift ar
 // The whole of `path`. `kind` says what the file is for the messages ("config file", "checkpoint",
 // ...). Throws IoError: missing or unreadable, not a regular file, larger than max_bytes.
 std::string read_regular_file(const std::string& path, const char* kind, uint64_t max_bytes);
+// The same appended to *out (in place: a reader of several files reserves their sum once); returns
+// the bytes appended. On an error *out is as it was.
+size_t append_regular_file(const std::string& path, const char* kind, uint64_t max_bytes, std::string* out);
 
 // Everything readable from an open descriptor (a pipe, a terminal: stdin) up to max_bytes; more is
 // refused (an endless stream such as /dev/zero fails fast instead of filling memory). `name` names

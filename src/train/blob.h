@@ -33,6 +33,9 @@ class BlobWriter {
     if (n) buf_.append(static_cast<const char*>(p), n);
   }
   const std::string& bytes() const { return buf_; }
+  // Room for n bytes in all (a writer of a few large vectors: one buffer, not a doubling chain of
+  // fresh copies).
+  void reserve(size_t n) { buf_.reserve(n); }
 
  private:
   std::string buf_;

@@ -22,13 +22,12 @@ uint64_t fnv1a64(const std::string& bytes) {
 }
 
 void write_checkpoint(const std::string& path, const std::string& payload) {
-  BlobWriter w;
-  w.raw(kMagic, sizeof kMagic);
-  w.u64(kCheckpointFormat);
-  w.u64(payload.size());
-  w.raw(payload.data(), payload.size());
-  w.u64(fnv1a64(payload));
-  io::write_file_atomic(path, w.bytes());
+  BlobWriter head, tail;
+  head.raw(kMagic, sizeof kMagic);
+  head.u64(kCheckpointFormat);
+  head.u64(payload.size());
+  tail.u64(fnv1a64(payload));
+  io::write_file_atomic(path, {head.bytes(), payload, tail.bytes()});
 }
 
 std::string read_checkpoint(const std::string& path) {

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <tuple>
 
 #include "arith/random.h"
 #include "io/npy.h"
@@ -16,13 +17,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Appends the code points of UTF-8 text; throws naming the file and byte offset of a bad sequence.
-void decode_utf8(const std::string& s, const std::string& file, std::vector<uint32_t>* out) {
+// Calls f(code point) for each character of the UTF-8 text s[0, n); throws naming `file` and the
+// byte offset (from s) of a bad sequence.
+template <class F>
+void for_each_code_point(const char* s, size_t n, const std::string& file, F&& f) {
   size_t i = 0;
-  while (i < s.size()) {
+  while (i < n) {
     const auto c = static_cast<unsigned char>(s[i]);
     int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (len == 0 || i + len > s.size())
+    if (len == 0 || i + len > n)
       throw io::IoError(file + ": not UTF-8 text (bad byte 0x" + [&] {
         std::ostringstream o;
         o << std::hex << static_cast<int>(c);
@@ -34,9 +37,44 @@ void decode_utf8(const std::string& s, const std::string& file, std::vector<uint
       if ((d >> 6) != 2) throw io::IoError(file + ": not UTF-8 text (bad continuation at offset " + std::to_string(i + k) + ")");
       cp = (cp << 6) | (d & 0x3f);
     }
-    if (out) out->push_back(cp);
+    f(cp);
     i += len;
   }
+}
+
+// The char tokenizer: tok->chars (the text's code points, ascending) and the text's ids, one byte
+// each where there are at most 256 of them. Two passes over the text (which code points occur;
+// then the ids), so that no list of its code points is held.
+Tokens char_ids(const std::string& text, const std::string& file, Tokenizer* tok) {
+  std::vector<bool> seen(size_t{1} << 21);  // (the decoder reads at most 21 bits)
+  size_t count = 0;
+  for_each_code_point(text.data(), text.size(), file, [&](uint32_t cp) {
+    seen[cp] = true;
+    ++count;
+  });
+  tok->chars.clear();
+  for (uint32_t cp = 0; cp < seen.size(); ++cp)
+    if (seen[cp]) tok->chars.push_back(cp);
+  // The id of a code point: a table below 2^11 (every Latin, Greek and Cyrillic letter), a binary
+  // search above.
+  constexpr uint32_t kTable = 1u << 11;
+  std::vector<int32_t> table(kTable, -1);
+  for (size_t id = 0; id < tok->chars.size() && tok->chars[id] < kTable; ++id) table[tok->chars[id]] = static_cast<int32_t>(id);
+  const std::vector<uint32_t>& chars = tok->chars;
+  auto id_of = [&](uint32_t cp) {
+    return cp < kTable ? table[cp]
+                       : static_cast<int32_t>(std::lower_bound(chars.begin(), chars.end(), cp) - chars.begin());
+  };
+  if (chars.size() <= 256) {
+    std::string ids(count, '\0');
+    size_t i = 0;
+    for_each_code_point(text.data(), text.size(), file, [&](uint32_t cp) { ids[i++] = static_cast<char>(id_of(cp)); });
+    return Tokens(std::move(ids));
+  }
+  std::vector<int32_t> ids(count);
+  size_t i = 0;
+  for_each_code_point(text.data(), text.size(), file, [&](uint32_t cp) { ids[i++] = id_of(cp); });
+  return Tokens(std::move(ids));
 }
 
 }  // namespace
@@ -74,42 +112,61 @@ Corpus load_corpus(const DataConfig& cfg, size_t context) {
   } else {
     c.files.push_back(path);
   }
-  std::string text;
+  // The files read straight into one buffer, sized once.
+  // (A size that cannot be read is left to the read to report.)
+  uint64_t total = 0;
+  bool sized = true;
   for (const auto& f : c.files) {
-    std::string s = io::read_regular_file(f, "training text", io::kMaxDataBytes);
-    if (s.empty()) throw io::IoError(f + ": empty file");
-    decode_utf8(s, f, nullptr);  // validates
-    text += s;
+    const uintmax_t size = fs::file_size(f, ec);
+    sized = sized && !ec && size <= io::kMaxDataBytes;
+    total += sized ? size + 1 : 0;
+  }
+  std::string text;
+  if (sized) text.reserve(total);
+  for (const auto& f : c.files) {
+    const size_t start = text.size();
+    if (io::append_regular_file(f, "training text", io::kMaxDataBytes, &text) == 0) throw io::IoError(f + ": empty file");
+    for_each_code_point(text.data() + start, text.size() - start, f, [](uint32_t) {});  // validates
     if (text.back() != '\n') text += '\n';
   }
   c.bytes = text.size();
-  std::vector<int32_t> tokens;
-  if (cfg.tokenizer == "char") {
-    std::vector<uint32_t> cps;
-    decode_utf8(text, c.files.front(), &cps);
-    c.tok.chars = cps;
-    std::sort(c.tok.chars.begin(), c.tok.chars.end());
-    c.tok.chars.erase(std::unique(c.tok.chars.begin(), c.tok.chars.end()), c.tok.chars.end());
-    tokens.reserve(cps.size());
-    for (uint32_t cp : cps)
-      tokens.push_back(static_cast<int32_t>(std::lower_bound(c.tok.chars.begin(), c.tok.chars.end(), cp) - c.tok.chars.begin()));
-  } else {
-    tokens.reserve(text.size());
-    for (unsigned char ch : text) tokens.push_back(ch);
-  }
-  const size_t nval = static_cast<size_t>(static_cast<double>(tokens.size()) * cfg.val_fraction);
-  const size_t ntrain = tokens.size() - nval;
+  // The ids, and the last val_fraction of them split off: the bytes themselves (byte), or the char ids.
+  Tokens ids = cfg.tokenizer == "char" ? char_ids(text, c.files.front(), &c.tok) : Tokens(std::move(text));
+  const size_t ntokens = ids.size();
+  const size_t nval = static_cast<size_t>(static_cast<double>(ntokens) * cfg.val_fraction);
+  const size_t ntrain = ntokens - nval;
   const std::string what = c.files.size() == 1 ? c.files.front() : cfg.path;
   if (ntrain < context + 1 || nval < context + 1)
-    throw io::IoError(what + ": too short: " + std::to_string(tokens.size()) + " tokens split into " +
+    throw io::IoError(what + ": too short: " + std::to_string(ntokens) + " tokens split into " +
                       std::to_string(ntrain) + " train + " + std::to_string(nval) + " validation; each split needs at least " +
                       std::to_string(context + 1) + " (model.context + 1)");
-  c.train.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(ntrain));
-  c.val.assign(tokens.begin() + static_cast<std::ptrdiff_t>(ntrain), tokens.end());
+  std::tie(c.train, c.val) = std::move(ids).split(ntrain);
   return c;
 }
 
-void sample_windows(const std::vector<int32_t>& tokens, size_t context, size_t batch, uint64_t seed, uint64_t stream,
+void Tokens::copy(size_t begin, size_t n, int32_t* out) const {
+  if (is_wide_) {
+    std::copy(wide_.begin() + static_cast<std::ptrdiff_t>(begin), wide_.begin() + static_cast<std::ptrdiff_t>(begin + n), out);
+    return;
+  }
+  const auto* p = reinterpret_cast<const unsigned char*>(narrow_.data()) + begin;
+  for (size_t i = 0; i < n; ++i) out[i] = p[i];
+}
+
+std::pair<Tokens, Tokens> Tokens::split(size_t at) && {
+  Tokens tail;
+  tail.is_wide_ = is_wide_;
+  if (is_wide_) {
+    tail.wide_.assign(wide_.begin() + static_cast<std::ptrdiff_t>(at), wide_.end());
+    wide_.resize(at);
+  } else {
+    tail.narrow_.assign(narrow_, at);
+    narrow_.resize(at);
+  }
+  return {std::move(*this), std::move(tail)};
+}
+
+void sample_windows(const Tokens& tokens, size_t context, size_t batch, uint64_t seed, uint64_t stream,
                     uint64_t draw, int32_t* out) {
   const uint64_t range = tokens.size() - context;  // valid start positions
   // The windows lie at random places in a corpus larger than the caches: all their starts first,
@@ -117,17 +174,15 @@ void sample_windows(const std::vector<int32_t>& tokens, size_t context, size_t b
   // behind one copy after another.
   thread_local std::vector<size_t> starts;
   starts.resize(batch);
+  const size_t ids_per_line = 64 / tokens.id_bytes();
   for (size_t i = 0; i < batch; ++i) {
     const uint64_t idx = 2 * (draw * batch + i);
     const uint64_t r = (static_cast<uint64_t>(random_u32(seed, stream, idx)) << 32) | random_u32(seed, stream, idx + 1);
     starts[i] = static_cast<size_t>(r % range);  // bias < range / 2^64
-    constexpr size_t kTokensPerLine = 64 / sizeof(int32_t);
-    for (size_t t = 0; t < context + kTokensPerLine; t += kTokensPerLine)  // (through the line of its last token)
-      __builtin_prefetch(tokens.data() + starts[i] + std::min(t, context));
+    for (size_t t = 0; t < context + ids_per_line; t += ids_per_line)  // (through the line of its last id)
+      __builtin_prefetch(tokens.address(starts[i] + std::min(t, context)));
   }
-  for (size_t i = 0; i < batch; ++i)
-    std::copy(tokens.begin() + static_cast<std::ptrdiff_t>(starts[i]),
-              tokens.begin() + static_cast<std::ptrdiff_t>(starts[i] + context + 1), out + i * (context + 1));
+  for (size_t i = 0; i < batch; ++i) tokens.copy(starts[i], context + 1, out + i * (context + 1));
 }
 
 }  // namespace drift

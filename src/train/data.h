@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace drift {
@@ -29,9 +30,39 @@ struct Tokenizer {
   size_t vocab() const { return kind == "byte" ? 256 : chars.size(); }
 };
 
+// One split's token ids, stored as narrowly as they allow: one byte each when every id is below 256
+// (the byte tokenizer's ids are the text's own bytes; a char vocabulary of up to 256), else int32.
+// (As int32 the corpus's ids had been 16 MB written once per run, and reading the shipped corpus had
+// taken longer than a short run's training: a fresh page costs its fault and its zeroing.)
+class Tokens {
+ public:
+  Tokens() = default;
+  explicit Tokens(std::string narrow) : narrow_(std::move(narrow)) {}
+  explicit Tokens(std::vector<int32_t> wide) : wide_(std::move(wide)), is_wide_(true) {}
+
+  size_t size() const { return is_wide_ ? wide_.size() : narrow_.size(); }
+  bool empty() const { return size() == 0; }
+  int32_t operator[](size_t i) const { return is_wide_ ? wide_[i] : static_cast<unsigned char>(narrow_[i]); }
+  int32_t back() const { return (*this)[size() - 1]; }
+  // Ids [begin, begin + n) into out, as int32.
+  void copy(size_t begin, size_t n, int32_t* out) const;
+  // Where id i is held, and the bytes each id takes (to prefetch a window).
+  const void* address(size_t i) const {
+    return is_wide_ ? static_cast<const void*>(wide_.data() + i) : static_cast<const void*>(narrow_.data() + i);
+  }
+  size_t id_bytes() const { return is_wide_ ? sizeof(int32_t) : 1; }
+  // (ids [0, at), ids [at, size())): the first keeps this one's storage, the second is a copy.
+  std::pair<Tokens, Tokens> split(size_t at) &&;
+
+ private:
+  std::string narrow_;
+  std::vector<int32_t> wide_;
+  bool is_wide_ = false;
+};
+
 struct Corpus {
   Tokenizer tok;
-  std::vector<int32_t> train, val;
+  Tokens train, val;
   std::vector<std::string> files;  // what was read, in order
   uint64_t bytes = 0;
 };
@@ -49,7 +80,7 @@ constexpr uint64_t kLabelNoiseStream = 0xda7a0003;
 
 // out (batch, context+1): windows of `tokens` starting at positions drawn from
 // (seed, stream, draw*batch + i), uniformly over [0, tokens.size() - context).
-void sample_windows(const std::vector<int32_t>& tokens, size_t context, size_t batch, uint64_t seed, uint64_t stream,
+void sample_windows(const Tokens& tokens, size_t context, size_t batch, uint64_t seed, uint64_t stream,
                     uint64_t draw, int32_t* out);
 
 }  // namespace drift

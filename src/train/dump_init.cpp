@@ -13,7 +13,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Every window of `draws` draws of `batch` windows from one data stream, as sample_windows gives them.
-std::vector<int32_t> all_windows(const std::vector<int32_t>& tokens, size_t context, size_t batch, uint64_t seed,
+std::vector<int32_t> all_windows(const Tokens& tokens, size_t context, size_t batch, uint64_t seed,
                                  uint64_t stream, size_t draws) {
   const size_t per_draw = batch * (context + 1);
   std::vector<int32_t> out(draws * per_draw);

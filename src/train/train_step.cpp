@@ -25,7 +25,7 @@ void TrainStep::begin(uint64_t step, double loss_scale) {
   m_.loss_scale = loss_scale;
 }
 
-double TrainStep::forward_batch(const std::vector<int32_t>& tokens, uint64_t stream, uint64_t draw) {
+double TrainStep::forward_batch(const Tokens& tokens, uint64_t stream, uint64_t draw) {
   if (!m_.needs_text())  // training batches carry the label noise, validation batches do not
     return m_.forward_generated(stream, draw, c_.train.batch,
                                 stream == kTrainDataStream ? std::optional<uint64_t>(kLabelNoiseStream) : std::nullopt);

@@ -45,7 +45,7 @@ class TrainStep {
   double gradients(uint64_t step, bool unscale, PhaseTimes* times = nullptr);
   // One batch through the model (no backward): windows drawn from `tokens` (text models) or the
   // model's own inputs (proxy), keyed by (stream, draw). Returns the mean loss.
-  double forward_batch(const std::vector<int32_t>& tokens, uint64_t stream, uint64_t draw);
+  double forward_batch(const Tokens& tokens, uint64_t stream, uint64_t draw);
   // The optimizer update from the current gradients, clipped by `gnorm` (their global norm).
   void update(Optimizer& opt, double gnorm, double lr, uint64_t step);
 

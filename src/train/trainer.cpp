@@ -220,6 +220,8 @@ std::string first_difference(const ojson& a, const ojson& b, const std::string& 
 std::string checkpoint_payload(const RunConfig& c, const Model<float>& m, const Optimizer& opt,
                                const DivergenceTracker& div, const LoopState& st) {
   BlobWriter w;
+  // The parameters and up to three optimizer vectors of their size, and room for the rest.
+  w.reserve(4 * sizeof(float) * m.params.size() + (size_t{1} << 20));
   w.str(DRIFT_VERSION);
   w.str(config_identity(c));
   st.save(w);
