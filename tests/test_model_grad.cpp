@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "arith/random.h"
 #include "model/layers.h"
 #include "model/model.h"
 #include "policy/matmul_json.h"
@@ -59,6 +60,17 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 }  // namespace
+
+TEST_CASE("normal_draw is Box-Muller on words 2i and 2i+1 of its stream, as its definition says") {
+  // The definition written out on random_u32's words (a draw takes one Philox block for both).
+  for (uint64_t seed : {0ull, 7ull, 0x123456789abcdefull})
+    for (uint64_t stream : {0ull, 0x1000ull, 0x7eac0003ull})
+      for (uint64_t i : {0ull, 1ull, 2ull, 3ull, 1001ull, (1ull << 33) + 5}) {
+        const double u1 = (static_cast<double>(random_u32(seed, stream, 2 * i)) + 1.0) / 4294967296.0;
+        const double u2 = static_cast<double>(random_u32(seed, stream, 2 * i + 1)) / 4294967296.0;
+        CHECK(normal_draw(seed, stream, i) == std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+      }
+}
 
 TEST_CASE("linear: forward is X·Wᵀ + b and backward matches finite differences") {
   MatmulSites s;

@@ -11,7 +11,9 @@
 namespace drift {
 
 double normal_draw(uint64_t seed, uint64_t stream, uint64_t index) {
-  const uint32_t w0 = random_u32(seed, stream, 2 * index), w1 = random_u32(seed, stream, 2 * index + 1);
+  // Words 2 index and 2 index + 1 of the stream (random_u32's): one Philox block holds both.
+  const auto block = philox_block(seed, stream, index >> 1);
+  const uint32_t w0 = block.v[(2 * index) & 3], w1 = block.v[(2 * index + 1) & 3];
   const double u1 = (static_cast<double>(w0) + 1.0) / 4294967296.0;  // (0, 1]
   const double u2 = static_cast<double>(w1) / 4294967296.0;          // [0, 1)
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
