@@ -6,8 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <stdexcept>
 #include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>

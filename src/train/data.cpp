@@ -65,16 +65,14 @@ Tokens char_ids(const std::string& text, const std::string& file, Tokenizer* tok
     return cp < kTable ? table[cp]
                        : static_cast<int32_t>(std::lower_bound(chars.begin(), chars.end(), cp) - chars.begin());
   };
-  if (chars.size() <= 256) {
-    std::string ids(count, '\0');
+  auto fill = [&](auto ids) {
     size_t i = 0;
-    for_each_code_point(text.data(), text.size(), file, [&](uint32_t cp) { ids[i++] = static_cast<char>(id_of(cp)); });
+    for_each_code_point(text.data(), text.size(), file, [&](uint32_t cp) {
+      ids[i++] = static_cast<typename decltype(ids)::value_type>(id_of(cp));
+    });
     return Tokens(std::move(ids));
-  }
-  std::vector<int32_t> ids(count);
-  size_t i = 0;
-  for_each_code_point(text.data(), text.size(), file, [&](uint32_t cp) { ids[i++] = id_of(cp); });
-  return Tokens(std::move(ids));
+  };
+  return chars.size() <= 256 ? fill(std::string(count, '\0')) : fill(std::vector<int32_t>(count));
 }
 
 }  // namespace
@@ -145,18 +143,17 @@ Corpus load_corpus(const DataConfig& cfg, size_t context) {
 }
 
 void Tokens::copy(size_t begin, size_t n, int32_t* out) const {
-  if (is_wide_) {
-    std::copy(wide_.begin() + static_cast<std::ptrdiff_t>(begin), wide_.begin() + static_cast<std::ptrdiff_t>(begin + n), out);
-    return;
+  if (wide()) {
+    std::copy_n(wide_.begin() + static_cast<std::ptrdiff_t>(begin), n, out);
+  } else {
+    const auto* p = reinterpret_cast<const unsigned char*>(narrow_.data()) + begin;
+    std::copy_n(p, n, out);
   }
-  const auto* p = reinterpret_cast<const unsigned char*>(narrow_.data()) + begin;
-  for (size_t i = 0; i < n; ++i) out[i] = p[i];
 }
 
 std::pair<Tokens, Tokens> Tokens::split(size_t at) && {
   Tokens tail;
-  tail.is_wide_ = is_wide_;
-  if (is_wide_) {
+  if (wide()) {
     tail.wide_.assign(wide_.begin() + static_cast<std::ptrdiff_t>(at), wide_.end());
     wide_.resize(at);
   } else {

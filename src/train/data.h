@@ -38,26 +38,28 @@ class Tokens {
  public:
   Tokens() = default;
   explicit Tokens(std::string narrow) : narrow_(std::move(narrow)) {}
-  explicit Tokens(std::vector<int32_t> wide) : wide_(std::move(wide)), is_wide_(true) {}
+  explicit Tokens(std::vector<int32_t> wide) : wide_(std::move(wide)) {}
 
-  size_t size() const { return is_wide_ ? wide_.size() : narrow_.size(); }
+  size_t size() const { return wide() ? wide_.size() : narrow_.size(); }
   bool empty() const { return size() == 0; }
-  int32_t operator[](size_t i) const { return is_wide_ ? wide_[i] : static_cast<unsigned char>(narrow_[i]); }
+  int32_t operator[](size_t i) const { return wide() ? wide_[i] : static_cast<unsigned char>(narrow_[i]); }
   int32_t back() const { return (*this)[size() - 1]; }
   // Ids [begin, begin + n) into out, as int32.
   void copy(size_t begin, size_t n, int32_t* out) const;
   // Where id i is held, and the bytes each id takes (to prefetch a window).
   const void* address(size_t i) const {
-    return is_wide_ ? static_cast<const void*>(wide_.data() + i) : static_cast<const void*>(narrow_.data() + i);
+    return wide() ? static_cast<const void*>(wide_.data() + i) : static_cast<const void*>(narrow_.data() + i);
   }
-  size_t id_bytes() const { return is_wide_ ? sizeof(int32_t) : 1; }
+  size_t id_bytes() const { return wide() ? sizeof(int32_t) : 1; }
   // (ids [0, at), ids [at, size())): the first keeps this one's storage, the second is a copy.
   std::pair<Tokens, Tokens> split(size_t at) &&;
 
  private:
+  // Which form holds the ids: the one that is not empty (an empty split reads the same either way).
+  bool wide() const { return !wide_.empty(); }
+
   std::string narrow_;
   std::vector<int32_t> wide_;
-  bool is_wide_ = false;
 };
 
 struct Corpus {
