@@ -79,6 +79,38 @@ TEST_CASE("float_row_counts: the statement against <cmath>, every target against
     }
 }
 
+TEST_CASE("add_zero_floats: the statement by hand, every target against it") {
+  // IEEE 754 (round to nearest): +0 + x is x for every x but -0 (+0 + -0 = +0) and a signalling NaN,
+  // which the add quiets (the quiet bit, 0x00400000, set; x86 keeps the payload and sign).
+  const uint32_t snan = 0xff800001u, qnan = 0x7fc00005u;
+  const uint32_t in[] = {0x80000000u, 0x00000000u, snan, qnan, 0x00000001u, 0x80000001u, 0x7f800000u, 0xff800000u,
+                         0x3f800000u, 0xff7fffffu};
+  const uint32_t want[] = {0x00000000u, 0x00000000u, snan | 0x00400000u, qnan, 0x00000001u, 0x80000001u, 0x7f800000u,
+                           0xff800000u, 0x3f800000u, 0xff7fffffu};
+  std::vector<float> x(std::size(in));
+  std::memcpy(x.data(), in, sizeof in);
+  add_zero_floats_scalar(x.data(), x.size());
+  CHECK(std::memcmp(x.data(), want, sizeof want) == 0);
+  ResetTargets reset;
+  for (size_t n : kLengths)
+    for (uint64_t seed : {4u, 5u}) {
+      CAPTURE(n);
+      std::vector<float> row(n);
+      for (size_t i = 0; i < n; ++i) row[i] = edge_value(seed, i);
+      if (n > 5) std::memcpy(&row[n - 5], &snan, sizeof snan);  // a signalling NaN, in a vector or the tail
+      std::vector<float> statement = row;
+      add_zero_floats_scalar(statement.data(), n);
+      for (int64_t target : float_rows_targets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        CAPTURE(hwy::TargetName(target));
+        std::vector<float> v = row;
+        add_zero_floats(v.data(), n);
+        CHECK(std::memcmp(v.data(), statement.data(), n * sizeof(float)) == 0);
+      }
+      hwy::SetSupportedTargetsForTest(0);
+    }
+}
+
 TEST_CASE("scale_floats_pow2 and scale_floats: the statements against fp64, every target against them") {
   ResetTargets reset;
   const float pow2s[] = {0x1p-126f, 0x1p-20f, 0.5f, 1.0f, 0x1p7f, 0x1p126f};

@@ -451,11 +451,13 @@ TEST_CASE("matmul sites: the CPU backend's float entry == double staging (layout
   test::StagedCpuBackend staged;
   struct Call {
     size_t m, k, n;
-    bool ta, tb, tc, acc;
+    bool ta, tb, tc;
+    WriteC how;
   };
-  const Call calls[] = {{8, 40, 6, false, true, false, false}, {6, 8, 40, false, false, false, true},
-                        {40, 8, 6, true, false, true, true},   {1, 64, 1, true, true, false, false},
-                        {5, 32, 1, false, false, true, false}};
+  const Call calls[] = {{8, 40, 6, false, true, false, WriteC::store},   {6, 8, 40, false, false, false, WriteC::add},
+                        {40, 8, 6, true, false, true, WriteC::add},      {1, 64, 1, true, true, false, WriteC::store},
+                        {5, 32, 1, false, false, true, WriteC::store},   {7, 24, 9, false, true, false, WriteC::add_to_zero},
+                        {30, 8, 12, true, false, true, WriteC::add_to_zero}};
   for (const Named& np : policies()) {
     const std::string policy = np.name;
     CAPTURE(policy);
@@ -475,8 +477,8 @@ TEST_CASE("matmul sites: the CPU backend's float entry == double staging (layout
       const size_t lda = c.ta ? c.m : c.k, ldb = c.tb ? c.k : c.n, ldc = (c.tc ? c.m : c.n) + 1;
       const size_t crows = c.tc ? c.n : c.m;
       std::vector<float> cf = random_floats(crows * ldc, 60 + ci, false), cd = cf;
-      via_float.matmul<float>(0, c.m, c.k, c.n, a.data(), lda, c.ta, b.data(), ldb, c.tb, cf.data(), ldc, c.tc, c.acc);
-      via_double.matmul<float>(0, c.m, c.k, c.n, a.data(), lda, c.ta, b.data(), ldb, c.tb, cd.data(), ldc, c.tc, c.acc);
+      via_float.matmul<float>(0, c.m, c.k, c.n, a.data(), lda, c.ta, b.data(), ldb, c.tb, cf.data(), ldc, c.tc, c.how);
+      via_double.matmul<float>(0, c.m, c.k, c.n, a.data(), lda, c.ta, b.data(), ldb, c.tb, cd.data(), ldc, c.tc, c.how);
       CHECK(std::memcmp(cf.data(), cd.data(), cf.size() * sizeof(float)) == 0);
     }
     CHECK(via_float.sites()[0].calls == via_double.sites()[0].calls);
@@ -493,13 +495,15 @@ TEST_CASE("matmul sites: a product computed as Cᵀ = Bᵀ·Aᵀ has the bits an
   // orientation. A delayed-scaling policy's states must end where the named product leaves them.
   struct Call {
     size_t m, k, n;
-    bool ta, tb, tc, acc;
+    bool ta, tb, tc;
+    WriteC how;
   };
-  const Call calls[] = {{160, 24, 130, true, false, true, true},    // dW of a layer 160 wide in, 130 out
-                        {150, 20, 120, true, false, true, false},   // the same written, not added
-                        {130, 16, 140, false, true, true, true},    // A row-major, B stored N x K
-                        {40, 300, 420, false, true, false, false},  // Y = X·Wᵀ, batch 40, W 420 x 300
-                        {48, 200, 400, false, true, false, true}};  // the same added into C
+  const Call calls[] = {{160, 24, 130, true, false, true, WriteC::add},           // dW of a layer 160 wide in, 130 out
+                        {150, 20, 120, true, false, true, WriteC::store},         // the same written, not added
+                        {170, 18, 100, true, false, true, WriteC::add_to_zero},   // the same onto zero
+                        {130, 16, 140, false, true, true, WriteC::add},           // A row-major, B stored N x K
+                        {40, 300, 420, false, true, false, WriteC::store},        // Y = X·Wᵀ, batch 40, W 420 x 300
+                        {48, 200, 400, false, true, false, WriteC::add}};         // the same added into C
   std::vector<Named> named = policies();
   named.push_back({"delayed e4m3", scaled_policy("fp8_e4m3", ScaleKind::delayed, 0)});
   {
@@ -541,9 +545,9 @@ TEST_CASE("matmul sites: a product computed as Cᵀ = Bᵀ·Aᵀ has the bits an
       const auto a = random_floats(c.m * c.k, 80 + ci, false), b = random_floats(c.k * c.n, 90 + ci, false);
       const size_t lda = c.ta ? c.m : c.k, ldb = c.tb ? c.k : c.n, ldc = (c.tc ? c.m : c.n) + 3;
       std::vector<float> ct = random_floats((c.tc ? c.n : c.m) * ldc, 100 + ci, false), cn = ct;
-      traded.matmul<float>(0, c.m, c.k, c.n, a.data(), lda, c.ta, b.data(), ldb, c.tb, ct.data(), ldc, c.tc, c.acc);
+      traded.matmul<float>(0, c.m, c.k, c.n, a.data(), lda, c.ta, b.data(), ldb, c.tb, ct.data(), ldc, c.tc, c.how);
       named_way.matmul<float>(0, c.m, c.k, c.n, a.data(), lda, c.ta, b.data(), ldb, c.tb, cn.data(), ldc, c.tc,
-                              c.acc);
+                              c.how);
       CHECK(std::memcmp(ct.data(), cn.data(), ct.size() * sizeof(float)) == 0);
     }
     const MatmulSite &st = traded.sites()[0], &sn = named_way.sites()[0];
@@ -554,6 +558,74 @@ TEST_CASE("matmul sites: a product computed as Cᵀ = Bᵀ·Aᵀ has the bits an
     CHECK(same_bits(st.delayed_b.scale, sn.delayed_b.scale));
     CHECK(st.delayed_a.history == sn.delayed_a.history);
     CHECK(st.delayed_b.history == sn.delayed_b.history);
+  }
+}
+
+TEST_CASE("matmul sites: a product written onto zero has the bits of one added into +0, whatever C held") {
+  // WriteC::add_to_zero (a weight gradient's one product) must give c = +0 + product, as WriteC::add
+  // gives into a C cleared to +0, without reading C: from a C full of NaNs, infinities and -0, in
+  // every layout (row-major and transposed C, traded or not) and under every policy. The columns past
+  // N (ldc is wider) must keep what they held. Under a bf16 output the product itself holds a -0:
+  // C[0][0] is the fp32 sum -2^-140, below half of bf16's smallest subnormal (2^-133), so it rounds
+  // to -0 (the store shows it), and the add into +0 gives +0. C[1][0] sums only -0 products (row 1
+  // of A is -0 throughout, column 0 of B non-negative): a sum begun at +0 is +0 under every policy,
+  // which is what lets the fast kernels' direct write skip the +0 pass (no_negative_zero).
+  struct Call {
+    size_t m, k, n;
+    bool ta, tb, tc;
+  };
+  const Call calls[] = {{9, 33, 7, false, false, false},      {12, 16, 20, true, false, true},
+                        {160, 24, 130, true, false, true},   // dW, traded (moves fewer elements)
+                        {40, 300, 420, false, true, false},  // Y = X·Wᵀ, traded
+                        {5, 8, 3, false, true, true}};
+  std::vector<Named> named = policies();
+  {
+    MatmulPolicy p;
+    p.out_format = fmt("bf16");
+    named.push_back({"fp32, bf16 output", p});
+  }
+  const float tiny = std::ldexp(1.0f, -70);
+  for (const Named& np : named) {
+    const std::string policy = np.name;
+    CAPTURE(policy);
+    const bool bf16_out = policy == "fp32, bf16 output";
+    MatmulSites onto, added, stored;
+    for (MatmulSites* s : {&onto, &added, &stored}) {
+      s->add("layer", Role::grad_weight, TensorClass::activation, TensorClass::gradient);
+      s->sites()[0].policy = np.p;
+      s->seed = 33;
+      s->begin_step(5);
+    }
+    for (size_t ci = 0; ci < std::size(calls); ++ci) {
+      CAPTURE(ci);
+      const Call& c = calls[ci];
+      auto a = random_floats(c.m * c.k, 110 + ci, false), b = random_floats(c.k * c.n, 120 + ci, false);
+      const size_t lda = c.ta ? c.m : c.k, ldb = c.tb ? c.k : c.n, ldc = (c.tc ? c.m : c.n) + 2;
+      // Row 0 of A: -2^-70, then zeros; row 1: -0; column 0 of B: 2^-70, then zeros. C[0][0] = -2^-140.
+      for (size_t t = 0; t < c.k; ++t) {
+        a[c.ta ? t * lda : t] = t ? 0.0f : -tiny;
+        a[c.ta ? t * lda + 1 : lda + t] = -0.0f;
+        b[c.tb ? t : t * ldb] = t ? 0.0f : tiny;
+      }
+      const size_t crows = c.tc ? c.n : c.m, ccols = c.tc ? c.m : c.n;
+      std::vector<float> c_onto = random_floats(crows * ldc, 130 + ci, true), c_added = c_onto, c_stored = c_onto;
+      for (size_t r = 0; r < crows; ++r)
+        for (size_t j = 0; j < ccols; ++j) c_added[r * ldc + j] = 0.0f;
+      onto.matmul<float>(0, c.m, c.k, c.n, a.data(), lda, c.ta, b.data(), ldb, c.tb, c_onto.data(), ldc, c.tc,
+                         WriteC::add_to_zero);
+      added.matmul<float>(0, c.m, c.k, c.n, a.data(), lda, c.ta, b.data(), ldb, c.tb, c_added.data(), ldc, c.tc,
+                          WriteC::add);
+      stored.matmul<float>(0, c.m, c.k, c.n, a.data(), lda, c.ta, b.data(), ldb, c.tb, c_stored.data(), ldc, c.tc,
+                           WriteC::store);
+      CHECK(std::memcmp(c_onto.data(), c_added.data(), c_onto.size() * sizeof(float)) == 0);
+      CHECK(same_bits(c_stored[c.tc ? 1 : ldc], 0.0f));
+      if (bf16_out) {
+        CHECK(same_bits(c_stored[0], -0.0f));
+        CHECK(same_bits(c_onto[0], 0.0f));
+      }
+    }
+    check_same_telemetry(onto.sites()[0].tel, added.sites()[0].tel);
+    CHECK(onto.sites()[0].traded_calls == added.sites()[0].traded_calls);
   }
 }
 

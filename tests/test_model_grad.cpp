@@ -91,7 +91,8 @@ TEST_CASE("linear: forward is X·Wᵀ + b and backward matches finite difference
     return dot(out, r);
   };
   std::vector<double> dx(n * c), dw(oc * c, 0.0), db(oc, 0.0);
-  linear_backward(s, site, dx.data(), dw.data(), db.data(), r.data(), x.data(), w.data(), n, c, oc);
+  linear_backward(s, site, dx.data(), WriteTo<double>{dw.data(), WriteC::add}, db.data(), r.data(), x.data(), w.data(),
+                  n, c, oc);
   CHECK(fd_error(x, dx, loss) < 1e-7);
   CHECK(fd_error(w, dw, loss) < 1e-7);
   CHECK(fd_error(b, db, loss) < 1e-7);

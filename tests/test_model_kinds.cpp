@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -74,6 +76,60 @@ TEST_CASE("model kinds: the table's kinds build and serve their interface") {
   ModelConfig empty = small("mlp");
   empty.vocab = 0;
   CHECK_THROWS_AS(make_model<float>(empty, 1), std::invalid_argument);
+}
+
+// One forward and backward of m on its kind's batch; returns the gradient buffer.
+template <typename T>
+std::vector<T> gradients_of(Model<T>& m) {
+  const int32_t windows[2 * 4] = {1, 2, 3, 4, 0, 1, 2, 3};
+  m.begin_step(0);
+  if (m.needs_text())
+    m.forward(windows, 2);
+  else
+    m.forward_generated(1, 0, 2);
+  m.backward();
+  return m.grads;
+}
+
+template <typename T>
+void check_gradients_written_whole(const ModelConfig& cfg) {
+  // backward() clears no buffer up front: each gradient is cleared where it is first added into, a
+  // weight's gradient takes its one product as +0 + the product, and what no pass reached is cleared
+  // at the end. So whatever the buffer held before (NaNs, infinities, -0, a previous step's
+  // gradient), the gradients must be those of a fresh model, bit for bit, and none may be NaN.
+  auto fresh = make_model<T>(cfg, 7), stale = make_model<T>(cfg, 7);
+  const std::vector<T> want = gradients_of(*fresh);
+  gradients_of(*stale);  // a previous step's gradient in the buffer
+  const T fill[] = {std::numeric_limits<T>::quiet_NaN(), -std::numeric_limits<T>::infinity(), T(-0.0), T(3)};
+  for (size_t i = 0; i < stale->grads.size(); ++i) stale->grads[i] = fill[i % 4];
+  const std::vector<T> got = gradients_of(*stale);
+  REQUIRE(got.size() == want.size());
+  CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(T)) == 0);
+  size_t nonzero = 0;
+  for (const T g : want) {
+    CHECK(!std::isnan(g));
+    nonzero += g != T(0);
+  }
+  CHECK(nonzero > want.size() / 2);  // a real gradient, not a cleared buffer
+  CHECK_THROWS_AS(stale->grad_product(stale->table.specs[0].name), std::logic_error);  // outside backward()
+}
+
+TEST_CASE("model kinds: backward writes every gradient whole, whatever the buffer held") {
+  std::vector<ModelConfig> configs;
+  for (const std::string& name : model_kind_names()) configs.push_back(small(name));
+  ModelConfig proxy = small("proxy");
+  proxy.fc_bias = false;
+  configs.push_back(proxy);
+  proxy.student = "bare";  // no input layer, no ln_f, no head
+  proxy.input_dim = proxy.output_dim = proxy.d_model;
+  configs.push_back(proxy);
+  for (const ModelConfig& cfg : configs) {
+    CAPTURE(cfg.kind);
+    CAPTURE(cfg.student);
+    CAPTURE(cfg.fc_bias);
+    check_gradients_written_whole<float>(cfg);
+    check_gradients_written_whole<double>(cfg);
+  }
 }
 
 TEST_CASE("model kinds: model.kind in a config takes exactly the table's kinds") {

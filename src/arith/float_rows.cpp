@@ -124,6 +124,19 @@ bool ScaleFloatsPow2EachImpl(const float* in, float* out, size_t n, const float*
   return vectors && rest;
 }
 
+void AddZeroFloatsImpl(float* p, size_t n) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto x = hn::LoadU(d, p + i);
+    const auto y = hn::Add(hn::Zero(d), x);
+    if (!hn::AllTrue(di, hn::Eq(hn::BitCast(di, x), hn::BitCast(di, y)))) hn::StoreU(y, d, p + i);
+  }
+  add_zero_floats_scalar(p + i, n - i);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace drift
 HWY_AFTER_NAMESPACE();
@@ -136,6 +149,7 @@ HWY_EXPORT(ScaleFloatsPow2Impl);
 HWY_EXPORT(ScaleFloatsImpl);
 HWY_EXPORT(FloatColumnCountsImpl);
 HWY_EXPORT(ScaleFloatsPow2EachImpl);
+HWY_EXPORT(AddZeroFloatsImpl);
 
 FloatRowCounts float_row_counts(const float* p, size_t n) { return HWY_DYNAMIC_DISPATCH(FloatRowCountsImpl)(p, n); }
 bool scale_floats_pow2(const float* in, float* out, size_t n, float mult, float inv) {
@@ -143,6 +157,12 @@ bool scale_floats_pow2(const float* in, float* out, size_t n, float mult, float 
 }
 bool scale_floats(const float* in, float* out, size_t n, float mult) {
   return HWY_DYNAMIC_DISPATCH(ScaleFloatsImpl)(in, out, n, mult);
+}
+
+void add_zero_floats(float* p, size_t n) { HWY_DYNAMIC_DISPATCH(AddZeroFloatsImpl)(p, n); }
+
+void add_zero_floats_scalar(float* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) p[i] = 0.0f + p[i];
 }
 
 FloatRowCounts float_row_counts_scalar(const float* p, size_t n) {

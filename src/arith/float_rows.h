@@ -1,6 +1,7 @@
 // Passes over contiguous float rows for the operand quantizer (quantize.cpp): their input counts and
-// their scaling by a multiplier, by SIMD on every target (Highway), with the bits and counts of the
-// element-by-element statements (the *_scalar functions, which the tests compare against).
+// their scaling by a multiplier; and for a product written onto zero (model/sites.cpp), its +0. By
+// SIMD on every target (Highway), with the bits and counts of the element-by-element statements (the
+// *_scalar functions, which the tests compare against).
 #pragma once
 
 #include <cstddef>
@@ -28,6 +29,12 @@ bool scale_floats_pow2_scalar(const float* in, float* out, size_t n, float mult,
 // finite input's product overflowed to infinity.
 bool scale_floats(const float* in, float* out, size_t n, float mult);
 bool scale_floats_scalar(const float* in, float* out, size_t n, float mult);
+
+// p[i] = +0 + p[i] for n floats, one IEEE add each: what adding each element into a +0 gives. A -0
+// becomes +0 and a signalling NaN quiet; every other value stays. Only vectors that change are
+// written back (a product's result seldom holds either).
+void add_zero_floats(float* p, size_t n);
+void add_zero_floats_scalar(float* p, size_t n);
 
 // The input counts of each of n columns over h rows (row t at p + t*ld): amax[j] = the largest
 // finite magnitude of column j, nonfinite[j] = its number of NaN/inf (an operand stored k-major:

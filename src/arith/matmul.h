@@ -76,6 +76,10 @@ struct MatmulTelemetry {
   // a backend names its own kernels (backend/backend.h). Static strings.
   const char* route = "reference";
   bool swamping_counted = true;                 // false when the fast path ran with count_swamping off
+  // True only where the route proves that no element of C is -0: the fast kernels' own write into a
+  // float C, each element an IEEE sum begun at +0 with nothing after it (no alpha, no output
+  // rounding). A caller that needs +0 + C (a product added into a cleared C) may then skip that pass.
+  bool no_negative_zero = false;
   // Diagnostics (filled only when MatmulContext::cast_error / check_bound ask for them).
   CastErrorStats a_cast, b_cast;
   BoundCheck bound;

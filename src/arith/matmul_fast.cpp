@@ -1472,6 +1472,9 @@ bool matmul_fast_impl(const PreparedOperands& ops, const InPlaceOperand* ia, con
   }
   if (op.nonfinite) return false;  // a non-finite result: the reference decides (and rewrites all of C)
   finish_output(op, policy, ctx, plan.outer_scalar, out_is_identity, direct, alpha, c, ldc, tel);
+  // Every kernel stores +0 + its sum, or an outer sum begun at +0 (StoreResult, pair_tile), and an
+  // IEEE sum is -0 only when both addends are: with alpha 1 and C written directly, none is -0.
+  tel.no_negative_zero = direct && op.alpha == 1.0f;
   if (ran_pairs) tel.route = "fast.fp32_pairs";  // (the fp32 kernel's arithmetic: the route says which code ran)
   return true;
 }

@@ -146,16 +146,15 @@ class AttnModel final : public Model<T> {
     return crossentropy_forward(probs_.data(), losses_.data(), logits_.data(), targets_.data(), n, v);
   }
 
-  void backward() override {
+  void backward_grads() override {
     const auto& c = this->cfg;
     const size_t b = b_, t = c.context, C = c.d_model, F = c.mlp_mult * C, v = c.vocab, nh = c.heads, n = b * t;
     const auto& e = this->elementwise;
-    this->zero_grads();
     dlogits_.resize(n * v);
     crossentropy_backward(dlogits_.data(), probs_.data(), targets_.data(), n, v, this->loss_scale);
     dlnf_.resize(n * C);
-    linear_backward(this->sites, head_, dlnf_.data(), this->grad("head.w"), static_cast<T*>(nullptr), dlogits_.data(),
-                    lnf_.data(), this->param("head.w"), n, C, v);
+    linear_backward(this->sites, head_, dlnf_.data(), this->grad_product("head.w"), static_cast<T*>(nullptr),
+                    dlogits_.data(), lnf_.data(), this->param("head.w"), n, C, v);
     // dres: gradient flowing along the residual stream (into the current block's output)
     dres_.assign(n * C, T(0));
     const T* xlast = c.layers ? blocks_[c.layers - 1].res3.data() : x0_.data();
@@ -169,22 +168,25 @@ class AttnModel final : public Model<T> {
       const std::string p = "block" + std::to_string(l);
       const T* xin = l ? blocks_[l - 1].res3.data() : x0_.data();
       // res3 = res2 + proj(act(fc(ln2(res2))))
-      linear_backward(this->sites, bk.fc2, dfch_.data(), this->grad(p + ".mlp.proj.w"), this->grad(p + ".mlp.proj.b"),
-                      dres_.data(), bk.act_used(e), this->param(p + ".mlp.proj.w"), n, F, C);
+      linear_backward(this->sites, bk.fc2, dfch_.data(), this->grad_product(p + ".mlp.proj.w"),
+                      this->grad(p + ".mlp.proj.b"), dres_.data(), bk.act_used(e), this->param(p + ".mlp.proj.w"),
+                      n, F, C);
       activation_backward(c.activation == "gelu", dfch_pre_.data(), dfch_.data(), bk.fch.data(), bk.fch_act.data(),
                           n * F);
-      linear_backward(this->sites, bk.fc, dln_.data(), this->grad(p + ".mlp.fc.w"), this->grad(p + ".mlp.fc.b"),
+      linear_backward(this->sites, bk.fc, dln_.data(), this->grad_product(p + ".mlp.fc.w"), this->grad(p + ".mlp.fc.b"),
                       dfch_pre_.data(), bk.ln2.data(), this->param(p + ".mlp.fc.w"), n, C, F);
       layernorm_backward(dres_.data(), this->grad(p + ".ln2.w"), this->grad(p + ".ln2.b"), dln_.data(), bk.res2.data(),
                          layernorm_weight_used(e, bk.ln2s, this->param(p + ".ln2.w"), bk.ln2w_q), bk.ln2_mean.data(),
                          bk.ln2_rstd.data(), n, C);
       // res2 = x + proj(attn(qkv(ln1(x))))
-      linear_backward(this->sites, bk.proj, dtmp_.data(), this->grad(p + ".attn.proj.w"), this->grad(p + ".attn.proj.b"),
-                      dres_.data(), bk.atty.data(), this->param(p + ".attn.proj.w"), n, C, C);
+      linear_backward(this->sites, bk.proj, dtmp_.data(), this->grad_product(p + ".attn.proj.w"),
+                      this->grad(p + ".attn.proj.b"), dres_.data(), bk.atty.data(), this->param(p + ".attn.proj.w"),
+                      n, C, C);
       attention_backward(this->sites, bk.score, bk.value, dqkv_.data(), datt_.data(), dtmp_.data(), bk.qkv_out.data(),
                          bk.att.data(), b, t, C, nh, bk.att_used(e));
-      linear_backward(this->sites, bk.qkv, dln_.data(), this->grad(p + ".attn.qkv.w"), this->grad(p + ".attn.qkv.b"),
-                      dqkv_.data(), bk.ln1.data(), this->param(p + ".attn.qkv.w"), n, C, 3 * C);
+      linear_backward(this->sites, bk.qkv, dln_.data(), this->grad_product(p + ".attn.qkv.w"),
+                      this->grad(p + ".attn.qkv.b"), dqkv_.data(), bk.ln1.data(), this->param(p + ".attn.qkv.w"),
+                      n, C, 3 * C);
       layernorm_backward(dres_.data(), this->grad(p + ".ln1.w"), this->grad(p + ".ln1.b"), dln_.data(), xin,
                          layernorm_weight_used(e, bk.ln1s, this->param(p + ".ln1.w"), bk.ln1w_q), bk.ln1_mean.data(),
                          bk.ln1_rstd.data(), n, C);

@@ -46,7 +46,7 @@ void embedding_backward(T* dwte, const T* dout, const int32_t* tokens, size_t n,
 template <typename T>
 void linear_forward(MatmulSites& s, const LinearSites& site, T* out, const T* inp, const T* w, const T* bias, size_t n,
                     size_t c, size_t oc) {
-  s.matmul<T>(site.fwd, n, c, oc, inp, c, false, w, c, true, out, oc, false, false);
+  s.matmul<T>(site.fwd, n, c, oc, inp, c, false, w, c, true, out, oc, false, WriteC::store);
   if (!bias) return;
   // Rows on a team when the pass is large (each element's add is its own), about 16k elements a chunk.
   const size_t rows = std::max<size_t>(1, (size_t{1} << 14) / std::max<size_t>(oc, 1));
@@ -68,13 +68,14 @@ void add_column_sums(T* dbias, const T* dout, size_t n, size_t oc) {
 }
 
 // dinp (N,C) = dout (N,OC) · w (OC,C)   [grad_input; skipped when dinp is null; added when accumulate]
-// dw (OC,C) += (inpᵀ (C,N) · dout (N,OC))ᵀ   [grad_weight]
+// dw (OC,C) += (inpᵀ (C,N) · dout (N,OC))ᵀ   [grad_weight; as dw.how says: Model::grad_product]
 // dbias (OC) += column sums of dout
 template <typename T>
-void linear_backward(MatmulSites& s, const LinearSites& site, T* dinp, T* dw, T* dbias, const T* dout, const T* inp,
-                     const T* w, size_t n, size_t c, size_t oc, bool accumulate = false) {
-  if (dinp) s.matmul<T>(site.gi, n, oc, c, dout, oc, false, w, c, false, dinp, c, false, accumulate);
-  s.matmul<T>(site.gw, c, n, oc, inp, c, true, dout, oc, false, dw, c, true, true);
+void linear_backward(MatmulSites& s, const LinearSites& site, T* dinp, WriteTo<T> dw, T* dbias, const T* dout,
+                     const T* inp, const T* w, size_t n, size_t c, size_t oc, bool accumulate = false) {
+  const WriteC into_dinp = accumulate ? WriteC::add : WriteC::store;
+  if (dinp) s.matmul<T>(site.gi, n, oc, c, dout, oc, false, w, c, false, dinp, c, false, into_dinp);
+  s.matmul<T>(site.gw, c, n, oc, inp, c, true, dout, oc, false, dw.c, c, true, dw.how);
   if (dbias) add_column_sums(dbias, dout, n, oc);
 }
 
@@ -267,7 +268,7 @@ void attention_probs_forward(MatmulSites& s, const LinearSites& score, T* att, c
       const T* k = q + c;
       T* p = att + (b * nh + h) * t * t;
       // S (T,T) = Q (T,hs) · Kᵀ (hs,T): K is stored (T,hs) with ld 3C, i.e. Kᵀ transposed.
-      s.matmul<T>(score.fwd, t, hs, t, q, c3, false, k, c3, true, p, t, false, false);
+      s.matmul<T>(score.fwd, t, hs, t, q, c3, false, k, c3, true, p, t, false, WriteC::store);
       // Row i: P[i][j] = exp(S[i][j]*scale - max) / sum for j <= i, 0 after (causal).
       for_each_row_group(t, [&](size_t i0, auto rows) {
         constexpr size_t kRows = decltype(rows)::value;
@@ -298,7 +299,7 @@ void attention_values_forward(MatmulSites& s, const LinearSites& value, T* out, 
     for (size_t h = 0; h < nh; ++h) {
       const T* v = qkv + b * t * c3 + h * hs + 2 * c;
       const T* p = att + (b * nh + h) * t * t;
-      s.matmul<T>(value.fwd, t, t, hs, p, t, false, v, c3, false, out + b * t * c + h * hs, c, false, false);
+      s.matmul<T>(value.fwd, t, t, hs, p, t, false, v, c3, false, out + b * t * c + h * hs, c, false, WriteC::store);
     }
 }
 
@@ -324,9 +325,9 @@ void attention_backward(MatmulSites& s, const LinearSites& score, const LinearSi
       const T* pm = att_mm + (b * nh + h) * t * t;
       const T* dO = dout + b * t * c + h * hs;
       // dP (T,T) = dO (T,hs) · Vᵀ (hs,T)          [value.grad_input]
-      s.matmul<T>(value.gi, t, hs, t, dO, c, false, v, c3, true, datt, t, false, false);
+      s.matmul<T>(value.gi, t, hs, t, dO, c, false, v, c3, true, datt, t, false, WriteC::store);
       // dV (T,hs) = Pᵀ (T,T) · dO (T,hs)           [value.grad_weight]
-      s.matmul<T>(value.gw, t, t, hs, pm, t, true, dO, c, false, dv, c3, false, false);
+      s.matmul<T>(value.gw, t, t, hs, pm, t, true, dO, c, false, dv, c3, false, WriteC::store);
       // dS = P * (dP - rowsum(dP * P)) * scale (softmax backward, causal)
       for_each_row_group(t, [&](size_t i0, auto rows) {
         constexpr size_t kRows = decltype(rows)::value;
@@ -342,9 +343,9 @@ void attention_backward(MatmulSites& s, const LinearSites& score, const LinearSi
         }
       });
       // dQ (T,hs) = dS (T,T) · K (T,hs)            [score.grad_input]
-      s.matmul<T>(score.gi, t, t, hs, datt, t, false, k, c3, false, dq, c3, false, false);
+      s.matmul<T>(score.gi, t, t, hs, datt, t, false, k, c3, false, dq, c3, false, WriteC::store);
       // dKᵀ (hs,T) = Qᵀ (hs,T) · dS (T,T)          [score.grad_weight], stored transposed into dK
-      s.matmul<T>(score.gw, hs, t, t, q, c3, true, datt, t, false, dk, c3, true, false);
+      s.matmul<T>(score.gw, hs, t, t, q, c3, true, datt, t, false, dk, c3, true, WriteC::store);
     }
 }
 

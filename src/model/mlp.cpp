@@ -81,25 +81,24 @@ class MlpModel final : public Model<T> {
     return crossentropy_forward(probs_.data(), losses_.data(), logits_.data(), targets_.data(), b, v);
   }
 
-  void backward() override {
+  void backward_grads() override {
     const auto& c = this->cfg;
     const size_t b = b_, ctx = c.context, e = c.embed, v = c.vocab, h = c.hidden, nl = c.hidden_layers;
-    this->zero_grads();
     dlogits_.resize(b * v);
     crossentropy_backward(dlogits_.data(), probs_.data(), targets_.data(), b, v, this->loss_scale);
     const size_t last_in = nl ? h : ctx * e;
     const T* last_x = nl ? act_used(nl - 1) : emb_.data();
     dx_.resize(b * std::max(h, ctx * e));
-    linear_backward(this->sites, head_, dx_.data(), this->grad("head.w"), this->grad("head.b"), dlogits_.data(), last_x,
-                    this->param("head.w"), b, last_in, v);
+    linear_backward(this->sites, head_, dx_.data(), this->grad_product("head.w"), this->grad("head.b"), dlogits_.data(),
+                    last_x, this->param("head.w"), b, last_in, v);
     dpre_.resize(b * h);
     for (size_t l = nl; l-- > 0;) {
       const std::string n = "hidden" + std::to_string(l);
       tanh_backward(dpre_.data(), dx_.data(), act_[l].data(), b * h);
       const size_t in = l ? h : ctx * e;
       const T* xin = l ? act_used(l - 1) : emb_.data();
-      linear_backward(this->sites, hsites_[l], dx_.data(), this->grad(n + ".w"), this->grad(n + ".b"), dpre_.data(), xin,
-                      this->param(n + ".w"), b, in, h);
+      linear_backward(this->sites, hsites_[l], dx_.data(), this->grad_product(n + ".w"), this->grad(n + ".b"),
+                      dpre_.data(), xin, this->param(n + ".w"), b, in, h);
     }
     embedding_backward(this->grad("wte"), dx_.data(), tokens_.data(), b * ctx, e);
   }

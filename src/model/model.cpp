@@ -5,7 +5,6 @@
 #include <stdexcept>
 #include <type_traits>
 
-#include "arith/parallel.h"
 #include "arith/random.h"
 
 namespace drift {
@@ -31,20 +30,53 @@ T* Model<T>::param(const std::string& name) {
 }
 
 template <typename T>
-T* Model<T>::grad(const std::string& name) {
+size_t Model<T>::tensor_index(const std::string& name) const {
   const ParamSpec* p = table.find(name);
   if (!p) throw std::invalid_argument("no parameter '" + name + "'");
-  return grads.data() + p->offset;
+  return static_cast<size_t>(p - table.specs.data());
 }
 
 template <typename T>
-void Model<T>::zero_grads() {
-  // A team only from a megabyte of floats on: a clear costs less per element than the passes
-  // worth_threads_elements is set for.
-  constexpr size_t kChunk = size_t{1} << 16, kTeamMin = size_t{1} << 18;
-  T* g = grads.data();
-  for_each_chunk(grads.size(), kChunk, grads.size() >= kTeamMin,
-                 [&](size_t lo, size_t len) { std::fill(g + lo, g + lo + len, T(0)); });
+T* Model<T>::grad(const std::string& name) {
+  const size_t t = tensor_index(name);
+  T* g = grads.data() + table.specs[t].offset;
+  if (in_backward_ && uncleared_[t]) {
+    std::fill(g, g + table.specs[t].size, T(0));
+    uncleared_[t] = 0;
+  }
+  return g;
+}
+
+template <typename T>
+WriteTo<T> Model<T>::grad_product(const std::string& name) {
+  if (!in_backward_) throw std::logic_error("grad_product('" + name + "') outside backward()");
+  const size_t t = tensor_index(name);
+  const WriteC how = uncleared_[t] ? WriteC::add_to_zero : WriteC::add;
+  uncleared_[t] = 0;
+  return {grads.data() + table.specs[t].offset, how};
+}
+
+template <typename T>
+void Model<T>::backward() {
+  uncleared_.assign(table.specs.size(), 1);
+  in_backward_ = true;
+  try {
+    backward_grads();
+  } catch (...) {
+    in_backward_ = false;
+    throw;
+  }
+  end_grads();
+}
+
+template <typename T>
+void Model<T>::end_grads() {
+  in_backward_ = false;
+  for (size_t t = 0; t < table.specs.size(); ++t)
+    if (uncleared_[t]) {
+      const ParamSpec& p = table.specs[t];
+      std::fill(grads.data() + p.offset, grads.data() + p.offset + p.size, T(0));
+    }
 }
 
 template <typename T>

@@ -93,17 +93,22 @@ class Model {
   // Models that draw their own data: round the drawn inputs and targets to float even when T is
   // wider, so that an fp64 copy of a float run sees that run's batch exactly (diagnostics).
   bool float_data = false;
-  // grads = loss_scale * d(mean loss)/d(params) of the last forward (overwritten).
-  virtual void backward() = 0;
+  // grads = loss_scale * d(mean loss)/d(params) of the last forward (overwritten): the kind's
+  // backward_grads(), each gradient starting from +0 (cleared where it is first used: grad(),
+  // grad_product(); end_grads() clears the rest).
+  void backward();
   double loss_scale = 1.0;  // multiplies the loss gradient entering the backward pass (train/loss_scale.h)
   virtual size_t predictions(size_t b) const = 0;
   // The logits of the last forward (predictions x vocab), for diagnostics; empty if a model keeps none.
   virtual const std::vector<T>& last_logits() const { return no_logits_; }
   T* param(const std::string& name);
+  // The gradient of `name`. Inside backward(), a tensor's first use in it clears the tensor to +0.
   T* grad(const std::string& name);
-  // grads = +0 everywhere, as backward() begins (the buffer is megabytes at a study size: over a
-  // team when it is large).
-  void zero_grads();
+  // Inside backward(): the gradient of `name` as the destination of a product that covers it whole
+  // (a linear layer's dW), added in: WriteC::add_to_zero while the tensor is not yet cleared, so
+  // that it never is (the same bits as adding into +0, and a megabyte less memory traffic at the
+  // mlp's size), WriteC::add after.
+  WriteTo<T> grad_product(const std::string& name);
   // Both site registries at once: random streams keyed by `step`, telemetry since the last reset.
   void begin_step(uint64_t step) {
     sites.begin_step(step);
@@ -114,7 +119,18 @@ class Model {
     elementwise.reset_telemetry();
   }
 
+ protected:
+  // The kind's backward pass: every gradient it writes through grad() or grad_product().
+  virtual void backward_grads() = 0;
+
  private:
+  // Inside backward(): the tensors (by table index) not yet cleared or written this pass. The first
+  // use of each clears it, and end_grads() clears those no use reached, so every gradient starts at
+  // +0 without a pass over the whole buffer first.
+  std::vector<uint8_t> uncleared_;
+  bool in_backward_ = false;
+  size_t tensor_index(const std::string& name) const;
+  void end_grads();
   std::vector<T> no_logits_;
 };
 

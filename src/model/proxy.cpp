@@ -305,18 +305,17 @@ class ProxyModel final : public Model<T> {
     return mse_forward(pred_.data(), y_.data(), b, O);
   }
 
-  void backward() override {
+  void backward_grads() override {
     const auto& c = this->cfg;
     auto& e = this->elementwise;
     const size_t b = b_, din = c.input_dim, D = c.d_model, F = c.mlp_mult * D, O = c.output_dim, L = c.layers;
-    this->zero_grads();
     dpred_.resize(b * O);
     mse_backward(dpred_.data(), pred_.data(), y_.data(), b, O, this->loss_scale);
     if (bare_) {
       dres_ = dpred_;  // the prediction is the residual stream
     } else {
       dz_.resize(b * D);
-      linear_backward(this->sites, head_, dz_.data(), this->grad("head.w"), this->grad("head.b"), dpred_.data(),
+      linear_backward(this->sites, head_, dz_.data(), this->grad_product("head.w"), this->grad("head.b"), dpred_.data(),
                       z_.data(), this->param("head.w"), b, D, O);
       dres_.assign(b * D, T(0));  // the gradient along the residual stream
       layernorm_backward(dres_.data(), this->grad("ln_f.w"), this->grad("ln_f.b"), dz_.data(), h_[L].data(),
@@ -328,18 +327,18 @@ class ProxyModel final : public Model<T> {
       Block& bk = blocks_[l];
       const std::string p = "block" + std::to_string(l);
       const T* a = e.active(bk.act.out) ? bk.out_q.data() : bk.out.data();
-      linear_backward(this->sites, bk.proj, dact_.data(), this->grad(p + ".mlp.proj.w"), this->grad(p + ".mlp.proj.b"),
-                      dres_.data(), a, this->param(p + ".mlp.proj.w"), b, F, D);
+      linear_backward(this->sites, bk.proj, dact_.data(), this->grad_product(p + ".mlp.proj.w"),
+                      this->grad(p + ".mlp.proj.b"), dres_.data(), a, this->param(p + ".mlp.proj.w"), b, F, D);
       activation_backward(gelu_, dpre_.data(), dact_.data(), bk.pre.data(), bk.out.data(), b * F);
-      linear_backward(this->sites, bk.fc, dln_.data(), this->grad(p + ".mlp.fc.w"), fc_bias(l, true), dpre_.data(),
-                      bk.lnout.data(), this->param(p + ".mlp.fc.w"), b, D, F);
+      linear_backward(this->sites, bk.fc, dln_.data(), this->grad_product(p + ".mlp.fc.w"), fc_bias(l, true),
+                      dpre_.data(), bk.lnout.data(), this->param(p + ".mlp.fc.w"), b, D, F);
       layernorm_backward(dres_.data(), this->grad(p + ".ln.w"), this->grad(p + ".ln.b"), dln_.data(), h_[l].data(),
                          layernorm_weight_used(e, bk.ln, this->param(p + ".ln.w"), bk.lnw_q), bk.mean.data(),
                          bk.rstd.data(), b, D);
     }
     // The inputs need no gradient: only the input layer's weight gradient (its grad_input site is never called).
     if (!bare_)
-      linear_backward(this->sites, in_, static_cast<T*>(nullptr), this->grad("input.w"), this->grad("input.b"),
+      linear_backward(this->sites, in_, static_cast<T*>(nullptr), this->grad_product("input.w"), this->grad("input.b"),
                       dres_.data(), x_.data(), this->param("input.w"), b, din, D);
   }
 

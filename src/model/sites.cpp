@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "arith/float_rows.h"
 #include "arith/random.h"
 #include "arith/transpose.h"
 #include "backend/backend.h"
@@ -119,10 +120,10 @@ void MatmulTimes::add(const Shape& key, double seconds) {
 
 template <typename T>
 void MatmulSites::matmul(size_t site, size_t m, size_t k, size_t n, const T* a, size_t lda, bool ta, const T* b,
-                         size_t ldb, bool tb, T* c, size_t ldc, bool tc, bool accumulate) {
-  if (!times) return matmul_untimed(site, m, k, n, a, lda, ta, b, ldb, tb, c, ldc, tc, accumulate);
+                         size_t ldb, bool tb, T* c, size_t ldc, bool tc, WriteC how) {
+  if (!times) return matmul_untimed(site, m, k, n, a, lda, ta, b, ldb, tb, c, ldc, tc, how);
   const auto t0 = std::chrono::steady_clock::now();
-  matmul_untimed(site, m, k, n, a, lda, ta, b, ldb, tb, c, ldc, tc, accumulate);
+  matmul_untimed(site, m, k, n, a, lda, ta, b, ldb, tb, c, ldc, tc, how);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   MatmulTimes::Shape key;
   key.site = site, key.m = m, key.k = k, key.n = n, key.ta = ta, key.tb = tb;
@@ -147,16 +148,17 @@ bool same_bits_transposed(const MatmulPolicy& p) {
 // Whether computing C = A·B as Cᵀ = Bᵀ·Aᵀ moves fewer elements around the engine. Each operand
 // stored the other way round from the kernel's wish (A K-major, B N x K) is transposed once in
 // packing, and a transposed write of C costs about what a transpose does; a row-major write is
-// free (straight from the kernel) or, accumulating, about a quarter of that. So dW = Xᵀ·dY, whose
-// result is stored transposed, pays for a layer wider in than out (mlp's hidden layer: 64 x 512
+// free (straight from the kernel) or, adding, about a quarter of that (a write onto zero counts as a
+// plain one: its +0 pass, where it runs, costs the same either way). So dW = Xᵀ·dY, whose result is
+// stored transposed, pays for a layer wider in than out (mlp's hidden layer: 64 x 512
 // transposed instead of 512 x 512 plus a transposed add), and so does a forward product of a small
 // batch with a wide weight (mlp: Yᵀ = W·Xᵀ transposes 64 x 512 twice instead of 512 x 512 once).
 // Of attention's products at its 1024 tokens only fc2's dW trades; small calls (per-head products)
 // keep their orientation.
-bool traded_product_pays(size_t m, size_t k, size_t n, bool ta, bool tb, bool tc, bool accumulate) {
+bool traded_product_pays(size_t m, size_t k, size_t n, bool ta, bool tb, bool tc, WriteC how) {
   constexpr size_t kMinElements = size_t{1} << 14;
   if (m * n < kMinElements) return false;
-  auto write = [&](bool transposed) { return transposed ? m * n : accumulate ? m * n / 4 : 0; };
+  auto write = [&](bool transposed) { return transposed ? m * n : how == WriteC::add ? m * n / 4 : 0; };
   const size_t named = (ta ? m * k : 0) + (tb ? n * k : 0) + write(tc);
   const size_t traded = (tb ? 0 : n * k) + (ta ? 0 : m * k) + write(!tc);
   return traded < named;
@@ -166,35 +168,89 @@ bool traded_product_pays(size_t m, size_t k, size_t n, bool ta, bool tb, bool tc
 
 template <typename T>
 void MatmulSites::matmul_untimed(size_t site, size_t m, size_t k, size_t n, const T* a, size_t lda, bool ta,
-                                 const T* b, size_t ldb, bool tb, T* c, size_t ldc, bool tc, bool accumulate) {
+                                 const T* b, size_t ldb, bool tb, T* c, size_t ldc, bool tc, WriteC how) {
   MatmulContext ctx = context(site);
   const MatmulPolicy& policy = sites_[site].policy;
   // The product computed as Cᵀ = Bᵀ·Aᵀ where that moves fewer elements and gives the same bits
   // (diagnostic calls, whose per-operand measurements and captured products are made as the caller
   // named them, keep their orientation). The telemetry's operands are traded back.
   const bool diagnostic = ctx.cast_error || ctx.check_bound || (capture_forward && sites_[site].role == Role::forward);
-  if (!keep_orientation && !diagnostic && traded_product_pays(m, k, n, ta, tb, tc, accumulate) &&
+  if (!keep_orientation && !diagnostic && traded_product_pays(m, k, n, ta, tb, tc, how) &&
       same_bits_transposed(policy)) {
     MatmulPolicy traded = policy;
     std::swap(traded.a, traded.b);
     std::swap(ctx.delayed_a, ctx.delayed_b);
-    MatmulTelemetry t = write_product(site, n, k, m, b, ldb, !tb, a, lda, !ta, c, ldc, !tc, accumulate, traded, ctx);
+    MatmulTelemetry t = write_product(site, n, k, m, b, ldb, !tb, a, lda, !ta, c, ldc, !tc, how, traded, ctx);
     std::swap(t.a, t.b);
     record(site, t);
     ++sites_[site].traded_calls;
     return;
   }
-  record(site, write_product(site, m, k, n, a, lda, ta, b, ldb, tb, c, ldc, tc, accumulate, policy, ctx));
+  record(site, write_product(site, m, k, n, a, lda, ta, b, ldb, tb, c, ldc, tc, how, policy, ctx));
 }
+
+namespace {
+
+// c (m x n; n x m when tc) = w (m x n, dense), or c + w when `add` (one add in T each). Each element of
+// c is written once, so the loop order changes no bit: rows stream when c is row-major, and a
+// transposed c is written in square tiles that keep both sides in cache.
+template <typename T>
+void write_back(const T* w, size_t m, size_t n, T* c, size_t ldc, bool tc, bool add) {
+  if (!tc) {
+    for (size_t i = 0; i < m; ++i) {
+      T* dst = c + i * ldc;
+      const T* src = w + i * n;
+      if (add)
+        for (size_t j = 0; j < n; ++j) dst[j] = dst[j] + src[j];
+      else
+        std::copy(src, src + n, dst);
+    }
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    transpose_floats(w, m, n, n, c, ldc, add);  // the same adds, in 4 x 4 vector blocks
+  } else {
+    constexpr size_t kTile = 16;
+    for (size_t j0 = 0; j0 < n; j0 += kTile)
+      for (size_t i0 = 0; i0 < m; i0 += kTile) {
+        const size_t j1 = std::min(n, j0 + kTile), i1 = std::min(m, i0 + kTile);
+        for (size_t j = j0; j < j1; ++j) {
+          T* dst = c + j * ldc;
+          if (add)
+            for (size_t i = i0; i < i1; ++i) dst[i] = dst[i] + w[i * n + j];
+          else
+            for (size_t i = i0; i < i1; ++i) dst[i] = w[i * n + j];
+        }
+      }
+  }
+}
+
+// c = +0 + c over rows x cols (row r at c + r*ldc): what adding each element into a +0 gives (-0
+// becomes +0, a signalling NaN quiet, every other value stays), where the element already lies.
+template <typename T>
+void add_zero(T* c, size_t rows, size_t cols, size_t ldc) {
+  for (size_t r = 0; r < rows; ++r) {
+    T* row = c + r * ldc;
+    if constexpr (std::is_same_v<T, float>)
+      add_zero_floats(row, cols);
+    else
+      for (size_t j = 0; j < cols; ++j) row[j] = T(0) + row[j];
+  }
+}
+
+}  // namespace
 
 template <typename T>
 MatmulTelemetry MatmulSites::write_product(size_t site, size_t m, size_t k, size_t n, const T* a, size_t lda, bool ta,
-                                           const T* b, size_t ldb, bool tb, T* c, size_t ldc, bool tc,
-                                           bool accumulate, const MatmulPolicy& policy, const MatmulContext& ctx) {
+                                           const T* b, size_t ldb, bool tb, T* c, size_t ldc, bool tc, WriteC how,
+                                           const MatmulPolicy& policy, const MatmulContext& ctx) {
   Backend& engine = backend ? *backend : cpu_backend();
-  // The product goes straight into c when it is a plain row-major write; else into a scratch C
-  // (m x n) that is then added or written transposed. Either way each element of c is written once.
-  const bool direct = !tc && !accumulate;
+  // The product goes straight into c when it is a row-major write; else into a scratch C (m x n)
+  // that is then added or written transposed. Either way each element of c is written once, and a
+  // write onto zero then takes its +0 in place, unless the engine proves no element is -0 (then
+  // +0 + x is x: the pass would be a megabyte of reads at the mlp's size for nothing).
+  const bool add = how == WriteC::add;
+  const bool direct = !tc && !add;
   std::vector<T>& scratch = scratch_c<T>();
   T* out = c;
   size_t ldo = ldc;
@@ -208,44 +264,14 @@ MatmulTelemetry MatmulSites::write_product(size_t site, size_t m, size_t k, size
   const MatViewOf<T> va{a, m, k, lda, ta}, vb{b, k, n, ldb, tb};
   const MatmulTelemetry tel = engine.matmul(va, vb, out, ldo, policy, ctx);
   capture(site, out, ldo, m, n);
-  if (direct) return tel;
-  const T* w = scratch.data();
-  // Each element of c is written once (c + w when accumulating: one add in T), so the loop order
-  // changes no bit: rows stream when c is row-major, and a transposed c is written in square tiles
-  // that keep both sides in cache.
-  if (!tc) {
-    for (size_t i = 0; i < m; ++i) {
-      T* dst = c + i * ldc;
-      const T* src = w + i * n;
-      if (accumulate)
-        for (size_t j = 0; j < n; ++j) dst[j] = dst[j] + src[j];
-      else
-        std::copy(src, src + n, dst);
-    }
-    return tel;
-  }
-  if constexpr (std::is_same_v<T, float>) {
-    transpose_floats(w, m, n, n, c, ldc, accumulate);  // the same adds, in 4 x 4 vector blocks
-  } else {
-    constexpr size_t kTile = 16;
-    for (size_t j0 = 0; j0 < n; j0 += kTile)
-      for (size_t i0 = 0; i0 < m; i0 += kTile) {
-        const size_t j1 = std::min(n, j0 + kTile), i1 = std::min(m, i0 + kTile);
-        for (size_t j = j0; j < j1; ++j) {
-          T* dst = c + j * ldc;
-          if (accumulate)
-            for (size_t i = i0; i < i1; ++i) dst[i] = dst[i] + w[i * n + j];
-          else
-            for (size_t i = i0; i < i1; ++i) dst[i] = w[i * n + j];
-        }
-      }
-  }
+  if (!direct) write_back(scratch.data(), m, n, c, ldc, tc, add);
+  if (how == WriteC::add_to_zero && !tel.no_negative_zero) add_zero(c, tc ? n : m, tc ? m : n, ldc);
   return tel;
 }
 
 template void MatmulSites::matmul<float>(size_t, size_t, size_t, size_t, const float*, size_t, bool, const float*,
-                                         size_t, bool, float*, size_t, bool, bool);
+                                         size_t, bool, float*, size_t, bool, WriteC);
 template void MatmulSites::matmul<double>(size_t, size_t, size_t, size_t, const double*, size_t, bool, const double*,
-                                          size_t, bool, double*, size_t, bool, bool);
+                                          size_t, bool, double*, size_t, bool, WriteC);
 
 }  // namespace drift

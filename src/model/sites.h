@@ -61,6 +61,21 @@ struct MatmulTimes {
   void reset() { shapes.clear(); }
 };
 
+// How a product goes into C.
+enum class WriteC {
+  store,        // c = the product
+  add,          // c = c + the product (one add in T)
+  add_to_zero,  // c = +0 + the product: the bits `add` gives where c holds +0 (a gradient not yet
+                // written this step), without c being cleared or read first
+};
+
+// A product's destination and how it goes in.
+template <typename T>
+struct WriteTo {
+  T* c = nullptr;
+  WriteC how = WriteC::store;
+};
+
 // The three sites of one linear-like layer.
 struct LinearSites {
   size_t fwd = 0, gi = 0, gw = 0;
@@ -105,28 +120,28 @@ class MatmulSites {
 
   // C (M x N) = A (M x K) * B (K x N) at `site`. Operands are stored row-major with leading
   // dimension ld; `ta`/`tb` say the stored matrix is the transpose (A stored K x M, B stored N x K).
-  // The result is written to c[i*ldc + j] (or c[j*ldc + i] when `tc`), added to what is there when
-  // `accumulate` (an fp32 elementwise add for T = float). The product may be computed as
-  // Cᵀ = Bᵀ·Aᵀ, with the same bits and telemetry, where that moves fewer elements.
+  // The result goes to c[i*ldc + j] (or c[j*ldc + i] when `tc`) as `how` says (WriteC; the add is
+  // an fp32 elementwise add for T = float). The product may be computed as Cᵀ = Bᵀ·Aᵀ, with the same
+  // bits and telemetry, where that moves fewer elements.
   template <typename T>
   void matmul(size_t site, size_t m, size_t k, size_t n, const T* a, size_t lda, bool ta, const T* b, size_t ldb,
-              bool tb, T* c, size_t ldc, bool tc, bool accumulate);
+              bool tb, T* c, size_t ldc, bool tc, WriteC how);
 
  private:
   template <typename T>
   void matmul_untimed(size_t site, size_t m, size_t k, size_t n, const T* a, size_t lda, bool ta, const T* b,
-                      size_t ldb, bool tb, T* c, size_t ldc, bool tc, bool accumulate);
+                      size_t ldb, bool tb, T* c, size_t ldc, bool tc, WriteC how);
   // The engine's call under (policy, ctx) and the write-back of its C into c.
   template <typename T>
   MatmulTelemetry write_product(size_t site, size_t m, size_t k, size_t n, const T* a, size_t lda, bool ta,
-                                const T* b, size_t ldb, bool tb, T* c, size_t ldc, bool tc, bool accumulate,
+                                const T* b, size_t ldb, bool tb, T* c, size_t ldc, bool tc, WriteC how,
                                 const MatmulPolicy& policy, const MatmulContext& ctx);
   std::vector<MatmulSite> sites_;
   std::vector<uint64_t> step_calls_;
   uint64_t step_ = 0;
   // The engine's scratch memory for this model's matmuls (one call at a time).
   MatmulWorkspace workspace_;
-  // C before a transposed or accumulating write-back, per element type.
+  // C before a transposed or adding write-back, per element type.
   std::vector<float> scratch_f_;
   std::vector<double> scratch_d_;
   template <typename T>
