@@ -153,8 +153,8 @@ bool same_bits_transposed(const MatmulPolicy& p) {
 // stored transposed, pays for a layer wider in than out (mlp's hidden layer: 64 x 512
 // transposed instead of 512 x 512 plus a transposed add), and so does a forward product of a small
 // batch with a wide weight (mlp: Yᵀ = W·Xᵀ transposes 64 x 512 twice instead of 512 x 512 once).
-// Of attention's products at its 1024 tokens only fc2's dW trades; small calls (per-head products)
-// keep their orientation.
+// Of attention's products at its 1024 tokens the dW of fc2 and of the attention projection trade;
+// small calls (per-head products) keep their orientation.
 bool traded_product_pays(size_t m, size_t k, size_t n, bool ta, bool tb, bool tc, WriteC how) {
   constexpr size_t kMinElements = size_t{1} << 14;
   if (m * n < kMinElements) return false;
