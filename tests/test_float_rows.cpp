@@ -105,7 +105,7 @@ TEST_CASE("add_zero_floats: the statement by hand, every target against it") {
         CAPTURE(hwy::TargetName(target));
         std::vector<float> v = row;
         add_zero_floats(v.data(), n);
-        CHECK(std::memcmp(v.data(), statement.data(), n * sizeof(float)) == 0);
+        CHECK((n == 0 || std::memcmp(v.data(), statement.data(), n * sizeof(float)) == 0));  // (no null to memcmp)
       }
       hwy::SetSupportedTargetsForTest(0);
     }
