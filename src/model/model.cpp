@@ -23,17 +23,15 @@ double uniform_draw(uint64_t seed, uint64_t stream, uint64_t index) {
 }
 
 template <typename T>
-T* Model<T>::param(const std::string& name) {
-  const ParamSpec* p = table.find(name);
-  if (!p) throw std::invalid_argument("no parameter '" + name + "'");
-  return params.data() + p->offset;
-}
-
-template <typename T>
 size_t Model<T>::tensor_index(const std::string& name) const {
   const ParamSpec* p = table.find(name);
   if (!p) throw std::invalid_argument("no parameter '" + name + "'");
   return static_cast<size_t>(p - table.specs.data());
+}
+
+template <typename T>
+T* Model<T>::param(const std::string& name) {
+  return params.data() + table.specs[tensor_index(name)].offset;
 }
 
 template <typename T>
