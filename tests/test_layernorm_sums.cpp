@@ -68,6 +68,19 @@ bool same_values(const std::vector<float>& a, const std::vector<float>& b) {
 const size_t kRowCounts[] = {0, 1, 7, 15, 16, 17, 32, 40, 64};
 const size_t kWidths[] = {1, 3, 15, 16, 17, 31, 32, 48, 128, 130};
 
+// fn(edges, n, c, seed) over every row count and width, with and without edge values.
+template <class Fn>
+void each_case(uint64_t base, Fn fn) {
+  for (bool edges : {false, true})
+    for (size_t n : kRowCounts)
+      for (size_t c : kWidths) {
+        CAPTURE(edges);
+        CAPTURE(n);
+        CAPTURE(c);
+        fn(edges, n, c, base + n * 1000 + c + (edges ? 7 : 0));
+      }
+}
+
 }  // namespace
 
 TEST_CASE("layernorm_stats_rows: a row by hand, and rows against fp64") {
@@ -110,54 +123,43 @@ TEST_CASE("layernorm_backward_means_rows: a row by hand") {
 
 TEST_CASE("layernorm_stats_floats: every target gives the statement's bits") {
   ResetTargets reset;
-  for (bool edges : {false, true})
-    for (size_t n : kRowCounts)
-      for (size_t c : kWidths) {
-        CAPTURE(edges);
-        CAPTURE(n);
-        CAPTURE(c);
-        const std::vector<float> x = values(100 + n * 1000 + c + (edges ? 7 : 0), n * c, edges);
-        std::vector<float> mean_ref(n), rstd_ref(n);
-        layernorm_stats_scalar(x.data(), n, c, mean_ref.data(), rstd_ref.data());
-        for (int64_t target : layernorm_sums_targets()) {
-          CAPTURE(hwy::TargetName(target));
-          hwy::SetSupportedTargetsForTest(target);
-          std::vector<float> mean(n, -1.0f), rstd(n, -1.0f);
-          layernorm_stats_floats(x.data(), n, c, mean.data(), rstd.data());
-          CHECK(same_values(mean, mean_ref));
-          CHECK(same_values(rstd, rstd_ref));
-        }
-        hwy::SetSupportedTargetsForTest(0);
-      }
+  each_case(100, [](bool edges, size_t n, size_t c, uint64_t seed) {
+    const std::vector<float> x = values(seed, n * c, edges);
+    std::vector<float> mean_ref(n), rstd_ref(n);
+    layernorm_stats_scalar(x.data(), n, c, mean_ref.data(), rstd_ref.data());
+    for (int64_t target : layernorm_sums_targets()) {
+      CAPTURE(hwy::TargetName(target));
+      hwy::SetSupportedTargetsForTest(target);
+      std::vector<float> mean(n, -1.0f), rstd(n, -1.0f);
+      layernorm_stats_floats(x.data(), n, c, mean.data(), rstd.data());
+      CHECK(same_values(mean, mean_ref));
+      CHECK(same_values(rstd, rstd_ref));
+    }
+    hwy::SetSupportedTargetsForTest(0);
+  });
 }
 
 TEST_CASE("layernorm_backward_means_floats: every target gives the statement's bits") {
   ResetTargets reset;
-  for (bool edges : {false, true})
-    for (size_t n : kRowCounts)
-      for (size_t c : kWidths) {
-        CAPTURE(edges);
-        CAPTURE(n);
-        CAPTURE(c);
-        const uint64_t seed = 200 + n * 1000 + c + (edges ? 7 : 0);
-        const std::vector<float> x = values(seed, n * c, edges), dy = values(seed + 1, n * c, edges);
-        const std::vector<float> w = values(seed + 2, c, edges);
-        std::vector<float> mean(n), rstd(n);
-        layernorm_stats_scalar(x.data(), n, c, mean.data(), rstd.data());
-        std::vector<float> dm_ref(n), dnm_ref(n);
-        layernorm_backward_means_scalar(x.data(), dy.data(), w.data(), mean.data(), rstd.data(), n, c, dm_ref.data(),
-                                        dnm_ref.data());
-        for (int64_t target : layernorm_sums_targets()) {
-          CAPTURE(hwy::TargetName(target));
-          hwy::SetSupportedTargetsForTest(target);
-          std::vector<float> dm(n, -1.0f), dnm(n, -1.0f);
-          layernorm_backward_means_floats(x.data(), dy.data(), w.data(), mean.data(), rstd.data(), n, c, dm.data(),
-                                          dnm.data());
-          CHECK(same_values(dm, dm_ref));
-          CHECK(same_values(dnm, dnm_ref));
-        }
-        hwy::SetSupportedTargetsForTest(0);
-      }
+  each_case(200, [](bool edges, size_t n, size_t c, uint64_t seed) {
+    const std::vector<float> x = values(seed, n * c, edges), dy = values(seed + 1, n * c, edges);
+    const std::vector<float> w = values(seed + 2, c, edges);
+    std::vector<float> mean(n), rstd(n);
+    layernorm_stats_scalar(x.data(), n, c, mean.data(), rstd.data());
+    std::vector<float> dm_ref(n), dnm_ref(n);
+    layernorm_backward_means_scalar(x.data(), dy.data(), w.data(), mean.data(), rstd.data(), n, c, dm_ref.data(),
+                                    dnm_ref.data());
+    for (int64_t target : layernorm_sums_targets()) {
+      CAPTURE(hwy::TargetName(target));
+      hwy::SetSupportedTargetsForTest(target);
+      std::vector<float> dm(n, -1.0f), dnm(n, -1.0f);
+      layernorm_backward_means_floats(x.data(), dy.data(), w.data(), mean.data(), rstd.data(), n, c, dm.data(),
+                                      dnm.data());
+      CHECK(same_values(dm, dm_ref));
+      CHECK(same_values(dnm, dnm_ref));
+    }
+    hwy::SetSupportedTargetsForTest(0);
+  });
 }
 
 }  // namespace drift::test_layernorm_sums
