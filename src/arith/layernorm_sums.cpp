@@ -57,16 +57,22 @@ HWY_INLINE __m512 Column16(const float* x, size_t ld, size_t j) {
   return _mm512_load_ps(col);
 }
 
-// fn(j, column j of the 16 rows of every operand) for j = 0, 1, ..., c - 1, in that order.
+// fn(j, column j of the 16 rows of every operand) for j = 0, 1, ..., c - 1, in that order. A block's
+// transposed columns go through a buffer on the stack: two operands' 32 vectors held at once would
+// leave no registers for fn's sums.
 template <size_t kOps, class Fn>
 HWY_INLINE void ForEachColumn(const float* const (&x)[kOps], size_t c, Fn fn) {
+  HWY_ALIGN float block[kOps][kLanes][kLanes];
   size_t j0 = 0;
   for (; j0 + kLanes <= c; j0 += kLanes) {
-    __m512 cols[kOps][kLanes];
-    for (size_t o = 0; o < kOps; ++o) Transpose16(x[o], c, j0, cols[o]);
+    for (size_t o = 0; o < kOps; ++o) {
+      __m512 cols[kLanes];
+      Transpose16(x[o], c, j0, cols);
+      for (size_t j = 0; j < kLanes; ++j) _mm512_store_ps(block[o][j], cols[j]);
+    }
     for (size_t j = 0; j < kLanes; ++j) {
       __m512 v[kOps];
-      for (size_t o = 0; o < kOps; ++o) v[o] = cols[o][j];
+      for (size_t o = 0; o < kOps; ++o) v[o] = _mm512_load_ps(block[o][j]);
       fn(j0 + j, v);
     }
   }
