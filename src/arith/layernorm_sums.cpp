@@ -49,61 +49,41 @@ HWY_INLINE void Transpose16(const float* x, size_t ld, size_t j0, __m512 (&out)[
   }
 }
 
-// Column j of 16 rows (row stride ld) as a vector, element by element (a row's last columns past
-// the whole 16 x 16 blocks).
-HWY_INLINE __m512 Column16(const float* x, size_t ld, size_t j) {
-  HWY_ALIGN float col[kLanes];
-  for (size_t r = 0; r < kLanes; ++r) col[r] = x[r * ld + j];
-  return _mm512_load_ps(col);
-}
-
-// fn(j, column j of the 16 rows of every operand) for j = 0, 1, ..., c - 1, in that order. A block's
-// transposed columns go through a buffer on the stack: two operands' 32 vectors held at once would
-// leave no registers for fn's sums.
-template <size_t kOps, class Fn>
-HWY_INLINE void ForEachColumn(const float* const (&x)[kOps], size_t c, Fn fn) {
-  HWY_ALIGN float block[kOps][kLanes][kLanes];
+// The c columns of 16 rows of x (row stride c) into cols, column j at cols + 16 j (lane r: row r):
+// whole 16 x 16 blocks by Transpose16, the last columns element by element.
+HWY_INLINE void RowsToColumns(const float* x, size_t c, float* cols) {
   size_t j0 = 0;
   for (; j0 + kLanes <= c; j0 += kLanes) {
-    for (size_t o = 0; o < kOps; ++o) {
-      __m512 cols[kLanes];
-      Transpose16(x[o], c, j0, cols);
-      for (size_t j = 0; j < kLanes; ++j) _mm512_store_ps(block[o][j], cols[j]);
-    }
-    for (size_t j = 0; j < kLanes; ++j) {
-      __m512 v[kOps];
-      for (size_t o = 0; o < kOps; ++o) v[o] = _mm512_load_ps(block[o][j]);
-      fn(j0 + j, v);
-    }
+    __m512 v[kLanes];
+    Transpose16(x, c, j0, v);
+    for (size_t j = 0; j < kLanes; ++j) _mm512_storeu_ps(cols + (j0 + j) * kLanes, v[j]);
   }
-  for (; j0 < c; ++j0) {
-    __m512 v[kOps];
-    for (size_t o = 0; o < kOps; ++o) v[o] = Column16(x[o], c, j0);
-    fn(j0, v);
-  }
+  for (; j0 < c; ++j0)
+    for (size_t r = 0; r < kLanes; ++r) cols[j0 * kLanes + r] = x[r * c + j0];
+}
+
+// A thread's buffer of 16 x c floats for an operand's columns (grown, never shrunk).
+HWY_INLINE float* ColumnBuffer(std::vector<float>& buffer, size_t c) {
+  if (buffer.size() < kLanes * c) buffer.resize(kLanes * c);
+  return buffer.data();
 }
 
 void LayernormStatsImpl(const float* x, size_t n, size_t c, float* mean, float* rstd) {
   const hn::ScalableTag<float> d;
   static_assert(hn::MaxLanes(hn::ScalableTag<float>()) == kLanes, "one row per lane");
   using V = hn::Vec<decltype(d)>;
-  // The rows' columns as vectors, kept for the second pass (16 x c floats).
-  thread_local std::vector<float> columns;
-  if (columns.size() < kLanes * c) columns.resize(kLanes * c);
+  thread_local std::vector<float> x_buffer;
+  float* cols = ColumnBuffer(x_buffer, c);
   const V count = hn::Set(d, static_cast<float>(c)), eps = hn::Set(d, static_cast<float>(1e-5));
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    const float* rows[1] = {x + i * c};
+    RowsToColumns(x + i * c, c, cols);
     V m = hn::Zero(d);
-    ForEachColumn(rows, c, [&](size_t j, const __m512 (&v)[1]) {
-      const V xj{v[0]};
-      hn::StoreU(xj, d, columns.data() + j * kLanes);
-      m = hn::Add(m, xj);
-    });
+    for (size_t j = 0; j < c; ++j) m = hn::Add(m, hn::LoadU(d, cols + j * kLanes));
     m = hn::Div(m, count);
     V var = hn::Zero(d);
     for (size_t j = 0; j < c; ++j) {
-      const V dev = hn::Sub(hn::LoadU(d, columns.data() + j * kLanes), m);
+      const V dev = hn::Sub(hn::LoadU(d, cols + j * kLanes), m);
       var = hn::Add(var, hn::Mul(dev, dev));
     }
     var = hn::Div(var, count);
@@ -117,18 +97,22 @@ void LayernormBackwardMeansImpl(const float* x, const float* dy, const float* w,
                                 const float* rstd, size_t n, size_t c, float* dm_out, float* dnm_out) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
+  thread_local std::vector<float> x_buffer, dy_buffer;
+  float* xc = ColumnBuffer(x_buffer, c);
+  float* dyc = ColumnBuffer(dy_buffer, c);
   const V count = hn::Set(d, static_cast<float>(c));
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    const float* rows[2] = {x + i * c, dy + i * c};
+    RowsToColumns(x + i * c, c, xc);
+    RowsToColumns(dy + i * c, c, dyc);
     const V m = hn::LoadU(d, mean + i), s = hn::LoadU(d, rstd + i);
     V dm = hn::Zero(d), dnm = hn::Zero(d);
-    ForEachColumn(rows, c, [&](size_t j, const __m512 (&v)[2]) {
-      const V norm = hn::Mul(hn::Sub(V{v[0]}, m), s);
-      const V dnorm = hn::Mul(hn::Set(d, w[j]), V{v[1]});
+    for (size_t j = 0; j < c; ++j) {
+      const V norm = hn::Mul(hn::Sub(hn::LoadU(d, xc + j * kLanes), m), s);
+      const V dnorm = hn::Mul(hn::Set(d, w[j]), hn::LoadU(d, dyc + j * kLanes));
       dm = hn::Add(dm, dnorm);
       dnm = hn::Add(dnm, hn::Mul(dnorm, norm));
-    });
+    }
     hn::StoreU(hn::Div(dm, count), d, dm_out + i);
     hn::StoreU(hn::Div(dnm, count), d, dnm_out + i);
   }
