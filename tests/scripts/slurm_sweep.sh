@@ -211,7 +211,10 @@ for line in open("/proc/%s/status" % sys.argv[1]):
 sys.exit(0 if m & (1 << 9) else 1)' "$task_pid" 2>/dev/null
 }
 for _ in $(seq 600); do usr1_pending && break; sleep 0.05; done
-kill -CONT "$task_pid"
+# (A task that ended while held would make kill fail with no word under set -e: once seen in CI,
+# with munged logging rejected credentials. Say what the task, the queue and scancel showed.)
+kill -CONT "$task_pid" 2>/dev/null || fail "run 0's task (pid $task_pid) ended while held for the preemption signal;" \
+  "squeue: $(squeue --noheader --array --jobs="$job" 2>&1 | tr '\n' ';'); scancel: $(tr '\n' ';' < scancel.err)"
 for _ in $(seq 300); do
   grep -q "requeueing Slurm job" sl/slurm/task-0.log 2>/dev/null && break
   sleep 0.1
