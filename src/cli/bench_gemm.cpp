@@ -5,6 +5,7 @@
 // (no TF32) on the same GPU in the same run.
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "backend/timing.h"
 #include "cli/bench_operands.h"
 #include "cli/blas_reference.h"
+#include "cli/fma_peak.h"
 #include "cli/commands.h"
 #include "policy/matmul_json.h"
 #include "policy/presets.h"
@@ -173,8 +175,10 @@ void run_bench_gemm(const BenchOptions& o) {
   const int threads = omp_get_max_threads();
   const int blas_threads = use_blas_threads(threads);
   nlohmann::json rows = nlohmann::json::array();
+  const double peak = fma_peak_gflops(std::min(0.2, o.min_seconds));
   if (!o.json) {
     std::printf("%s\n", openblas_reference_line().c_str());
+    std::printf("%s\n", fma_peak_line(peak).c_str());
     std::printf("%-18s %-16s %12s %12s %8s %s\n", "policy", "shape MxNxK", "GFLOP/s", "sgemm GF/s", "ratio", "path");
   }
   for (const auto& sh : shapes) {
@@ -221,6 +225,7 @@ void run_bench_gemm(const BenchOptions& o) {
       rows.push_back({{"policy", bp.name}, {"m", sh.m}, {"n", sh.n}, {"k", sh.k}, {"gflops", gflops},
                       {"sgemm_gflops", sgemm_gflops}, {"sgemm_core", openblas_core()},
                       {"sgemm_threads", blas_threads}, {"threads", threads}, {"ratio", ratio},
+                      {"fma_peak_gflops", peak},
                       {"path", fast ? "fast" : "reference"}});
     }
   }

@@ -39,6 +39,7 @@
 #include "backend/timing.h"
 #include "cli/bench_operands.h"
 #include "cli/blas_reference.h"
+#include "cli/fma_peak.h"
 #include "cli/commands.h"
 #include "io/npy.h"
 #include "train/config.h"
@@ -413,10 +414,12 @@ void run_bench_train(const Options& o) {
   ScratchDir scratch;
 
   ojson rows = ojson::array();
+  const double peak = fma_peak_gflops(std::min(0.2, o.min_seconds));
   if (!o.json) {
     std::printf("drift train's own loop, %d thread(s); corpus %s; ms per step between logged steps "
                 "(log_every 10), CPU ms of the process; e2e: the whole command; sgemm: OpenBLAS on %d thread(s)\n",
                 o.threads, o.data.c_str(), blas_threads);
+    std::printf("%s\n", fma_peak_line(peak).c_str());
     if (!pytorch.empty() && !pytorch.front().blas_core.empty())
       std::printf("PyTorch's BLAS kernels: %s%s\n", pytorch.front().blas_core.c_str(),
                   narrow_kernels_note(pytorch.front().blas_core).c_str());
@@ -457,7 +460,8 @@ void run_bench_train(const Options& o) {
                    {"tokens_per_s", tokens_s},
                    {"matmul_ms", mm_ms},
                    {"engine_matmul_ms", engine_ms},
-                   {"matmul_efficiency", engine_ms / mm_ms}};
+                   {"matmul_efficiency", engine_ms / mm_ms},
+                   {"fma_peak_gflops", peak}};
       if (sgemm_ms > 0) {
         row["sgemm_matmul_ms"] = sgemm_ms;
         row["sgemm_threads"] = blas_threads;

@@ -24,6 +24,8 @@ for r in rows:
     # OpenBLAS's own pool read 2 from the environment; the reference runs on the engine's 1.
     assert r["threads"] == 1 and r["sgemm_threads"] == 1, r
     assert abs(r["ratio"] - r["gflops"] / r["sgemm_gflops"]) <= 1e-12 * r["ratio"], r
+    # This core's multiply-add rate, measured once for the run (fma_peak.h).
+    assert r["fma_peak_gflops"] == rows[0]["fma_peak_gflops"] > 0, r
     if r["policy"] in presets:
         assert r["path"] == "fast", r
 PY

@@ -61,6 +61,7 @@ for r in rows:
     assert abs(r["cpu_speed_vs_pytorch"] - cpu / r["cpu_ms_per_step"]) <= 1e-12 * r["cpu_speed_vs_pytorch"], r
     assert r["target"] == (2.0 if r["policy"] == "fp32" else 1.0), r
     assert r["target_met"] == (r["speed_vs_pytorch"] >= r["target"]), r
+    assert r["fma_peak_gflops"] == rows[0]["fma_peak_gflops"] > 0, r  # this core's rate, once a run (fma_peak.h)
     assert r["routes"], r
     for site, routes in r["routes"].items():
         assert "reference" not in routes, (r["model"], r["policy"], site, routes)
@@ -80,6 +81,8 @@ grep -q "torch2.json" err.txt && grep -q "2 thread(s)" err.txt && grep -q "on 1 
 OMP_NUM_THREADS=1 "$drift" bench train --steps 1 --models proxy --policies fp32 --e2e-steps 2 > table.txt
 [ "$(grep -c '^model ' table.txt)" -eq 1 ] || fail "bench train table header not once: $(cat table.txt)"
 [ "$(grep -c '^proxy ' table.txt)" -eq 1 ] || fail "bench train table: no proxy row: $(cat table.txt)"
+[ "$(grep -cE '^this core: fp32 multiply-add peak [0-9]+\.[0-9] GFLOP/s a thread \([A-Z0-9_]+, [0-9]+ lanes' table.txt)" -eq 1 ] \
+  || fail "bench train: no line of this core's multiply-add peak: $(cat table.txt)"
 # --shapes: the row's sites under it, indented, one line each (the proxy's 4 blocks x 2 layers and its
 # head, 3 sites each, and its input layer's forward and grad_weight: nothing below it takes a gradient).
 OMP_NUM_THREADS=1 "$drift" bench train --steps 1 --models proxy --policies fp32 --no-e2e --shapes > shapes.txt
