@@ -20,8 +20,8 @@
 #include "backend/timing.h"
 #include "cli/bench_operands.h"
 #include "cli/blas_reference.h"
-#include "cli/fma_peak.h"
 #include "cli/commands.h"
+#include "cli/fma_peak.h"
 #include "policy/matmul_json.h"
 #include "policy/presets.h"
 
