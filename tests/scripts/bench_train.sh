@@ -62,6 +62,21 @@ for r in rows:
     assert r["target"] == (2.0 if r["policy"] == "fp32" else 1.0), r
     assert r["target_met"] == (r["speed_vs_pytorch"] >= r["target"]), r
     assert r["fma_peak_gflops"] == rows[0]["fma_peak_gflops"] > 0, r  # this core's rate, once a run (fma_peak.h)
+    # The step's matmul work: 2 m k n flops a call, over its shapes; under fp32 (a multiply per
+    # product) its time at that peak, and PyTorch's step over it; not under MXFP8 (two products an
+    # instruction in the pair kernel: the fp32 peak bounds nothing there).
+    gflop = sum(2 * sh["m"] * sh["k"] * sh["n"] * sh["calls_per_step"] for sh in r["matmul_shapes"]) * 1e-9
+    assert gflop > 0 and abs(r["matmul_gflop_per_step"] - gflop) <= 1e-12 * gflop, r
+    # By hand for the proxy (batch 64, input 32, d 64, 4 blocks of 64 -> 256 -> 64, head 64 -> 8): the
+    # forward's multiply-adds 64 (32*64 + 4*2*64*256 + 64*8) = 8,552,448; the backward's weight
+    # gradients as many, its input gradients all but the input layer's, 8,421,376; two flops each.
+    if r["model"] == "proxy":
+        assert abs(r["matmul_gflop_per_step"] - 2 * (2 * 8552448 + 8421376) * 1e-9) <= 1e-12 * r["matmul_gflop_per_step"], r
+    if r["policy"] == "fp32":
+        assert abs(r["peak_matmul_ms"] - gflop / r["fma_peak_gflops"] * 1e3) <= 1e-9 * r["peak_matmul_ms"], r
+        assert abs(r["peak_bound_vs_pytorch"] - torch[r["model"]][0] / r["peak_matmul_ms"]) <= 1e-9 * r["peak_bound_vs_pytorch"], r
+    else:
+        assert "peak_matmul_ms" not in r and "peak_bound_vs_pytorch" not in r, r
     assert r["routes"], r
     for site, routes in r["routes"].items():
         assert "reference" not in routes, (r["model"], r["policy"], site, routes)
