@@ -26,6 +26,7 @@ for r in rows:
     assert abs(r["ratio"] - r["gflops"] / r["sgemm_gflops"]) <= 1e-12 * r["ratio"], r
     # This core's multiply-add rate, measured once for the run (fma_peak.h).
     assert r["fma_peak_gflops"] == rows[0]["fma_peak_gflops"] > 0, r
+    assert abs(r["of_peak"] - r["gflops"] / (r["fma_peak_gflops"] * r["threads"])) <= 1e-12 * r["of_peak"], r
     if r["policy"] in presets:
         assert r["path"] == "fast", r
 PY
