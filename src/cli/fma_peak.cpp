@@ -66,14 +66,12 @@ double fma_peak_gflops(double min_seconds) {
   return flops / s * 1e-9;
 }
 
-const char* fma_peak_target() { return HWY_DYNAMIC_DISPATCH(FmaTarget)(); }
-
 std::string fma_peak_line(double gflops) {
   char line[200];
   std::snprintf(line, sizeof line,
                 "this core: fp32 multiply-add peak %.1f GFLOP/s a thread (%s, %zu lanes; every FMA-bound figure here "
                 "moves with it between phases of a shared machine)",
-                gflops, fma_peak_target(), HWY_DYNAMIC_DISPATCH(FmaLanes)());
+                gflops, HWY_DYNAMIC_DISPATCH(FmaTarget)(), HWY_DYNAMIC_DISPATCH(FmaLanes)());
   return line;
 }
 

@@ -14,9 +14,6 @@ namespace drift::cli {
 // best of timed bursts over at least `min_seconds`.
 double fma_peak_gflops(double min_seconds);
 
-// The SIMD target fma_peak_gflops runs (Highway's name: AVX3, AVX2, ...).
-const char* fma_peak_target();
-
 // "this core: fp32 multiply-add peak G GFLOP/s a thread (target, lanes)", for a benchmark's header.
 std::string fma_peak_line(double gflops);
 

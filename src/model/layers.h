@@ -238,12 +238,16 @@ void prefetch_rows(const T* p, size_t rows, size_t width, size_t ld) {
     for (size_t j = 0; j < width; j += kLine) __builtin_prefetch(p + r * ld + j, kWrite ? 1 : 0);
 }
 
-// The head after (b, h) in the attention loops' order (h fastest) into (nb, nh_next); false past
-// the last.
-inline bool next_head(size_t b, size_t h, size_t bsz, size_t nh, size_t* nb, size_t* nh_next) {
-  *nb = b + (h + 1) / nh;
-  *nh_next = (h + 1) % nh;
-  return *nb < bsz;
+// Where attention head bh = b * H + h (the loops' order, h fastest) keeps its rows, in elements:
+// its q in qkv (B,T,3C; k and v follow at +C and +2C), its T x T block of att (B,H,T,T), and its
+// columns of a (B,T,C) tensor (the output, dout). One place for the offsets that a head's products
+// read and the next head's prefetches name.
+struct HeadAt {
+  size_t qkv, att, btc;
+};
+inline HeadAt head_at(size_t bh, size_t t, size_t c, size_t nh) {
+  const size_t b = bh / nh, h = bh % nh, hs = c / nh;
+  return {b * t * 3 * c + h * hs, bh * t * t, b * t * c + h * hs};
 }
 
 // Causal multi-head self-attention core.
@@ -256,38 +260,38 @@ void attention_probs_forward(MatmulSites& s, const LinearSites& score, T* att, c
                              size_t c, size_t nh) {
   const size_t hs = c / nh, c3 = 3 * c;
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
-  for (size_t b = 0; b < bsz; ++b)
-    for (size_t h = 0; h < nh; ++h) {
-      const T* q = qkv + b * t * c3 + h * hs;
-      const T* k = q + c;
-      T* p = att + (b * nh + h) * t * t;
-      size_t nb, nh_next;
-      if (next_head(b, h, bsz, nh, &nb, &nh_next)) {
-        prefetch_rows(qkv + nb * t * c3 + nh_next * hs, t, hs, c3);
-        prefetch_rows(qkv + nb * t * c3 + nh_next * hs + c, t, hs, c3);
-        prefetch_rows<true>(att + (nb * nh + nh_next) * t * t, 1, t * t, 0);
-      }
-      // S (T,T) = Q (T,hs) · Kᵀ (hs,T): K is stored (T,hs) with ld 3C, i.e. Kᵀ transposed.
-      s.matmul<T>(score.fwd, t, hs, t, q, c3, false, k, c3, true, p, t, false, WriteC::store);
-      // Row i: P[i][j] = exp(S[i][j]*scale - max) / sum for j <= i, 0 after (causal).
-      for_each_row_group(t, [&](size_t i0, auto rows) {
-        constexpr size_t kRows = decltype(rows)::value;
-        T* row = p + i0 * t;
-        size_t len[kRows];
-        T mx[kRows], sum[kRows];
-        for (size_t r = 0; r < kRows; ++r) {
-          len[r] = i0 + r + 1;
-          for (size_t j = 0; j < len[r]; ++j) row[r * t + j] *= scale;
-        }
-        exp_minus_max_rows<kRows>(row, t, row, t, len, mx, sum);
-        for (size_t r = 0; r < kRows; ++r) {
-          T* pr = row + r * t;
-          const T inv = T(1) / sum[r];
-          for (size_t j = 0; j < len[r]; ++j) pr[j] *= inv;
-          for (size_t j = len[r]; j < t; ++j) pr[j] = 0;
-        }
-      });
+  for (size_t bh = 0; bh < bsz * nh; ++bh) {
+    const HeadAt at = head_at(bh, t, c, nh);
+    const T* q = qkv + at.qkv;
+    const T* k = q + c;
+    T* p = att + at.att;
+    if (bh + 1 < bsz * nh) {
+      const HeadAt next = head_at(bh + 1, t, c, nh);
+      prefetch_rows(qkv + next.qkv, t, hs, c3);
+      prefetch_rows(qkv + next.qkv + c, t, hs, c3);
+      prefetch_rows<true>(att + next.att, 1, t * t, 0);
     }
+    // S (T,T) = Q (T,hs) · Kᵀ (hs,T): K is stored (T,hs) with ld 3C, i.e. Kᵀ transposed.
+    s.matmul<T>(score.fwd, t, hs, t, q, c3, false, k, c3, true, p, t, false, WriteC::store);
+    // Row i: P[i][j] = exp(S[i][j]*scale - max) / sum for j <= i, 0 after (causal).
+    for_each_row_group(t, [&](size_t i0, auto rows) {
+      constexpr size_t kRows = decltype(rows)::value;
+      T* row = p + i0 * t;
+      size_t len[kRows];
+      T mx[kRows], sum[kRows];
+      for (size_t r = 0; r < kRows; ++r) {
+        len[r] = i0 + r + 1;
+        for (size_t j = 0; j < len[r]; ++j) row[r * t + j] *= scale;
+      }
+      exp_minus_max_rows<kRows>(row, t, row, t, len, mx, sum);
+      for (size_t r = 0; r < kRows; ++r) {
+        T* pr = row + r * t;
+        const T inv = T(1) / sum[r];
+        for (size_t j = 0; j < len[r]; ++j) pr[j] *= inv;
+        for (size_t j = len[r]; j < t; ++j) pr[j] = 0;
+      }
+    });
+  }
 }
 
 // out (B,T,C): O (T,hs) = P (T,T) · V (T,hs) per (b, h), P from att (B,H,T,T).
@@ -295,18 +299,17 @@ template <typename T>
 void attention_values_forward(MatmulSites& s, const LinearSites& value, T* out, const T* att, const T* qkv,
                               size_t bsz, size_t t, size_t c, size_t nh) {
   const size_t hs = c / nh, c3 = 3 * c;
-  for (size_t b = 0; b < bsz; ++b)
-    for (size_t h = 0; h < nh; ++h) {
-      const T* v = qkv + b * t * c3 + h * hs + 2 * c;
-      const T* p = att + (b * nh + h) * t * t;
-      size_t nb, nh_next;
-      if (next_head(b, h, bsz, nh, &nb, &nh_next)) {
-        prefetch_rows(qkv + nb * t * c3 + nh_next * hs + 2 * c, t, hs, c3);
-        prefetch_rows(att + (nb * nh + nh_next) * t * t, 1, t * t, 0);
-        prefetch_rows<true>(out + nb * t * c + nh_next * hs, t, hs, c);
-      }
-      s.matmul<T>(value.fwd, t, t, hs, p, t, false, v, c3, false, out + b * t * c + h * hs, c, false, WriteC::store);
+  for (size_t bh = 0; bh < bsz * nh; ++bh) {
+    const HeadAt at = head_at(bh, t, c, nh);
+    if (bh + 1 < bsz * nh) {
+      const HeadAt next = head_at(bh + 1, t, c, nh);
+      prefetch_rows(qkv + next.qkv + 2 * c, t, hs, c3);
+      prefetch_rows(att + next.att, 1, t * t, 0);
+      prefetch_rows<true>(out + next.btc, t, hs, c);
     }
+    s.matmul<T>(value.fwd, t, t, hs, att + at.att, t, false, qkv + at.qkv + 2 * c, c3, false, out + at.btc, c, false,
+                WriteC::store);
+  }
 }
 
 // dqkv (B,T,3C) = gradient of the loss through the attention core; datt (T,T) scratch of one head.
@@ -319,50 +322,48 @@ void attention_backward(MatmulSites& s, const LinearSites& score, const LinearSi
   if (!att_mm) att_mm = att;
   const size_t hs = c / nh, c3 = 3 * c;
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
-  for (size_t b = 0; b < bsz; ++b)
-    for (size_t h = 0; h < nh; ++h) {
-      const T* q = qkv + b * t * c3 + h * hs;
-      const T* k = q + c;
-      const T* v = q + 2 * c;
-      T* dq = dqkv + b * t * c3 + h * hs;
-      T* dk = dq + c;
-      T* dv = dq + 2 * c;
-      const T* p = att + (b * nh + h) * t * t;
-      const T* pm = att_mm + (b * nh + h) * t * t;
-      const T* dO = dout + b * t * c + h * hs;
-      size_t nb, nh_next;
-      if (next_head(b, h, bsz, nh, &nb, &nh_next)) {
-        const T* nq = qkv + nb * t * c3 + nh_next * hs;
-        for (size_t part = 0; part < 3; ++part) prefetch_rows(nq + part * c, t, hs, c3);
-        prefetch_rows(dout + nb * t * c + nh_next * hs, t, hs, c);
-        prefetch_rows(att + (nb * nh + nh_next) * t * t, 1, t * t, 0);
-        if (att_mm != att) prefetch_rows(att_mm + (nb * nh + nh_next) * t * t, 1, t * t, 0);
-        T* ndq = dqkv + nb * t * c3 + nh_next * hs;
-        for (size_t part = 0; part < 3; ++part) prefetch_rows<true>(ndq + part * c, t, hs, c3);
-      }
-      // dP (T,T) = dO (T,hs) · Vᵀ (hs,T)          [value.grad_input]
-      s.matmul<T>(value.gi, t, hs, t, dO, c, false, v, c3, true, datt, t, false, WriteC::store);
-      // dV (T,hs) = Pᵀ (T,T) · dO (T,hs)           [value.grad_weight]
-      s.matmul<T>(value.gw, t, t, hs, pm, t, true, dO, c, false, dv, c3, false, WriteC::store);
-      // dS = P * (dP - rowsum(dP * P)) * scale (softmax backward, causal)
-      for_each_row_group(t, [&](size_t i0, auto rows) {
-        constexpr size_t kRows = decltype(rows)::value;
-        size_t len[kRows];
-        T dot[kRows];
-        for (size_t r = 0; r < kRows; ++r) len[r] = i0 + r + 1;
-        dot_rows<kRows>(p + i0 * t, t, datt + i0 * t, t, len, dot);
-        for (size_t r = 0; r < kRows; ++r) {
-          T* d = datt + (i0 + r) * t;
-          const T* pr = p + (i0 + r) * t;
-          for (size_t j = 0; j < len[r]; ++j) d[j] = pr[j] * (d[j] - dot[r]) * scale;
-          for (size_t j = len[r]; j < t; ++j) d[j] = 0;
-        }
-      });
-      // dQ (T,hs) = dS (T,T) · K (T,hs)            [score.grad_input]
-      s.matmul<T>(score.gi, t, t, hs, datt, t, false, k, c3, false, dq, c3, false, WriteC::store);
-      // dKᵀ (hs,T) = Qᵀ (hs,T) · dS (T,T)          [score.grad_weight], stored transposed into dK
-      s.matmul<T>(score.gw, hs, t, t, q, c3, true, datt, t, false, dk, c3, true, WriteC::store);
+  for (size_t bh = 0; bh < bsz * nh; ++bh) {
+    const HeadAt at = head_at(bh, t, c, nh);
+    const T* q = qkv + at.qkv;
+    const T* k = q + c;
+    const T* v = q + 2 * c;
+    T* dq = dqkv + at.qkv;
+    T* dk = dq + c;
+    T* dv = dq + 2 * c;
+    const T* p = att + at.att;
+    const T* pm = att_mm + at.att;
+    const T* dO = dout + at.btc;
+    if (bh + 1 < bsz * nh) {
+      const HeadAt next = head_at(bh + 1, t, c, nh);
+      for (size_t part = 0; part < 3; ++part) prefetch_rows(qkv + next.qkv + part * c, t, hs, c3);
+      prefetch_rows(dout + next.btc, t, hs, c);
+      prefetch_rows(att + next.att, 1, t * t, 0);
+      if (att_mm != att) prefetch_rows(att_mm + next.att, 1, t * t, 0);
+      for (size_t part = 0; part < 3; ++part) prefetch_rows<true>(dqkv + next.qkv + part * c, t, hs, c3);
     }
+    // dP (T,T) = dO (T,hs) · Vᵀ (hs,T)          [value.grad_input]
+    s.matmul<T>(value.gi, t, hs, t, dO, c, false, v, c3, true, datt, t, false, WriteC::store);
+    // dV (T,hs) = Pᵀ (T,T) · dO (T,hs)           [value.grad_weight]
+    s.matmul<T>(value.gw, t, t, hs, pm, t, true, dO, c, false, dv, c3, false, WriteC::store);
+    // dS = P * (dP - rowsum(dP * P)) * scale (softmax backward, causal)
+    for_each_row_group(t, [&](size_t i0, auto rows) {
+      constexpr size_t kRows = decltype(rows)::value;
+      size_t len[kRows];
+      T dot[kRows];
+      for (size_t r = 0; r < kRows; ++r) len[r] = i0 + r + 1;
+      dot_rows<kRows>(p + i0 * t, t, datt + i0 * t, t, len, dot);
+      for (size_t r = 0; r < kRows; ++r) {
+        T* d = datt + (i0 + r) * t;
+        const T* pr = p + (i0 + r) * t;
+        for (size_t j = 0; j < len[r]; ++j) d[j] = pr[j] * (d[j] - dot[r]) * scale;
+        for (size_t j = len[r]; j < t; ++j) d[j] = 0;
+      }
+    });
+    // dQ (T,hs) = dS (T,T) · K (T,hs)            [score.grad_input]
+    s.matmul<T>(score.gi, t, t, hs, datt, t, false, k, c3, false, dq, c3, false, WriteC::store);
+    // dKᵀ (hs,T) = Qᵀ (hs,T) · dS (T,T)          [score.grad_weight], stored transposed into dK
+    s.matmul<T>(score.gw, hs, t, t, q, c3, true, datt, t, false, dk, c3, true, WriteC::store);
+  }
 }
 
 // Softmax cross-entropy. logits (N,V), targets (N) -> probs (N,V), losses (N); returns the mean loss
