@@ -781,6 +781,39 @@ TEST_CASE("hand-derived: B200 FP8's groups of 32 in two int32 accumulators, thei
   check_fused_column("b200_fp8_e4m3", "fp8_e4m3", x, x, 13363201.0 / 131072);
 }
 
+TEST_CASE("hand-derived: a group's sum just below 2^31, truncated to float") {
+  // B200 FP8 E5M2: one group of 32 products, 25 kept bits, the sum truncated to fp32, c = 0 (added
+  // after the group). Twenty products 1.75 * 1.75 = 49/16 (E5M2's largest significand squared,
+  // alignment exponent 0: q = -25) cut to 49/16 * 2^25 = 102760448 each; seven smaller ones, each
+  // exact at 2^-25 and of alignment exponent at most 0 (subnormal operands count at -14):
+  //   1.5*2^-14 * 1.75*2^14  = 2.625        -> 88080384
+  //   0.75*2^-14 * 1.25*2^11 = 0.9375*2^-3  -> 3932160
+  //   0.75*2^-14 * 1.25*2^7  = 0.9375*2^-7  -> 245760
+  //   0.75*2^-14 * 1.25*2^3  = 0.9375*2^-11 -> 15360
+  //   0.75*2^-14 * 1.25*2^-1 = 0.9375*2^-15 -> 960
+  //   0.75*2^-14 * 1.25*2^-5 = 0.9375*2^-19 -> 60
+  //   0.25*2^-14 * 1.5*2^-8  = 0.375*2^-22  -> 3
+  // The sum 20 * 102760448 + 92274687 = 2147483647 = 2^31 - 1 fits an int32 (no wrap). In [2^30,
+  // 2^31) float's spacing is 128: truncated, 2^31 - 128, times 2^-25 = 64 - 2^-18. (Rounded to
+  // nearest it would be 2^31, whose conversion back to int32 overflows: AVX2's correction of the
+  // nearest conversion must still see it above the sum.)
+  std::vector<double> a(32, 0.0), b(32, 0.0);
+  for (size_t t = 0; t < 20; ++t) a[t] = b[t] = 1.75;
+  const double sub3 = std::ldexp(0.75, -14), sub1 = std::ldexp(0.25, -14);
+  const double small[7][2] = {{std::ldexp(1.5, -14), std::ldexp(1.75, 14)},
+                              {sub3, std::ldexp(1.25, 11)},
+                              {sub3, std::ldexp(1.25, 7)},
+                              {sub3, std::ldexp(1.25, 3)},
+                              {sub3, 0.625},
+                              {sub3, std::ldexp(1.25, -5)},
+                              {sub1, std::ldexp(1.5, -8)}};
+  for (size_t t = 0; t < 7; ++t) {
+    a[21 + t] = small[t][0];
+    b[21 + t] = small[t][1];
+  }
+  check_fused_column("b200_fp8_e5m2", "fp8_e5m2", a, b, 64.0 - std::ldexp(1.0, -18));
+}
+
 TEST_CASE("hand-derived: an fp16 output from a sum past int32 is rounded once") {
   // H100 fp16 output: 16-term groups, 25 kept bits, c aligned with the products, the sum rounded to
   // nearest even with 10 fraction bits. K = 32. Group 1: 255.875 * 1 (and zeros) gives c = 255.875 =

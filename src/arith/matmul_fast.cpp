@@ -20,7 +20,7 @@
 //       - a fused tensor-core model (fused_accum.h) whose cut terms add exactly in a double: where
 //         the products are exact in fp32 and each cut term fits an int32 (every preset), each cut
 //         term by a float multiply and a conversion toward zero, added in int32 lanes (float lanes
-//         on AVX-512), else each truncated in double lanes (matmul_fused-inl.h).
+//         on AVX-512 and AVX2), else each truncated in double lanes (matmul_fused-inl.h).
 // The fp32 kernel's calls on FP8/FP6/FP4/int8 operands, and on bf16 operands whose data allow, take
 // the pair kernel where the CPU has AVX512_BF16 (arith/matmul_pairs.h: two of its fma steps per
 // instruction, the same roundings).
@@ -162,7 +162,7 @@ HWY_INLINE void InnerBlock(D d, const FastOperands& op, size_t i0, size_t rows, 
     // results lie on the output format's grid, floats.
     const FusedPlan& plan = (k1 - k0 == op.kblock || !op.fused.plan_tail) ? *op.fused.plan_full : *op.fused.plan_tail;
     HWY_ALIGN float res[kRows * 2 * HWY_MAX_BYTES / sizeof(float)];
-    if constexpr (kFusedDirected) {
+    if constexpr (kFusedFloatLanes) {
       if (op.fused.float_lanes) FusedTileBlock<kRows, 1>(d, op, i0, rows, j0, k0, plan, res);
     }
     if (!op.fused.float_lanes) FusedTileBlock<kRows, 1>(hn::Repartition<double, D>(), op, i0, rows, j0, k0, plan, res);
@@ -450,7 +450,8 @@ const char* FastTargetName() { return hwy::TargetName(HWY_TARGET); }
 
 bool HasNativeFma() { return HWY_NATIVE_FMA != 0; }
 size_t FloatLanes() { return hn::Lanes(hn::ScalableTag<float>()); }
-bool FusedFloatLanes() { return kFusedDirected; }  // (the integer route's float lanes)
+bool FusedFloatLanes() { return kFusedFloatLanes; }  // (the integer route's float lanes)
+bool FusedFourInFloat() { return kFusedFourInFloat; }
 // (The integer route reads float vectors of twice a double vector's lanes, which the scalar target lacks.)
 bool FusedIntCuts() { return HWY_TARGET != HWY_SCALAR; }
 
@@ -541,6 +542,7 @@ HWY_EXPORT(FastMatmul);
 HWY_EXPORT(HasNativeFma);
 HWY_EXPORT(FloatLanes);
 HWY_EXPORT(FusedFloatLanes);
+HWY_EXPORT(FusedFourInFloat);
 HWY_EXPORT(FusedIntCuts);
 HWY_EXPORT(FusedExpCodes);
 HWY_EXPORT(FusedPackStrips);
@@ -958,9 +960,9 @@ struct Code8Plan {
   int floor = 0;
 };
 
-Code8Plan code8_plan(const FusedModel& fm, bool avx512, bool float_lanes, double min_align, const PackedRanges& r) {
+Code8Plan code8_plan(const FusedModel& fm, bool int8_pass, bool float_lanes, double min_align, const PackedRanges& r) {
   Code8Plan plan;
-  if (!avx512 || r.a_bad || r.b_bad) return plan;
+  if (!int8_pass || r.a_bad || r.b_bad) return plan;
   const int in_emin = fm.in_emin;
   int products_lowest = 2 * in_emin;  // the smallest exponent of a non-zero product
   if (in_emin >= -kFusedCode8Limit && r.a_max < 0x1p31 && r.b_max < 0x1p31) {
@@ -1026,9 +1028,10 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
   FusedOperands& fo = op.fused;
   fo = FusedOperands{};
   fo.min_align = std::max(static_cast<double>(fm.min_align_exp), kFloorExp);
-  // (The integer route runs in float lanes where the target has per-instruction rounding, for its
-  // conversion of the sum.)
-  fo.float_lanes = int_plan.accs > 0 && HWY_DYNAMIC_DISPATCH(FusedFloatLanes)();
+  // (The integer route runs in float lanes where the target converts its sum in the model's rounding
+  // direction: AVX-512, and AVX2 but for four accumulators.)
+  fo.float_lanes = int_plan.accs > 0 && HWY_DYNAMIC_DISPATCH(FusedFloatLanes)() &&
+                   (int_plan.accs < 4 || HWY_DYNAMIC_DISPATCH(FusedFourInFloat)());
   fo.int_accs = int_plan.accs;
   fo.int_sum_may_wrap = int_plan.sum_may_wrap;
   fo.b = bd;
@@ -1075,7 +1078,7 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
   }
 
   // B: codes, range and strips.
-  const bool avx512 = HWY_DYNAMIC_DISPATCH(FusedFloatLanes)();  // (the int8 exponent pass)
+  const bool int8_pass = HWY_DYNAMIC_DISPATCH(FusedFloatLanes)();  // (the int8 exponent pass: the same targets)
   Code8Plan code8;
   if (B.in_float) {
     const float* qf = B.qf.data();
@@ -1090,7 +1093,7 @@ void pack_fused(const PreparedOperands& ops, const FusedModel& fm, bool products
       transpose_floats(qf, n, k, k, bt, npad, false);
     }
     for (size_t t = 0; t < k; ++t) std::fill(bt + t * npad + n, bt + (t + 1) * npad, 0.0f);
-    code8 = code8_plan(fm, avx512, fo.float_lanes, fo.min_align, r);
+    code8 = code8_plan(fm, int8_pass, fo.float_lanes, fo.min_align, r);
     const size_t threads = worth_threads_elements(n * k) ? static_cast<size_t>(omp_get_max_threads()) : 1;
     for_each_index(threads, threads > 1, [&](size_t part) {
       HWY_DYNAMIC_DISPATCH(FusedPackStrips)(bt, npad, k, strips * part / threads, strips * (part + 1) / threads,

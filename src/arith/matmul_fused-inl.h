@@ -22,13 +22,22 @@ namespace drift {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Whether this target has per-instruction rounding directions (AVX-512): the integer route then
-// converts a group's sum in the model's own rounding direction and runs in float lanes (matmul_fast
-// asks before packing).
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-constexpr bool kFusedDirected = true;
+// Whether the integer route runs in float lanes on this target (matmul_fast asks before packing):
+// it converts a group's int32 sum to float in the model's own rounding direction, which AVX-512 does
+// in one instruction (embedded rounding) and AVX2 by the conversion to nearest and a correction
+// (IntSumToFloat). Elsewhere c and the sum go through double lanes.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+constexpr bool kFusedFloatLanes = true;
 #else
-constexpr bool kFusedDirected = false;
+constexpr bool kFusedFloatLanes = false;
+#endif
+// Whether the integer route's four accumulators (FusedGroupRowsFour: NVFP4 folded's groups of 64)
+// take float lanes too: AVX-512 only. On AVX2 g++ 12 kept them in memory, at a quarter of the double
+// lanes' speed, and they take double lanes there (matmul_fast asks).
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+constexpr bool kFusedFourInFloat = true;
+#else
+constexpr bool kFusedFourInFloat = false;
 #endif
 
 // How a group of fused_dot(c, a_i, b_j) (fused_accum.h) is computed here, for a row i and the W = 2L
@@ -43,14 +52,14 @@ constexpr bool kFusedDirected = false;
 //   overflow threshold, a non-finite c, and (the integer route) an alignment exponent beyond its
 //   range are redone lane by lane with the scalar core (group_at).
 // The product exponents are found in int16 lanes (one vector holds the strip's W columns, but on the
-// scalar target), or on AVX-512 where every code lies in [-30, 30] (FP8 and fp16 inputs; bf16 and
+// scalar target), or on AVX-512 and AVX2 where every code lies in [-30, 30] (FP8 and fp16 inputs; bf16 and
 // others whose codes span at most 60 binades, shifted) in int8 lanes,
 // a pair of rows per vector. The cut terms are added in one of two ways:
 //   * the integer route, where every product is exact in float and every cut term fits an int32
 //     (every preset; FusedOperands::int_accs): trunc(x*y * 2^-q) by two float multiplies and one
 //     conversion toward zero per product, in float lanes, added in int32 lanes (FusedIntCutTerms; one
 //     accumulator, or two taking the positions in turn where a group's sum could pass 2^31). On
-//     AVX-512 the whole group stays in float lanes: c's cut in int32 too, the adds that could wrap
+//     AVX-512 and AVX2 the whole group stays in float lanes: c's cut in int32 too, the adds that could wrap
 //     checked, and the sum converted to float in the conversion's own rounding direction
 //     (FusedCutSumsIntFloat); elsewhere c and the sum in double lanes (FusedCutSumsInt).
 //   * otherwise (wider inputs, more kept bits): trunc(x*y * 2^-q) per term in double lanes
@@ -126,7 +135,7 @@ HWY_INLINE void FusedProductExponents(const FastOperands& op, size_t i, size_t r
     for (size_t h = 0; h < NH; ++h) hn::Store(Ep[r][h], d16, ep + r * S * W + h * L16);
 }
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 // FusedProductExponents for narrow codes (FusedOperands::ea8) in int8 lanes: a vector holds a pair of
 // rows (even lanes the first, odd lanes the second) for the strip's W columns, half the work of the
 // int16 pass. The sums saturate, so that a zero code's stays below -64 and every real one's above; ep
@@ -425,9 +434,9 @@ HWY_INLINE void FusedCutSumsInt(DT dt, const FastOperands& op, size_t i, size_t 
     }
 }
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 // How IntSumToFloat rounds: by the model's own final rounding where the output keeps float's 23
-// fraction bits (AVX-512 embedded rounding), else to odd (toward zero, then the last bit set where
+// fraction bits, else to odd (toward zero, then the last bit set where
 // that was inexact), from which the one rounding to fewer bits is the rounding of s itself
 // (23 >= out_man_bits + 2).
 enum class IntSumRounding { nearest_even, toward_zero, to_odd };
@@ -438,6 +447,7 @@ inline IntSumRounding int_sum_rounding(const FusedModel& m) {
 
 // The int32 sums s as floats for FusedRoundResults, rounded as kRounding says. (The masked forms with
 // every lane set: the plain ones' undefined pass-through trips g++ 12's -Wmaybe-uninitialized.)
+#if HWY_TARGET <= HWY_AVX3
 template <IntSumRounding kRounding>
 HWY_INLINE hn::Vec<hn::ScalableTag<float>> IntSumToFloat(hn::Vec<hn::ScalableTag<int32_t>> s) {
   constexpr int kRz = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC, kRn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
@@ -451,11 +461,35 @@ HWY_INLINE hn::Vec<hn::ScalableTag<float>> IntSumToFloat(hn::Vec<hn::ScalableTag
   return hn::Vec<hn::ScalableTag<float>>{
       _mm512_castsi512_ps(_mm512_mask_or_epi32(_mm512_castps_si512(rz), inexact, _mm512_castps_si512(rz), _mm512_set1_epi32(1)))};
 }
+#else
+// AVX2, whose conversions round as MXCSR says (to nearest even): f = s rounded to nearest, and
+// where that rounding went away from zero (|f| > |s|), the float next to f toward zero, which is
+// then s rounded toward zero: the encoding less 1 (f is not 0 there). |f| against |s| exactly in
+// int32: f converted back (exact: f is an integer, |f| <= 2^31), both magnitudes compared unsigned,
+// where f = 2^31 (s within 64 of it), whose conversion reads 0x80000000, still reads 2^31.
+template <IntSumRounding kRounding>
+HWY_INLINE hn::Vec<hn::ScalableTag<float>> IntSumToFloat(hn::Vec<hn::ScalableTag<int32_t>> s) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const auto nearest = hn::ConvertTo(df, s);
+  if constexpr (kRounding == IntSumRounding::nearest_even) return nearest;
+  const auto back = TruncToInt32(df, nearest);
+  const auto away = hn::RebindMask(di, hn::Gt(hn::BitCast(du, hn::Abs(back)), hn::BitCast(du, hn::Abs(s))));
+  const auto bits = hn::BitCast(di, nearest);
+  const auto rz = hn::Add(bits, hn::VecFromMask(di, away));  // (the mask's lanes read -1)
+  if constexpr (kRounding == IntSumRounding::toward_zero) return hn::BitCast(df, rz);
+  const auto inexact = hn::Ne(back, s);
+  return hn::BitCast(df, hn::Or(rz, hn::IfThenElseZero(inexact, hn::Set(di, 1))));
+}
+#endif
 
 // The exact sum of the int32 vectors x[0..kN) as floats, rounded as kRounding says (IntSumToFloat's
 // rounding, of a sum past int32: below 2^34 here): summed in double lanes, 8 at a time, exactly
 // (below 2^53), and rounded once to float in the conversion's own rounding direction. For the vectors
-// of the integer route where a checked int32 add wrapped (FusedCutSumsIntFloat).
+// of the integer route where a checked int32 add of four accumulators wrapped (FusedCutSumsIntFloat;
+// AVX-512 only: kFusedFourInFloat).
+#if HWY_TARGET <= HWY_AVX3
 template <IntSumRounding kRounding, size_t kN>
 HWY_INLINE hn::Vec<hn::ScalableTag<float>> WideSumToFloat(const hn::Vec<hn::ScalableTag<int32_t>> (&x)[kN]) {
   constexpr int kRz = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC, kRn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
@@ -484,6 +518,7 @@ HWY_INLINE hn::Vec<hn::ScalableTag<float>> WideSumToFloat(const hn::Vec<hn::Scal
   }
   return hn::Combine(df, half[1], half[0]);
 }
+#endif
 
 // The largest q of the integer route in float lanes: 125 - kept_bits (IntCutOutside), and for
 // kPlain (FusedRoundResults') out.emax - 31 too, so that |val| <= 2^31 * 2^q stays below the
@@ -603,7 +638,7 @@ HWY_INLINE hn::Vec<DF> FusedPow2Q(DF df, hn::Vec<DF> scale) {
   return hn::BitCast(df, hn::Sub(hn::Set(di, static_cast<int32_t>((2 * kBias) << kMant)), hn::BitCast(di, scale)));
 }
 
-// Step 2 by the integer route in float lanes (AVX-512), from step 1's scales 2^-q and `outside`:
+// Step 2 by the integer route in float lanes (AVX-512, AVX2), from step 1's scales 2^-q and `outside`:
 // the products by FusedIntCutTerms into kAccs int32 accumulators; c's cut in int32 too (below
 // 2^(kept_bits+1)); each add of the accumulators and c checked for overflow where the model's
 // bounds allow one (kAccs > 1 always: B200's FP8 groups of 32 products of up to 2^27 each), such
@@ -642,6 +677,7 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
         } else if (HWY_LIKELY(hn::AllFalse(di, wrapped))) {
           val[r][v] = hn::Mul(IntSumToFloat<decltype(rounding)::value>(sum), pow2_q);
         } else {
+#if HWY_TARGET <= HWY_AVX3  // (kFusedFourInFloat: WideSumToFloat's target)
           // (Its val may reach 2^34 * 2^q, past the bound that lets kForm plain skip the overflow
           // test: lanes at the output's overflow threshold 2^(out.emax+1) go to the core.)
           const V overflow_at =
@@ -651,6 +687,7 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
           terms[kAccs] = TruncToInt32(df, hn::Mul(hn::Load(df, cw + r * S * W + v * L), scale[r][v]));
           val[r][v] = hn::Mul(WideSumToFloat<decltype(rounding)::value>(terms), pow2_q);
           outside[r][v] = hn::Or(outside[r][v], hn::RebindMask(di, hn::Not(hn::Lt(hn::Abs(val[r][v]), overflow_at))));
+#endif
         }
       }
   };
@@ -703,7 +740,7 @@ HWY_INLINE void FusedStoreResults(DT dt, const FastOperands& op, size_t i, size_
     }
 }
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 // The binary16 form's two steps (FusedRoundResults, FusedGroupRowsLean). The smallest magnitude
 // that rounds to 2^(emax+1), as a float's bits: that power of two toward zero; to nearest the
 // midpoint below it, 2^emax times 1 and out_man_bits + 1 ones after the point.
@@ -718,9 +755,14 @@ inline int32_t Binary16OverflowBits(const FusedModel& m) {
 // every lane set: the plain ones' undefined pass-through trips g++ 12's -Wmaybe-uninitialized.)
 HWY_INLINE hn::Vec<hn::ScalableTag<float>> RoundTripBinary16(hn::Vec<hn::ScalableTag<float>> x, bool rne) {
   constexpr int kRn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC, kRz = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
+#if HWY_TARGET == HWY_AVX2  // (F16C, whose conversion takes its rounding direction as an immediate too)
+  const __m128i h = rne ? _mm256_cvtps_ph(x.raw, kRn) : _mm256_cvtps_ph(x.raw, kRz);
+  return hn::Vec<hn::ScalableTag<float>>{_mm256_cvtph_ps(h)};
+#else
   const __m256i none16 = _mm256_setzero_si256();
   const __m256i h = rne ? _mm512_mask_cvtps_ph(none16, 0xffff, x.raw, kRn) : _mm512_mask_cvtps_ph(none16, 0xffff, x.raw, kRz);
   return hn::Vec<hn::ScalableTag<float>>{_mm512_mask_cvtph_ps(_mm512_setzero_ps(), 0xffff, h)};
+#endif
 }
 #endif
 
@@ -736,7 +778,7 @@ HWY_INLINE hn::Vec<hn::ScalableTag<float>> RoundTripBinary16(hn::Vec<hn::Scalabl
 // presets' 13): val is rounded toward zero, or to odd, and truncating it further to the output's
 // bits truncates the exact sum (a truncation's bits past a coarser grid are only dropped), which
 // the general code's rounding does with the same mask; nothing tiny, as for plain.
-// kForm binary16 (AVX-512 float lanes of the integer route, an IEEE binary16 output with subnormals:
+// kForm binary16 (float lanes of the integer route, an IEEE binary16 output with subnormals:
 // the fp16-output presets): val is the group's sum rounded to odd (IntSumToFloat) times 2^q, a normal
 // float or zero; F16C's conversion to binary16 in the model's rounding direction is then the one
 // rounding of the exact sum, subnormal results included (24 bits rounded to odd, then to at most 11:
@@ -754,8 +796,8 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
   const hn::RebindToSigned<DT> di;
   const size_t Ld = hn::Lanes(dt), W = 2 * hn::Lanes(hn::ScalableTag<float>()), NV = W / Ld;
   if constexpr (kForm == FusedResultForm::binary16) {
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-    static_assert(sizeof(T) == 4 && hn::MaxLanes(DT()) == 16, "AVX-512 float lanes");
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+    static_assert(sizeof(T) == 4, "float lanes");
     const FusedModel& m = *op.fused.model;
     const bool rne = m.final_rounding == Rounding::rne;  // (else rtz: FusedTileBlock takes no other)
     const V overflow_at = hn::BitCast(dt, hn::Set(di, Binary16OverflowBits(m)));
@@ -848,8 +890,8 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
     }
 }
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-// FusedGroupRows for the integer route in float lanes (AVX-512) with kForm plain, truncated or binary16 and one
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+// FusedGroupRows for the integer route in float lanes (AVX-512, AVX2) with kForm plain, truncated or binary16 and one
 // or two accumulators, kept lean: no mask per vector. Every lane that FusedGroupRows would send to
 // the scalar core shows in one of three vectors kept over the whole pass, tested once at the end:
 // the largest q - kIntCutQMin (or E + bias) against the route's bound (step 1, kLean); the OR of the
@@ -930,10 +972,10 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
   hn::Mask<decltype(di)> outside[R][kFusedMaxNV];
   hn::Vec<decltype(di)> q[R][kFusedMaxNV];
 #if HWY_TARGET != HWY_SCALAR
-  if (op.fused.int_accs > 0) {  // the integer route, in float lanes on AVX-512, else in double lanes
+  if (op.fused.int_accs > 0) {  // the integer route, in float lanes on AVX-512 and AVX2, else in double lanes
     const FusedOperands& fo = op.fused;
     if constexpr (sizeof(hn::TFromD<DT>) == 4) {
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
       hn::Vec<DT> scale[R][kFusedMaxNV];
       FusedCutScales<R, S, FusedValBounded(kForm)>(dt, fo, cw, ep, scale, outside);
       if constexpr (kFour)
@@ -974,7 +1016,7 @@ HWY_NOINLINE void FusedGroupRowsFour(DT dt, const FastOperands& op, size_t i0, s
   for (size_t r = 0; r < rows; ++r) FusedGroupRows<1, S, kForm, true>(dt, op, i0 + r, j0, k0, g, idx, ep + r * SW, c + r * SW);
 }
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 // FusedGroupRows out of line, for the passes in which FusedGroupRowsLean found a lane for the core
 // (rare: kept out of the lean form's code).
 template <size_t R, size_t S, FusedResultForm kForm, class DT>
@@ -1090,7 +1132,7 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
     for (uint32_t gi = g0; gi < chain_end; ++gi) {
       const FusedGroup& g = plan.groups[gi];
       const uint32_t* idx = plan.index.data() + g.first;
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
       if (sizeof(T) == 4 && op.fused.ea8 && op.fused.direct_scales)
         FusedProductExponents8<kMaxRows, S, true>(op, i0, rows, j0, k0, g, idx, ep);
       else if (op.fused.ea8)
@@ -1102,10 +1144,13 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
       auto group_rows = [&](auto form) {
         constexpr FusedResultForm kForm = decltype(form)::value;
         if (op.fused.int_accs == 4) {
-          FusedGroupRowsFour<S, kForm>(dt, op, i0, rows, j0, k0, g, idx, ep, c);
+          if constexpr (sizeof(T) == 8 || kFusedFourInFloat)
+            FusedGroupRowsFour<S, kForm>(dt, op, i0, rows, j0, k0, g, idx, ep, c);
+          else
+            HWY_ABORT("four accumulators in float lanes on %s (pack_fused gives them double lanes)", hwy::TargetName(HWY_TARGET));
           return;
         }
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
         if constexpr (sizeof(T) == 4 && kForm != FusedResultForm::general) {
           FusedGroupTileLeanFor<S, kForm>(dt, op, i0, rows, j0, k0, g, idx, ep, c);
           return;
