@@ -655,7 +655,6 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
                                      const uint32_t* idx, const float* cw, const V (&scale)[R][kFusedMaxNV],
                                      V (&val)[R][kFusedMaxNV], MI (&outside)[R][kFusedMaxNV]) {
   const hn::RebindToSigned<DF> di;
-  constexpr int kBias = LaneBits<float>::kBias;
   const size_t L = hn::Lanes(df), W = 2 * L, NVT = S * 2;
   const FusedOperands& fo = op.fused;
   VI acc[kAccs][R][kFusedMaxNV];
@@ -680,8 +679,8 @@ HWY_INLINE void FusedCutSumsIntFloat(DF df, const FastOperands& op, size_t i, si
 #if HWY_TARGET <= HWY_AVX3  // (kFusedFourInFloat: WideSumToFloat's target)
           // (Its val may reach 2^34 * 2^q, past the bound that lets kForm plain skip the overflow
           // test: lanes at the output's overflow threshold 2^(out.emax+1) go to the core.)
-          const V overflow_at =
-              hn::BitCast(df, hn::Set(di, LaneBits<float>::Pow2(std::min(fo.model->out.emax + 1, kBias + 1))));
+          const int overflow_exp = std::min(fo.model->out.emax + 1, LaneBits<float>::kBias + 1);
+          const V overflow_at = hn::BitCast(df, hn::Set(di, LaneBits<float>::Pow2(overflow_exp)));
           VI terms[kAccs + 1];
           for (size_t a = 0; a < kAccs; ++a) terms[a] = acc[a][r][v];
           terms[kAccs] = TruncToInt32(df, hn::Mul(hn::Load(df, cw + r * S * W + v * L), scale[r][v]));
@@ -891,8 +890,8 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
 }
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
-// FusedGroupRows for the integer route in float lanes (AVX-512, AVX2) with kForm plain, truncated or binary16 and one
-// or two accumulators, kept lean: no mask per vector. Every lane that FusedGroupRows would send to
+// FusedGroupRows for the integer route in float lanes (AVX-512, AVX2) with kForm plain, truncated or
+// binary16 and one or two accumulators, kept lean: no mask per vector. Every lane that FusedGroupRows would send to
 // the scalar core shows in one of three vectors kept over the whole pass, tested once at the end:
 // the largest q - kIntCutQMin (or E + bias) against the route's bound (step 1, kLean); the OR of the
 // checked adds (their sign bit: a wrapped int32 add); binary16, the largest |val| against the
@@ -1147,7 +1146,8 @@ HWY_INLINE void FusedTileBlock(DT dt, const FastOperands& op, size_t i0, size_t 
           if constexpr (sizeof(T) == 8 || kFusedFourInFloat)
             FusedGroupRowsFour<S, kForm>(dt, op, i0, rows, j0, k0, g, idx, ep, c);
           else
-            HWY_ABORT("four accumulators in float lanes on %s (pack_fused gives them double lanes)", hwy::TargetName(HWY_TARGET));
+            HWY_ABORT("four accumulators in float lanes on %s (pack_fused gives them double lanes)",
+                      hwy::TargetName(HWY_TARGET));
           return;
         }
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
