@@ -891,8 +891,9 @@ HWY_INLINE void FusedRoundResults(DT dt, const FastOperands& op, size_t i, size_
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 // FusedGroupRows for the integer route in float lanes (AVX-512, AVX2) with kForm plain, truncated or
-// binary16 and one or two accumulators, kept lean: no mask per vector. Every lane that FusedGroupRows would send to
-// the scalar core shows in one of three vectors kept over the whole pass, tested once at the end:
+// binary16 and one or two accumulators, kept lean: no mask per vector. Every lane that FusedGroupRows
+// would send to the scalar core shows in one of three vectors kept over the whole pass, tested once
+// at the end:
 // the largest q - kIntCutQMin (or E + bias) against the route's bound (step 1, kLean); the OR of the
 // checked adds (their sign bit: a wrapped int32 add); binary16, the largest |val| against the
 // output's overflow threshold (a NaN's bits lie above it). Where none shows, the results are
