@@ -58,7 +58,7 @@ struct FusedOperands {
   // float and a group's product cut terms adding exactly in int_accs int32 accumulators (1, 2 or 4),
   // with c's term too where !int_sum_may_wrap. A is read as floats
   // (af), B's strips as W floats per k (bf). It runs in float lanes (float_lanes) on AVX-512 and
-  // AVX2, else c and the sums go through double lanes. Otherwise A as doubles (a) and B split by sign, per k W values > 0 then W values
+  // AVX2 (four accumulators: AVX-512 only), else c and the sums go through double lanes. Otherwise A as doubles (a) and B split by sign, per k W values > 0 then W values
   // < 0, as doubles (b), in double lanes.
   bool float_lanes = false;
   int int_accs = 0;
@@ -77,8 +77,8 @@ struct FusedOperands {
   const double* bq = nullptr;
   const float* bqf = nullptr;
   bool bqf_k_major = false;
-  // Narrow exponents (AVX-512 and AVX2, every code in [-30, 30]: FP8 and fp16 inputs, or any whose codes
-  // span at most 60 binades, shifted: code8_plan): the product exponents in int8 lanes, two rows
+  // Narrow exponents (AVX-512 and AVX2, every code in [-30, 30]: FP8 and fp16 inputs, or any whose
+  // codes span at most 60 binades, shifted: code8_plan): the product exponents in int8 lanes, two rows
   // per vector. eb then holds each column's code twice (two int8 in an int16: FusedPairedCode8) and
   // ea8 each row pair's codes as int8 (first row, second row) twice in an int32; zero codes -128.
   // Null otherwise.

@@ -52,16 +52,17 @@ constexpr bool kFusedFourInFloat = false;
 //   overflow threshold, a non-finite c, and (the integer route) an alignment exponent beyond its
 //   range are redone lane by lane with the scalar core (group_at).
 // The product exponents are found in int16 lanes (one vector holds the strip's W columns, but on the
-// scalar target), or on AVX-512 and AVX2 where every code lies in [-30, 30] (FP8 and fp16 inputs; bf16 and
-// others whose codes span at most 60 binades, shifted) in int8 lanes,
-// a pair of rows per vector. The cut terms are added in one of two ways:
+// scalar target), or on AVX-512 and AVX2 where every code lies in [-30, 30] (FP8 and fp16 inputs;
+// bf16 and others whose codes span at most 60 binades, shifted) in int8 lanes, a pair of rows per
+// vector. The cut terms are added in one of two ways:
 //   * the integer route, where every product is exact in float and every cut term fits an int32
 //     (every preset; FusedOperands::int_accs): trunc(x*y * 2^-q) by two float multiplies and one
 //     conversion toward zero per product, in float lanes, added in int32 lanes (FusedIntCutTerms; one
 //     accumulator, or two taking the positions in turn where a group's sum could pass 2^31). On
-//     AVX-512 and AVX2 the whole group stays in float lanes: c's cut in int32 too, the adds that could wrap
-//     checked, and the sum converted to float in the conversion's own rounding direction
-//     (FusedCutSumsIntFloat); elsewhere c and the sum in double lanes (FusedCutSumsInt).
+//     AVX-512 and AVX2 the whole group stays in float lanes: c's cut in int32 too, the adds that
+//     could wrap checked, and the sum converted to float as IntSumToFloat rounds it
+//     (FusedCutSumsIntFloat); elsewhere, and for four accumulators on AVX2, c and the sum in double
+//     lanes (FusedCutSumsInt).
 //   * otherwise (wider inputs, more kept bits): trunc(x*y * 2^-q) per term in double lanes
 //     (multiply, multiply, truncate, add: FusedCutSumsTruncated).
 // A tile's rows share one pass for the products' exponents (FusedProductExponents); the rest runs
@@ -972,7 +973,7 @@ HWY_INLINE void FusedGroupRows(DT dt, const FastOperands& op, size_t i, size_t j
   hn::Mask<decltype(di)> outside[R][kFusedMaxNV];
   hn::Vec<decltype(di)> q[R][kFusedMaxNV];
 #if HWY_TARGET != HWY_SCALAR
-  if (op.fused.int_accs > 0) {  // the integer route, in float lanes on AVX-512 and AVX2, else in double lanes
+  if (op.fused.int_accs > 0) {  // the integer route, in float lanes (float_lanes), else in double lanes
     const FusedOperands& fo = op.fused;
     if constexpr (sizeof(hn::TFromD<DT>) == 4) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
